@@ -1,0 +1,92 @@
+"""The one error tree of memmachine.
+
+Every error the core or an adapter raises on purpose derives from :class:`MemMachineError`.
+Adapters translate driver exceptions into these at their boundary, so callers (REST, MCP, SDK,
+CLI) map a small, closed set of types to responses and never see a driver's traceback.
+
+    MemMachineError
+    ├── InvalidInputError          bad input; ``field`` names it          (HTTP 422)
+    │   └── PayloadTooLargeError   a message or batch over the limits     (HTTP 413)
+    ├── AuthenticationError        missing or unknown API key             (HTTP 401)
+    ├── NotFoundError              the thing does not exist in this scope (HTTP 404)
+    ├── ConflictError              a stale version or a clash             (HTTP 409)
+    ├── ConfigurationError         settings that cannot work              (startup)
+    └── StoreError                 a storage backend failed               (HTTP 503)
+        └── StoreUnavailableError  a store cannot be reached at all
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthenticationError",
+    "ConfigurationError",
+    "ConflictError",
+    "InvalidInputError",
+    "MemMachineError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "StoreError",
+    "StoreUnavailableError",
+]
+
+
+class MemMachineError(Exception):
+    """Base of every error memmachine raises on purpose."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInputError(MemMachineError):
+    """The caller sent something unusable; ``field`` is a dotted path to it when known."""
+
+    code = "invalid_input"
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class PayloadTooLargeError(InvalidInputError):
+    """A message, fact or batch is larger than the configured limit."""
+
+    code = "payload_too_large"
+
+
+class AuthenticationError(MemMachineError):
+    code = "unauthenticated"
+
+
+class NotFoundError(MemMachineError):
+    code = "not_found"
+
+
+class ConflictError(MemMachineError):
+    """A write based on a stale version, or one that clashes with existing data."""
+
+    code = "conflict"
+
+    def __init__(self, message: str, current_version: int | None = None) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
+class ConfigurationError(MemMachineError):
+    code = "configuration_error"
+
+
+class StoreError(MemMachineError):
+    """A storage backend failed while serving a request; ``store`` names which one."""
+
+    code = "store_error"
+
+    def __init__(self, message: str, store: str) -> None:
+        super().__init__(message)
+        self.store = store
+
+
+class StoreUnavailableError(StoreError):
+    code = "store_unavailable"

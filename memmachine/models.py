@@ -1,0 +1,208 @@
+"""Domain models shared by the manager, the ports and the adapters.
+
+These are the core's own types; the REST/SDK wire models live in ``memmachine_client.models``
+and are converted at the server boundary.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+__all__ = [
+    "ID_PATTERN",
+    "Episode",
+    "EpisodeHit",
+    "EpisodeRecord",
+    "Fact",
+    "FactHit",
+    "FactRecord",
+    "Identifier",
+    "Role",
+    "Scope",
+    "StoreHealth",
+    "WorkingMemory",
+    "WorkingMessage",
+    "utc_now",
+]
+
+#: Ids are short, printable and free of ``:``, ``/`` and whitespace, so they can be embedded
+#: verbatim in Redis keys and graph keys without one id ever aliasing another.
+ID_PATTERN = r"^[\w.@+\-=#~|]{1,128}$"
+Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+Role = Literal["user", "assistant", "system", "tool"]
+
+JsonDict = dict[str, Any]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """Naive datetimes are taken as UTC; aware ones are converted to UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+class Scope(BaseModel):
+    """Who a memory belongs to. Every store read and write takes one.
+
+    ``tenant``, ``org_id``, ``project_id`` and ``user_id`` always match exactly. ``agent_id``,
+    ``session_id`` and ``group_id`` narrow a query when set and are ignored when ``None``.
+    The tenant comes from the API key, never from the request body.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: Identifier = "default"
+    org_id: Identifier = "default"
+    project_id: Identifier = "default"
+    user_id: Identifier
+    agent_id: Identifier | None = None
+    session_id: Identifier | None = None
+    group_id: Identifier | None = None
+
+    def for_session(self, session_id: str) -> Scope:
+        return self.model_copy(update={"session_id": session_id})
+
+    def user_scope(self) -> Scope:
+        """The same user with every narrowing id dropped."""
+        return self.model_copy(update={"agent_id": None, "session_id": None, "group_id": None})
+
+
+class StoreHealth(BaseModel):
+    name: str
+    kind: str
+    status: Literal["ok", "down", "off"]
+    detail: str | None = None
+    version: str | None = None
+    latency_ms: float | None = None
+
+
+# --------------------------------------------------------------------------- episodic
+
+
+class EpisodeRecord(BaseModel):
+    """An episode ready to be stored: the manager fills every field; the store adds order."""
+
+    id: str
+    role: Role
+    producer: str | None
+    content: str
+    timestamp: datetime
+    metadata: JsonDict = Field(default_factory=dict)
+    search_text: str
+    embedding: list[float] | None = None
+
+    @field_validator("timestamp")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return as_utc(value)
+
+
+class Episode(BaseModel):
+    """A stored episode. ``scope.session_id`` is always set; ``sequence`` orders a session."""
+
+    id: str
+    scope: Scope
+    role: Role
+    producer: str | None
+    content: str
+    timestamp: datetime
+    metadata: JsonDict = Field(default_factory=dict)
+    sequence: int
+    created_at: datetime
+
+    @field_validator("timestamp", "created_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return as_utc(value)
+
+
+class EpisodeHit(BaseModel):
+    """A search result: the episode, its fused score, and the rank it had in each signal."""
+
+    episode: Episode
+    score: float
+    ranks: dict[str, int] = Field(default_factory=dict)
+    #: True when the episode was added as a neighbour of a hit rather than matched itself.
+    context: bool = False
+
+
+# --------------------------------------------------------------------------- profile
+
+
+class FactRecord(BaseModel):
+    """A fact to upsert. A user holds at most one fact per (tag, feature)."""
+
+    tag: str
+    feature: str
+    value: str
+    confidence: float = 1.0
+    source: str = "explicit"
+    source_session_id: str | None = None
+    metadata: JsonDict = Field(default_factory=dict)
+    embedding: list[float] | None = None
+
+
+class Fact(BaseModel):
+    id: str
+    scope: Scope
+    tag: str
+    feature: str
+    value: str
+    confidence: float
+    source: str
+    source_session_id: str | None = None
+    metadata: JsonDict = Field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+
+    @field_validator("created_at", "updated_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return as_utc(value)
+
+
+class FactHit(BaseModel):
+    fact: Fact
+    score: float
+
+
+# --------------------------------------------------------------------------- working
+
+
+class WorkingMessage(BaseModel):
+    role: Role
+    content: str
+    producer: str | None = None
+    timestamp: datetime
+    metadata: JsonDict = Field(default_factory=dict)
+
+    @field_validator("timestamp")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return as_utc(value)
+
+
+class WorkingMemory(BaseModel):
+    """One session's working memory.
+
+    ``version`` starts at 0 for a session never written and grows by one on every write
+    (append, put, state or summary change). ``message_count`` counts every message held,
+    even when ``messages`` is only the last-N window. ``ttl_seconds`` is the time left before
+    the session expires (None when it does not exist or never expires).
+    """
+
+    scope: Scope
+    messages: list[WorkingMessage] = Field(default_factory=list)
+    message_count: int = 0
+    state: JsonDict = Field(default_factory=dict)
+    summary: str | None = None
+    version: int = 0
+    ttl_seconds: int | None = None
+    updated_at: datetime | None = None

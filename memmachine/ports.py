@@ -1,0 +1,238 @@
+"""Ports: the storage and model roles the manager depends on, with their contracts.
+
+Every adapter of a port passes the shared contract suite in ``tests/contract/``. The contracts
+below are what that suite checks; an adapter that needs to deviate must change the contract
+here first.
+
+Common rules for every store:
+
+* Lifecycle: ``start()`` connects and creates what the store needs (idempotently); ``close()``
+  releases everything and may be called twice. Stores are async context managers through
+  :class:`Lifecycle`.
+* Scope: every method takes a :class:`~memmachine.models.Scope`. ``tenant``, ``org_id``,
+  ``project_id`` and ``user_id`` always match exactly; ``agent_id``, ``session_id`` and
+  ``group_id`` narrow the match when set. Nothing outside the scope is ever read, changed or
+  counted.
+* Errors: driver exceptions never escape; a failing backend raises
+  :class:`~memmachine.errors.StoreError` (or ``StoreUnavailableError``) naming the store.
+* ``health()`` never raises: it reports ``status="down"`` with a detail instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+from memmachine.models import (
+    Episode,
+    EpisodeRecord,
+    Fact,
+    FactRecord,
+    Scope,
+    StoreHealth,
+    WorkingMemory,
+    WorkingMessage,
+)
+
+__all__ = ["Embedder", "EpisodeStore", "Lifecycle", "ProfileStore", "WorkingMemoryStore"]
+
+
+class Lifecycle:
+    """Mixin giving ``async with`` to anything with ``start()`` and ``close()``."""
+
+    async def start(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def close(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+@runtime_checkable
+class EpisodeStore(Protocol):
+    """Long-term episodic memory: episodes in a graph, linked by session and order.
+
+    Contract:
+
+    * ``add_episodes(scope, records)`` stores the records, in order, at the end of the session
+      ``scope.session_id`` (required; ``InvalidInputError`` without it). All or nothing: on
+      failure no record of the batch is stored. Each episode gets ``sequence`` one higher than
+      the session's last and is linked to the previous episode of the session. Ids are given
+      by the caller; an id that already exists raises ``ConflictError`` and stores nothing.
+      Returns the stored episodes in input order.
+    * ``get_episode`` returns the episode only when it lies inside ``scope``, else ``None``.
+    * ``list_episodes`` returns episodes in scope ordered by (timestamp, sequence), oldest
+      first, or newest first with ``newest_first``; ``limit``/``offset`` page through them.
+    * ``count_episodes`` counts episodes in scope.
+    * ``delete_episode`` removes one episode in scope and relinks its neighbours; returns
+      whether something was deleted.
+    * ``delete_episodes(scope)`` removes every episode in scope (a whole user, or one session
+      when ``scope.session_id`` is set) with its session nodes; returns how many episodes.
+    * ``vector_search`` returns up to ``k`` episodes in scope with the highest cosine
+      similarity (``1.0`` = same direction), best first, as ``(episode, similarity)``. Exact
+      within scope: an episode in scope is never lost because other scopes crowd an index.
+      Returns ``[]`` when the store was started without vectors.
+    * ``fulltext_search`` returns up to ``k`` episodes in scope matching any term of
+      ``query`` (case-insensitive, punctuation ignored), best first, as ``(episode, score)``
+      with higher = better. A query with no usable term returns ``[]``; user text never
+      breaks the query syntax.
+    * ``neighbours(scope, episode_id, before, after)`` returns up to ``before`` episodes
+      preceding and ``after`` following it in its session, in session order (the episode
+      itself excluded); ``[]`` when the episode is not in scope.
+    """
+
+    name: str
+    kind: str
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def health(self) -> StoreHealth: ...
+
+    async def add_episodes(
+        self, scope: Scope, records: Sequence[EpisodeRecord]
+    ) -> list[Episode]: ...
+    async def get_episode(self, scope: Scope, episode_id: str) -> Episode | None: ...
+    async def list_episodes(
+        self, scope: Scope, *, limit: int = 100, offset: int = 0, newest_first: bool = False
+    ) -> list[Episode]: ...
+    async def count_episodes(self, scope: Scope) -> int: ...
+    async def delete_episode(self, scope: Scope, episode_id: str) -> bool: ...
+    async def delete_episodes(self, scope: Scope) -> int: ...
+    async def vector_search(
+        self, scope: Scope, embedding: Sequence[float], k: int
+    ) -> list[tuple[Episode, float]]: ...
+    async def fulltext_search(
+        self, scope: Scope, query: str, k: int
+    ) -> list[tuple[Episode, float]]: ...
+    async def neighbours(
+        self, scope: Scope, episode_id: str, *, before: int, after: int
+    ) -> list[Episode]: ...
+
+
+@runtime_checkable
+class ProfileStore(Protocol):
+    """Profile memory: distilled facts ``{tag, feature, value}`` about a user.
+
+    Contract:
+
+    * ``upsert_facts(scope, records)``: a user holds at most one fact per (tag, feature)
+      within (tenant, org, project, user); writing an existing (tag, feature) replaces value,
+      confidence, source and metadata, keeps ``id`` and ``created_at`` and moves
+      ``updated_at``. All or nothing. Returns the stored facts in input order. ``agent_id``
+      and ``group_id`` of the scope are recorded on new facts.
+    * ``get_fact`` / ``delete_fact`` act on one fact by id only inside the user's scope.
+    * ``list_facts`` returns the user's facts ordered by (tag, feature), optionally only one
+      tag and/or feature; ``limit``/``offset`` page.
+    * ``delete_facts(scope, tag=None, feature=None)`` deletes the matching facts of the user;
+      when ``scope.session_id`` is set only facts whose ``source_session_id`` is that session.
+      Returns how many.
+    * ``search_facts(scope, query, embedding, k)`` ranks the user's facts against the query
+      text (terms found in tag, feature or value) and, when both the query embedding and the
+      fact's embedding exist, by cosine similarity; best first, score higher = better, only
+      facts with a positive score.
+    """
+
+    name: str
+    kind: str
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def health(self) -> StoreHealth: ...
+
+    async def upsert_facts(self, scope: Scope, records: Sequence[FactRecord]) -> list[Fact]: ...
+    async def get_fact(self, scope: Scope, fact_id: str) -> Fact | None: ...
+    async def list_facts(
+        self,
+        scope: Scope,
+        *,
+        tag: str | None = None,
+        feature: str | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+    ) -> list[Fact]: ...
+    async def delete_fact(self, scope: Scope, fact_id: str) -> bool: ...
+    async def delete_facts(
+        self, scope: Scope, *, tag: str | None = None, feature: str | None = None
+    ) -> int: ...
+    async def search_facts(
+        self, scope: Scope, query: str, embedding: Sequence[float] | None, k: int
+    ) -> list[tuple[Fact, float]]: ...
+
+
+@runtime_checkable
+class WorkingMemoryStore(Protocol):
+    """Working memory: one session's messages, JSON state and summary, with a TTL.
+
+    Contract (``scope.session_id`` is required everywhere except ``delete_user``):
+
+    * ``get(scope, last_n)`` returns the session or ``None`` when it does not exist (never
+      written, deleted or expired). With ``last_n`` only the newest ``last_n`` messages are
+      returned, still oldest first; ``message_count`` is always the full count.
+    * Every write creates the session when missing, increments ``version`` by exactly one,
+      sets ``updated_at`` and (re)starts the TTL of all the session's keys at ``ttl_seconds``
+      (``None`` = never expire).
+    * ``append(scope, messages, ttl_seconds)`` appends atomically (concurrent appends all land,
+      none interleave inside one call) and needs no version.
+    * ``put(scope, *, messages, state, summary, expected_version, ttl_seconds)`` replaces
+      whatever of messages/state/summary is not ``None``. With ``expected_version`` the write
+      happens only when the current version equals it (0 = the session must not exist);
+      otherwise nothing changes and ``ConflictError`` carries the current version.
+    * ``delete(scope)`` removes the session; ``delete_user(scope)`` removes every session of
+      the user. Both return how many sessions were removed.
+    * A write returns the session after it (version, message_count, state, summary, ttl)
+      with an empty ``messages`` list: read messages back with ``get``.
+    """
+
+    name: str
+    kind: str
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def health(self) -> StoreHealth: ...
+
+    async def get(self, scope: Scope, *, last_n: int | None = None) -> WorkingMemory | None: ...
+    async def append(
+        self, scope: Scope, messages: Sequence[WorkingMessage], *, ttl_seconds: int | None
+    ) -> WorkingMemory: ...
+    async def put(
+        self,
+        scope: Scope,
+        *,
+        messages: Sequence[WorkingMessage] | None = None,
+        state: dict[str, Any] | None = None,
+        summary: str | None = None,
+        expected_version: int | None = None,
+        ttl_seconds: int | None,
+    ) -> WorkingMemory: ...
+    async def delete(self, scope: Scope) -> int: ...
+    async def delete_user(self, scope: Scope) -> int: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors.
+
+    Contract: ``embed(texts)`` returns one vector of length ``dimensions`` per text, in order,
+    each L2-normalised; an empty input returns ``[]``. Batching is the embedder's business.
+    Failures raise ``StoreError`` naming the embedder (it is a backend like any other).
+    ``model`` identifies the model, so a store can refuse vectors from a different one.
+    """
+
+    name: str
+    model: str
+    dimensions: int
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    async def close(self) -> None: ...
