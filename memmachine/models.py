@@ -7,12 +7,19 @@ and are converted at the server boundary.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 __all__ = [
     "ID_PATTERN",
+    "EmbedderStatus",
+    "ForgetReport",
+    "HealthReport",
+    "MemoryType",
+    "NewMessage",
+    "SearchResult",
     "Episode",
     "EpisodeHit",
     "EpisodeRecord",
@@ -206,3 +213,50 @@ class WorkingMemory(BaseModel):
     version: int = 0
     ttl_seconds: int | None = None
     updated_at: datetime | None = None
+
+
+# --------------------------------------------------------------------------- manager I/O
+
+
+class NewMessage(BaseModel):
+    """A message handed to the manager; becomes an episode (and a working-memory message)."""
+
+    role: Role = "user"
+    content: str
+    producer: str | None = None
+    timestamp: datetime | None = None
+    metadata: JsonDict = Field(default_factory=dict)
+
+
+class MemoryType(StrEnum):
+    EPISODIC = "episodic"
+    PROFILE = "profile"
+    WORKING = "working"
+
+
+class SearchResult(BaseModel):
+    episodic: list[EpisodeHit] = Field(default_factory=list)
+    profile: list[FactHit] = Field(default_factory=list)
+    working: WorkingMemory | None = None
+
+
+class ForgetReport(BaseModel):
+    episodes_deleted: int = 0
+    facts_deleted: int = 0
+    sessions_deleted: int = 0
+
+
+class EmbedderStatus(BaseModel):
+    """Whether search is hybrid or lexical-only, and why."""
+
+    enabled: bool
+    model: str | None = None
+    dimensions: int | None = None
+    reason: str | None = None
+
+
+class HealthReport(BaseModel):
+    status: Literal["ok", "degraded"]
+    mode: Literal["hybrid", "lexical-only"]
+    embedder: EmbedderStatus
+    stores: dict[str, StoreHealth]

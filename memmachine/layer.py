@@ -1,0 +1,219 @@
+"""``MemoryLayer``: memmachine inside a synchronous agent, no server needed.
+
+With no URLs everything runs embedded under the data directory. Calls block; underneath,
+one private event loop thread drives the async :class:`~memmachine.manager.MemoryManager`
+(reachable as ``layer.manager`` for everything this facade does not cover).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from pydantic import SecretStr
+
+from memmachine.bootstrap import build_manager
+from memmachine.config import Settings
+from memmachine.errors import InvalidInputError
+from memmachine.manager import MemoryManager
+from memmachine.models import FactRecord, ForgetReport, NewMessage, Role, Scope
+
+__all__ = ["MemoryLayer"]
+
+T = TypeVar("T")
+
+
+class MemoryLayer:
+    """Blocking access to the three kinds of memory.
+
+    ``episodic_db``, ``profile_db`` and ``working_db`` take the same URLs as the
+    ``MEMMACHINE_*_STORE_URL`` settings; ``None`` means embedded. ``session_id`` is the
+    session that ``store_episodic`` writes to unless a call names another.
+    """
+
+    def __init__(
+        self,
+        episodic_db: str | None = None,
+        profile_db: str | None = None,
+        working_db: str | None = None,
+        *,
+        session_id: str = "default",
+        data_dir: str | Path | None = None,
+        org_id: str = "default",
+        project_id: str = "default",
+        agent_id: str | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        overrides: dict[str, Any] = {}
+        if episodic_db is not None:
+            overrides["episode_store_url"] = SecretStr(episodic_db)
+        if profile_db is not None:
+            overrides["profile_store_url"] = SecretStr(profile_db)
+        if working_db is not None:
+            overrides["working_store_url"] = SecretStr(working_db)
+        if data_dir is not None:
+            overrides["data_dir"] = Path(data_dir)
+        base = settings or Settings()
+        self.settings = base.model_copy(update=overrides)
+        self.session_id = session_id
+        self._ids = {"org_id": org_id, "project_id": project_id, "agent_id": agent_id}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="memmachine-layer", daemon=True
+        )
+        self._thread.start()
+        self._closed = False
+        try:
+            self.manager: MemoryManager = self._run(self._open())
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    async def _open(self) -> MemoryManager:
+        manager = await build_manager(self.settings)
+        await manager.start()
+        return manager
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("this MemoryLayer is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _scope(self, user_id: str, session_id: str | None = None) -> Scope:
+        try:
+            return Scope(user_id=user_id, session_id=session_id, **self._ids)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc), field="user_id") from None
+
+    # ------------------------------------------------------------------ episodic
+
+    def store_episodic(
+        self,
+        user_id: str,
+        data: str | Mapping[str, Any],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        role: Role = "user",
+        producer: str | None = None,
+        timestamp: datetime | None = None,
+    ) -> str:
+        """Store one message (text, or a dict with ``content``/``role``/...); returns its id."""
+        fields: dict[str, Any] = {"content": data} if isinstance(data, str) else dict(data)
+        fields.setdefault("role", role)
+        fields.setdefault("producer", producer)
+        fields.setdefault("timestamp", timestamp)
+        fields["metadata"] = {**fields.get("metadata", {}), **(metadata or {})}
+        scope = self._scope(user_id, session_id or self.session_id)
+        stored = self._run(self.manager.add_messages(scope, [NewMessage.model_validate(fields)]))
+        return stored[0].id
+
+    def retrieve_episodic(
+        self,
+        user_id: str,
+        keyword: str,
+        *,
+        top_k: int = 10,
+        session_id: str | None = None,
+        expand_context: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Episodes matching ``keyword`` by meaning and by words, best first."""
+        scope = self._scope(user_id, session_id)
+        hits = self._run(
+            self.manager.search_episodes(scope, keyword, top_k=top_k, expand_context=expand_context)
+        )
+        return [
+            {
+                "id": hit.episode.id,
+                "content": hit.episode.content,
+                "score": hit.score,
+                "role": hit.episode.role,
+                "producer": hit.episode.producer,
+                "timestamp": hit.episode.timestamp,
+                "session_id": hit.episode.scope.session_id,
+                "metadata": hit.episode.metadata,
+                "context": hit.context,
+            }
+            for hit in hits
+        ]
+
+    # ------------------------------------------------------------------ profile
+
+    def store_profile(
+        self,
+        user_id: str,
+        data: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *,
+        tag: str = "profile",
+        confidence: float = 1.0,
+    ) -> int:
+        """Upsert facts; returns how many were written.
+
+        ``data`` may be ``{feature: value}`` (under ``tag``), ``{tag: {feature: value}}``, or
+        a list of ``{"tag", "feature", "value", ...}`` dicts.
+        """
+        records = [
+            FactRecord.model_validate({"confidence": confidence, **fact})
+            for fact in _facts_from(data, tag)
+        ]
+        return len(self._run(self.manager.set_facts(self._scope(user_id), records)))
+
+    def retrieve_profile(
+        self, user_id: str, *, tag: str | None = None
+    ) -> dict[str, dict[str, str]]:
+        """The user's profile as ``{tag: {feature: value}}``."""
+        facts = self._run(self.manager.list_facts(self._scope(user_id), tag=tag))
+        profile: dict[str, dict[str, str]] = {}
+        for fact in facts:
+            profile.setdefault(fact.tag, {})[fact.feature] = fact.value
+        return profile
+
+    # ------------------------------------------------------------------ forget / lifecycle
+
+    def forget_user(self, user_id: str) -> ForgetReport:
+        return self._run(self.manager.forget_user(self._scope(user_id)))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self._run(self.manager.close())
+        finally:
+            self._closed = True
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _facts_from(
+    data: Mapping[str, Any] | Sequence[Mapping[str, Any]], tag: str
+) -> list[dict[str, Any]]:
+    if not isinstance(data, Mapping):
+        return [dict(item) for item in data]
+    facts: list[dict[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            facts.extend(
+                {"tag": key, "feature": feature, "value": str(inner)}
+                for feature, inner in value.items()
+            )
+        else:
+            facts.append({"tag": tag, "feature": key, "value": str(value)})
+    return facts

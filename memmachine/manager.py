@@ -1,0 +1,533 @@
+"""The memory manager: the one service every interface (REST, MCP, CLI, SDK) calls.
+
+It owns no storage itself. It validates input against the limits, assigns ids and times,
+embeds text, fans a request out to the episode, profile and working-memory stores, fuses
+search signals, and keeps multi-store writes all-or-nothing by compensating on failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from memmachine.config import LimitSettings
+from memmachine.errors import InvalidInputError, NotFoundError, PayloadTooLargeError
+from memmachine.models import (
+    EmbedderStatus,
+    Episode,
+    EpisodeHit,
+    EpisodeRecord,
+    Fact,
+    FactHit,
+    FactRecord,
+    ForgetReport,
+    HealthReport,
+    MemoryType,
+    NewMessage,
+    Scope,
+    SearchResult,
+    StoreHealth,
+    WorkingMemory,
+    WorkingMessage,
+    as_utc,
+    utc_now,
+)
+from memmachine.ports import Embedder, EpisodeStore, ProfileStore, WorkingMemoryStore
+from memmachine.retrieval import episode_search_text, reciprocal_rank_fusion
+
+__all__ = ["MemoryManager", "Resource"]
+
+log = logging.getLogger(__name__)
+
+#: How many candidates each signal contributes per requested result.
+CANDIDATES_PER_RESULT = 3
+MIN_CANDIDATES = 30
+RRF_K = 60
+
+
+class Resource(Protocol):
+    """Something with a lifecycle the manager starts before, and closes after, its stores."""
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+class MemoryManager:
+    """Working, episodic and profile memory behind one API; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        episodes: EpisodeStore,
+        profile: ProfileStore,
+        working: WorkingMemoryStore,
+        embedder: Embedder | None,
+        embedder_status: EmbedderStatus | None = None,
+        limits: LimitSettings | None = None,
+        working_ttl_seconds: int | None = 86_400,
+        resources: Sequence[Resource] = (),
+        extra_health: Sequence[Any] = (),
+    ) -> None:
+        self.episodes = episodes
+        self.profile = profile
+        self.working = working
+        self.embedder = embedder
+        self.embedder_status = embedder_status or _status_of(embedder)
+        self.limits = limits or LimitSettings()
+        self.working_ttl_seconds = working_ttl_seconds
+        self._resources = list(resources)
+        self._extra_health = list(extra_health)
+        self._started: list[Resource] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start resources, then stores; on any failure close what started and re-raise."""
+        for part in [*self._resources, self.episodes, self.profile, self.working]:
+            try:
+                await part.start()
+            except BaseException:
+                await self.close()
+                raise
+            self._started.append(part)
+
+    async def close(self) -> None:
+        """Close stores, the embedder and resources in reverse order; safe to call twice."""
+        if self.embedder is not None:
+            await _close_quietly(self.embedder)
+        while self._started:
+            await _close_quietly(self._started.pop())
+
+    async def __aenter__(self) -> MemoryManager:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def health(self) -> HealthReport:
+        checks = [self.episodes.health(), self.profile.health(), self.working.health()]
+        checks += [part.health() for part in self._extra_health]
+        reports: list[StoreHealth] = list(await asyncio.gather(*checks))
+        stores = {report.name: report for report in reports}
+        ok = all(report.status != "down" for report in reports)
+        return HealthReport(
+            status="ok" if ok else "degraded",
+            mode="hybrid" if self.embedder is not None else "lexical-only",
+            embedder=self.embedder_status,
+            stores=stores,
+        )
+
+    # ------------------------------------------------------------------ episodic
+
+    async def add_messages(
+        self, scope: Scope, messages: Sequence[NewMessage], *, working: bool = True
+    ) -> list[Episode]:
+        """Store messages as episodes of ``scope.session_id``, in order.
+
+        With ``working`` the same messages are appended to the session's working memory.
+        All or nothing: if any part fails, the episodes written by this call are removed.
+        """
+        session_scope = _require_session(scope)
+        self._check_messages(messages)
+        now = utc_now()
+        records = []
+        for message in messages:
+            timestamp = as_utc(message.timestamp) if message.timestamp else now
+            records.append(
+                EpisodeRecord(
+                    id=str(uuid.uuid4()),
+                    role=message.role,
+                    producer=message.producer,
+                    content=message.content,
+                    timestamp=timestamp,
+                    metadata=message.metadata,
+                    search_text=episode_search_text(
+                        message.content,
+                        timestamp=timestamp,
+                        producer=message.producer,
+                        role=message.role,
+                    ),
+                )
+            )
+        if self.embedder is not None and records:
+            vectors = await self.embedder.embed([record.search_text for record in records])
+            for record, vector in zip(records, vectors, strict=True):
+                record.embedding = vector
+        stored = await self.episodes.add_episodes(session_scope, records)
+        if working and stored:
+            try:
+                await self.working.append(
+                    session_scope,
+                    [_working_message(episode) for episode in stored],
+                    ttl_seconds=self.working_ttl_seconds,
+                )
+            except BaseException:
+                for episode in stored:
+                    await self.episodes.delete_episode(session_scope, episode.id)
+                raise
+        return stored
+
+    async def get_episode(self, scope: Scope, episode_id: str) -> Episode:
+        episode = await self.episodes.get_episode(scope.user_scope(), episode_id)
+        if episode is None:
+            raise NotFoundError(f"episode {episode_id!r} not found")
+        return episode
+
+    async def list_episodes(
+        self, scope: Scope, *, limit: int = 100, offset: int = 0, newest_first: bool = False
+    ) -> tuple[list[Episode], int]:
+        """A page of the scope's episodes and the total count in scope."""
+        page, total = await asyncio.gather(
+            self.episodes.list_episodes(
+                scope, limit=limit, offset=offset, newest_first=newest_first
+            ),
+            self.episodes.count_episodes(scope),
+        )
+        return page, total
+
+    async def delete_episode(self, scope: Scope, episode_id: str) -> None:
+        if not await self.episodes.delete_episode(scope.user_scope(), episode_id):
+            raise NotFoundError(f"episode {episode_id!r} not found")
+
+    async def search_episodes(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        top_k: int = 10,
+        expand_context: int = 0,
+        query_vector: Sequence[float] | None = None,
+    ) -> list[EpisodeHit]:
+        """Hybrid search: dense similarity and full-text, fused by reciprocal rank.
+
+        ``expand_context`` adds up to that many neighbouring turns before and after each hit
+        (marked ``context=True``, scored just below the hit they surround).
+        """
+        self._check_query(query, top_k)
+        candidates = max(MIN_CANDIDATES, top_k * CANDIDATES_PER_RESULT)
+        if query_vector is None and self.embedder is not None:
+            query_vector = (await self.embedder.embed([query]))[0]
+        lexical = self.episodes.fulltext_search(scope, query, candidates)
+        if query_vector is not None:
+            dense_hits, text_hits = await asyncio.gather(
+                self.episodes.vector_search(scope, query_vector, candidates), lexical
+            )
+        else:
+            dense_hits, text_hits = [], await lexical
+        by_id: dict[str, Episode] = {}
+        for episode, _ in [*dense_hits, *text_hits]:
+            by_id.setdefault(episode.id, episode)
+        rankings = {
+            "vector": [episode.id for episode, _ in dense_hits],
+            "fulltext": [episode.id for episode, _ in text_hits],
+        }
+        fused = reciprocal_rank_fusion(rankings, k=RRF_K)[:top_k]
+        hits = [
+            EpisodeHit(episode=by_id[item.key], score=item.score, ranks=item.ranks)
+            for item in fused
+        ]
+        if expand_context > 0 and hits:
+            hits = await self._expand(scope, hits, expand_context)
+        return hits
+
+    async def _expand(self, scope: Scope, hits: list[EpisodeHit], width: int) -> list[EpisodeHit]:
+        neighbour_lists = await asyncio.gather(
+            *(
+                self.episodes.neighbours(scope, hit.episode.id, before=width, after=width)
+                for hit in hits
+            )
+        )
+        seen = {hit.episode.id for hit in hits}
+        out: list[EpisodeHit] = []
+        for hit, neighbours in zip(hits, neighbour_lists, strict=True):
+            out.append(hit)
+            for episode in neighbours:
+                if episode.id in seen:
+                    continue
+                seen.add(episode.id)
+                out.append(EpisodeHit(episode=episode, score=hit.score * 0.5, context=True))
+        return out
+
+    async def search(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        top_k: int = 10,
+        types: Iterable[MemoryType] = tuple(MemoryType),
+        expand_context: int = 0,
+        working_last_n: int = 20,
+    ) -> SearchResult:
+        """Search every requested memory type at once with one query embedding."""
+        self._check_query(query, top_k)
+        wanted = set(types)
+        vector = None
+        if self.embedder is not None and wanted & {MemoryType.EPISODIC, MemoryType.PROFILE}:
+            vector = (await self.embedder.embed([query]))[0]
+        result = SearchResult()
+
+        async def episodic() -> None:
+            result.episodic = await self.search_episodes(
+                scope,
+                query,
+                top_k=top_k,
+                expand_context=expand_context,
+                query_vector=vector,
+            )
+
+        async def profile() -> None:
+            result.profile = await self.search_facts(scope, query, top_k=top_k, query_vector=vector)
+
+        async def working() -> None:
+            if scope.session_id is not None:
+                result.working = await self.get_working(scope, last_n=working_last_n)
+
+        jobs = {MemoryType.EPISODIC: episodic, MemoryType.PROFILE: profile}
+        jobs[MemoryType.WORKING] = working
+        await asyncio.gather(*(jobs[kind]() for kind in wanted))
+        return result
+
+    # ------------------------------------------------------------------ profile
+
+    async def set_facts(self, scope: Scope, facts: Sequence[FactRecord]) -> list[Fact]:
+        """Upsert facts for the user; one fact per (tag, feature). All or nothing."""
+        self._check_facts(facts)
+        records = [fact.model_copy() for fact in facts]
+        if self.embedder is not None and records:
+            vectors = await self.embedder.embed([_fact_text(fact) for fact in records])
+            for record, vector in zip(records, vectors, strict=True):
+                record.embedding = vector
+        for record in records:
+            if record.source_session_id is None:
+                record.source_session_id = scope.session_id
+        return await self.profile.upsert_facts(
+            scope.model_copy(update={"session_id": None}), records
+        )
+
+    async def list_facts(
+        self,
+        scope: Scope,
+        *,
+        tag: str | None = None,
+        feature: str | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+    ) -> list[Fact]:
+        return await self.profile.list_facts(
+            scope.user_scope(), tag=tag, feature=feature, limit=limit, offset=offset
+        )
+
+    async def get_fact(self, scope: Scope, fact_id: str) -> Fact:
+        fact = await self.profile.get_fact(scope.user_scope(), fact_id)
+        if fact is None:
+            raise NotFoundError(f"fact {fact_id!r} not found")
+        return fact
+
+    async def delete_fact(self, scope: Scope, fact_id: str) -> None:
+        if not await self.profile.delete_fact(scope.user_scope(), fact_id):
+            raise NotFoundError(f"fact {fact_id!r} not found")
+
+    async def delete_facts(
+        self, scope: Scope, *, tag: str | None = None, feature: str | None = None
+    ) -> int:
+        return await self.profile.delete_facts(scope.user_scope(), tag=tag, feature=feature)
+
+    async def search_facts(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        top_k: int = 10,
+        query_vector: Sequence[float] | None = None,
+    ) -> list[FactHit]:
+        self._check_query(query, top_k)
+        if query_vector is None and self.embedder is not None:
+            query_vector = (await self.embedder.embed([query]))[0]
+        found = await self.profile.search_facts(scope.user_scope(), query, query_vector, top_k)
+        return [FactHit(fact=fact, score=score) for fact, score in found]
+
+    # ------------------------------------------------------------------ working
+
+    async def get_working(self, scope: Scope, *, last_n: int | None = None) -> WorkingMemory:
+        """The session's working memory; a session never written reads as empty, version 0."""
+        session_scope = _require_session(scope)
+        if last_n is not None and last_n < 0:
+            raise InvalidInputError("last_n must be >= 0", field="last_n")
+        memory = await self.working.get(session_scope, last_n=last_n)
+        return memory or WorkingMemory(scope=session_scope)
+
+    async def append_working(
+        self, scope: Scope, messages: Sequence[WorkingMessage]
+    ) -> WorkingMemory:
+        session_scope = _require_session(scope)
+        self._check_messages(messages)
+        return await self.working.append(
+            session_scope, messages, ttl_seconds=self.working_ttl_seconds
+        )
+
+    async def put_working(
+        self,
+        scope: Scope,
+        *,
+        messages: Sequence[WorkingMessage] | None = None,
+        state: dict[str, Any] | None = None,
+        summary: str | None = None,
+        expected_version: int | None = None,
+    ) -> WorkingMemory:
+        session_scope = _require_session(scope)
+        if messages is not None:
+            self._check_messages(messages)
+        if state is not None and len(json.dumps(state)) > self.limits.max_state_bytes:
+            raise PayloadTooLargeError(
+                f"state is larger than {self.limits.max_state_bytes} bytes", field="state"
+            )
+        if summary is not None and len(summary) > self.limits.max_message_chars:
+            raise PayloadTooLargeError(
+                f"summary is longer than {self.limits.max_message_chars} characters",
+                field="summary",
+            )
+        if expected_version is not None and expected_version < 0:
+            raise InvalidInputError("expected_version must be >= 0", field="expected_version")
+        return await self.working.put(
+            session_scope,
+            messages=messages,
+            state=state,
+            summary=summary,
+            expected_version=expected_version,
+            ttl_seconds=self.working_ttl_seconds,
+        )
+
+    async def delete_working(self, scope: Scope) -> None:
+        if not await self.working.delete(_require_session(scope)):
+            raise NotFoundError(f"session {scope.session_id!r} has no working memory")
+
+    # ------------------------------------------------------------------ forget
+
+    async def forget_session(self, scope: Scope) -> ForgetReport:
+        """Remove a session from all three stores: episodes, working memory, and the facts
+        whose provenance is that session."""
+        session_scope = _require_session(scope).model_copy(
+            update={"agent_id": None, "group_id": None}
+        )
+        episodes, facts, sessions = await asyncio.gather(
+            self.episodes.delete_episodes(session_scope),
+            self.profile.delete_facts(session_scope),
+            self.working.delete(session_scope),
+        )
+        return ForgetReport(
+            episodes_deleted=episodes, facts_deleted=facts, sessions_deleted=sessions
+        )
+
+    async def forget_user(self, scope: Scope) -> ForgetReport:
+        """Remove everything stored for the user, in all three stores."""
+        user_scope = scope.user_scope()
+        episodes, facts, sessions = await asyncio.gather(
+            self.episodes.delete_episodes(user_scope),
+            self.profile.delete_facts(user_scope),
+            self.working.delete_user(user_scope),
+        )
+        return ForgetReport(
+            episodes_deleted=episodes, facts_deleted=facts, sessions_deleted=sessions
+        )
+
+    # ------------------------------------------------------------------ validation
+
+    def _check_messages(self, messages: Sequence[NewMessage | WorkingMessage]) -> None:
+        limits = self.limits
+        if not messages:
+            raise InvalidInputError("at least one message is required", field="messages")
+        if len(messages) > limits.max_batch_messages:
+            raise PayloadTooLargeError(
+                f"{len(messages)} messages in one request; the limit is "
+                f"{limits.max_batch_messages}",
+                field="messages",
+            )
+        for index, message in enumerate(messages):
+            if len(message.content) > limits.max_message_chars:
+                raise PayloadTooLargeError(
+                    f"message {index} has {len(message.content)} characters; the limit is "
+                    f"{limits.max_message_chars}",
+                    field=f"messages.{index}.content",
+                )
+            if not message.content.strip():
+                raise InvalidInputError(
+                    f"message {index} is empty", field=f"messages.{index}.content"
+                )
+
+    def _check_facts(self, facts: Sequence[FactRecord]) -> None:
+        limits = self.limits
+        if not facts:
+            raise InvalidInputError("at least one fact is required", field="facts")
+        if len(facts) > limits.max_facts_per_request:
+            raise PayloadTooLargeError(
+                f"{len(facts)} facts in one request; the limit is {limits.max_facts_per_request}",
+                field="facts",
+            )
+        for index, fact in enumerate(facts):
+            for name in ("tag", "feature", "value"):
+                text: str = getattr(fact, name)
+                if not text.strip():
+                    raise InvalidInputError(
+                        f"fact {index} has an empty {name}", field=f"facts.{index}.{name}"
+                    )
+                if len(text) > limits.max_fact_chars:
+                    raise PayloadTooLargeError(
+                        f"fact {index} {name} is longer than {limits.max_fact_chars} characters",
+                        field=f"facts.{index}.{name}",
+                    )
+            if not 0.0 <= fact.confidence <= 1.0:
+                raise InvalidInputError(
+                    "confidence must be between 0 and 1", field=f"facts.{index}.confidence"
+                )
+
+    def _check_query(self, query: str, top_k: int) -> None:
+        if not query.strip():
+            raise InvalidInputError("query must not be empty", field="query")
+        if len(query) > self.limits.max_message_chars:
+            raise PayloadTooLargeError("query is too long", field="query")
+        if not 1 <= top_k <= self.limits.max_top_k:
+            raise InvalidInputError(
+                f"top_k must be between 1 and {self.limits.max_top_k}", field="top_k"
+            )
+
+
+def _require_session(scope: Scope) -> Scope:
+    if scope.session_id is None:
+        raise InvalidInputError("session_id is required", field="session_id")
+    return scope
+
+
+def _working_message(episode: Episode) -> WorkingMessage:
+    return WorkingMessage(
+        role=episode.role,
+        content=episode.content,
+        producer=episode.producer,
+        timestamp=episode.timestamp,
+        metadata={**episode.metadata, "episode_id": episode.id},
+    )
+
+
+def _fact_text(fact: FactRecord) -> str:
+    return f"{fact.tag} {fact.feature}: {fact.value}"
+
+
+def _status_of(embedder: Embedder | None) -> EmbedderStatus:
+    if embedder is None:
+        return EmbedderStatus(enabled=False, reason="no embedder configured")
+    return EmbedderStatus(enabled=True, model=embedder.model, dimensions=embedder.dimensions)
+
+
+async def _close_quietly(part: Resource | Embedder) -> None:
+    started = time.monotonic()
+    try:
+        await part.close()
+    except Exception:
+        log.exception("closing %r failed", part)
+    finally:
+        log.debug("closed %r in %.3fs", part, time.monotonic() - started)

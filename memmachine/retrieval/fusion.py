@@ -1,0 +1,55 @@
+"""Reciprocal-rank fusion of several ranked candidate lists."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+__all__ = ["FusedItem", "reciprocal_rank_fusion"]
+
+
+@dataclass
+class FusedItem(Generic[K]):
+    key: K
+    #: Fused score normalised to [0, 1]: 1.0 means first in every list.
+    score: float
+    #: 1-based rank of the item in each list it appeared in.
+    ranks: dict[str, int] = field(default_factory=dict)
+
+
+def reciprocal_rank_fusion(
+    rankings: Mapping[str, Sequence[K]],
+    *,
+    k: int = 60,
+    weights: Mapping[str, float] | None = None,
+) -> list[FusedItem[K]]:
+    """Fuse ranked lists by ``sum(weight / (k + rank))``, best first.
+
+    Ties keep the order in which items were first seen, walking the lists in the order
+    given, so the result is deterministic.
+    """
+    weights = weights or {}
+    best = sum(weights.get(name, 1.0) for name in rankings) / (k + 1) or 1.0
+    fused: dict[K, FusedItem[K]] = {}
+    raw: dict[K, float] = {}
+    for name, ranked in rankings.items():
+        weight = weights.get(name, 1.0)
+        for position, key in enumerate(ranked, start=1):
+            item = fused.get(key)
+            if item is None:
+                item = fused[key] = FusedItem(key=key, score=0.0)
+                raw[key] = 0.0
+            if name in item.ranks:
+                continue
+            item.ranks[name] = position
+            raw[key] += weight / (k + position)
+    order = sorted(fused, key=lambda key: -raw[key])
+    out = []
+    for key in order:
+        item = fused[key]
+        item.score = raw[key] / best
+        out.append(item)
+    return out
