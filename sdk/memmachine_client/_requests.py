@@ -1,0 +1,211 @@
+"""What each client call sends and expects back, shared by the sync and async clients."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from memmachine_client import models as m
+
+T = TypeVar("T", bound=BaseModel)
+
+MessageLike = m.MessageIn | dict[str, Any] | str
+FactLike = m.FactIn | dict[str, Any]
+
+
+@dataclass
+class Call(Generic[T]):
+    method: str
+    path: str
+    response: type[T] | None
+    json: dict[str, Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def _message(value: MessageLike) -> m.MessageIn:
+    if isinstance(value, str):
+        return m.MessageIn(content=value)
+    if isinstance(value, dict):
+        return m.MessageIn.model_validate(value)
+    return value
+
+
+def _working_message(value: m.WorkingMessageIn | dict[str, Any] | str) -> m.WorkingMessageIn:
+    if isinstance(value, str):
+        return m.WorkingMessageIn(content=value)
+    if isinstance(value, dict):
+        return m.WorkingMessageIn.model_validate(value)
+    return value
+
+
+def _body(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", exclude_none=True)
+
+
+def _params(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+class Requests:
+    """Builds calls; ``ids`` are the client's default scope ids (org, project, agent...)."""
+
+    def __init__(self, ids: dict[str, str | None]) -> None:
+        self.ids = {key: value for key, value in ids.items() if value is not None}
+
+    def _scope(self, **ids: str | None) -> dict[str, str]:
+        merged = dict(self.ids)
+        merged.update({key: value for key, value in ids.items() if value is not None})
+        return merged
+
+    def health(self) -> Call[m.HealthResponse]:
+        return Call("GET", "/health", m.HealthResponse)
+
+    def add(
+        self,
+        messages: Sequence[MessageLike],
+        *,
+        user_id: str | None,
+        session_id: str | None,
+        working: bool,
+        **ids: str | None,
+    ) -> Call[m.AddMemoriesResponse]:
+        request = m.AddMemoriesRequest(
+            messages=[_message(message) for message in messages],
+            working=working,
+            **self._scope(user_id=user_id, session_id=session_id, **ids),
+        )
+        return Call("POST", "/v1/memories", m.AddMemoriesResponse, json=_body(request))
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        session_id: str | None,
+        top_k: int,
+        types: Sequence[Literal["episodic", "profile", "working"]] | None,
+        expand_context: int,
+        **ids: str | None,
+    ) -> Call[m.SearchResponse]:
+        request = m.SearchRequest(
+            query=query,
+            top_k=top_k,
+            expand_context=expand_context,
+            **({"types": list(types)} if types else {}),
+            **self._scope(user_id=user_id, session_id=session_id, **ids),
+        )
+        return Call("POST", "/v1/memories/search", m.SearchResponse, json=_body(request))
+
+    def list_episodes(
+        self,
+        *,
+        user_id: str | None,
+        session_id: str | None,
+        limit: int,
+        offset: int,
+        newest_first: bool,
+    ) -> Call[m.EpisodeListResponse]:
+        params = _params(
+            **self._scope(user_id=user_id, session_id=session_id),
+            limit=limit,
+            offset=offset,
+            order="newest" if newest_first else "oldest",
+        )
+        return Call("GET", "/v1/memories", m.EpisodeListResponse, params=params)
+
+    def get_episode(self, episode_id: str, *, user_id: str | None) -> Call[m.EpisodeOut]:
+        params = self._scope(user_id=user_id)
+        return Call("GET", f"/v1/memories/{episode_id}", m.EpisodeOut, params=params)
+
+    def delete_episode(self, episode_id: str, *, user_id: str | None) -> Call[BaseModel]:
+        params = self._scope(user_id=user_id)
+        return Call("DELETE", f"/v1/memories/{episode_id}", None, params=params)
+
+    def set_profile(
+        self, facts: Sequence[FactLike], *, user_id: str | None, session_id: str | None
+    ) -> Call[m.ProfileResponse]:
+        request = m.SetProfileRequest(
+            facts=[
+                m.FactIn.model_validate(fact) if isinstance(fact, dict) else fact for fact in facts
+            ],
+            **self._scope(user_id=user_id, session_id=session_id),
+        )
+        return Call("POST", "/v1/profile", m.ProfileResponse, json=_body(request))
+
+    def get_profile(
+        self, *, user_id: str | None, tag: str | None, feature: str | None
+    ) -> Call[m.ProfileResponse]:
+        params = _params(**self._scope(user_id=user_id), tag=tag, feature=feature)
+        return Call("GET", "/v1/profile", m.ProfileResponse, params=params)
+
+    def search_profile(
+        self, query: str, *, user_id: str | None, top_k: int
+    ) -> Call[m.ProfileSearchResponse]:
+        request = m.ProfileSearchRequest(query=query, top_k=top_k, **self._scope(user_id=user_id))
+        return Call("POST", "/v1/profile/search", m.ProfileSearchResponse, json=_body(request))
+
+    def delete_fact(self, fact_id: str, *, user_id: str | None) -> Call[BaseModel]:
+        params = self._scope(user_id=user_id)
+        return Call("DELETE", f"/v1/profile/facts/{fact_id}", None, params=params)
+
+    def delete_facts(
+        self, *, user_id: str | None, tag: str | None, feature: str | None
+    ) -> Call[m.DeletedResponse]:
+        params = _params(**self._scope(user_id=user_id), tag=tag, feature=feature)
+        return Call("DELETE", "/v1/profile", m.DeletedResponse, params=params)
+
+    def get_working(
+        self, session_id: str, *, user_id: str | None, last_n: int | None
+    ) -> Call[m.WorkingMemoryOut]:
+        params = _params(**self._scope(user_id=user_id), last_n=last_n)
+        path = f"/v1/sessions/{session_id}/working"
+        return Call("GET", path, m.WorkingMemoryOut, params=params)
+
+    def append_working(
+        self,
+        session_id: str,
+        messages: Sequence[m.WorkingMessageIn | dict[str, Any] | str],
+        *,
+        user_id: str | None,
+    ) -> Call[m.WorkingMemoryOut]:
+        request = m.AppendWorkingRequest(
+            messages=[_working_message(message) for message in messages],
+            **self._scope(user_id=user_id),
+        )
+        path = f"/v1/sessions/{session_id}/working/messages"
+        return Call("POST", path, m.WorkingMemoryOut, json=_body(request))
+
+    def put_working(
+        self,
+        session_id: str,
+        *,
+        user_id: str | None,
+        messages: Sequence[m.WorkingMessageIn | dict[str, Any] | str] | None,
+        state: dict[str, Any] | None,
+        summary: str | None,
+        expected_version: int | None,
+    ) -> Call[m.WorkingMemoryOut]:
+        request = m.PutWorkingRequest(
+            messages=None if messages is None else [_working_message(x) for x in messages],
+            state=state,
+            summary=summary,
+            expected_version=expected_version,
+            **self._scope(user_id=user_id),
+        )
+        path = f"/v1/sessions/{session_id}/working"
+        return Call("PUT", path, m.WorkingMemoryOut, json=_body(request))
+
+    def delete_working(self, session_id: str, *, user_id: str | None) -> Call[BaseModel]:
+        params = self._scope(user_id=user_id)
+        return Call("DELETE", f"/v1/sessions/{session_id}/working", None, params=params)
+
+    def forget_session(self, session_id: str, *, user_id: str | None) -> Call[m.ForgetResponse]:
+        params = self._scope(user_id=user_id)
+        return Call("DELETE", f"/v1/sessions/{session_id}", m.ForgetResponse, params=params)
+
+    def forget_user(self, user_id: str) -> Call[m.ForgetResponse]:
+        params = {key: value for key, value in self.ids.items() if key != "user_id"}
+        return Call("DELETE", f"/v1/users/{user_id}", m.ForgetResponse, params=params)

@@ -1,0 +1,272 @@
+"""Request and response models of the memmachine REST API.
+
+The server validates requests and serialises responses with these very classes, and the
+client parses with them, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = [
+    "AddMemoriesRequest",
+    "AddMemoriesResponse",
+    "AppendWorkingRequest",
+    "DeletedResponse",
+    "EpisodeListResponse",
+    "EpisodeOut",
+    "ErrorBody",
+    "ErrorDetail",
+    "FactIn",
+    "FactOut",
+    "ForgetResponse",
+    "HealthResponse",
+    "MessageIn",
+    "ProfileResponse",
+    "ProfileSearchRequest",
+    "ProfileSearchResponse",
+    "PutWorkingRequest",
+    "ScopeFields",
+    "SearchRequest",
+    "SearchResponse",
+    "SetProfileRequest",
+    "StoreHealthOut",
+    "WorkingMemoryOut",
+    "WorkingMessageIn",
+    "WorkingMessageOut",
+]
+
+ID_PATTERN = r"^[\w.@+\-=#~|]{1,128}$"
+Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+Role = Literal["user", "assistant", "system", "tool"]
+MemoryTypeName = Literal["episodic", "profile", "working"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScopeFields(_Model):
+    """Ids a request may carry in its body; missing ones fall back to X-*-ID headers."""
+
+    user_id: Id | None = None
+    session_id: Id | None = None
+    agent_id: Id | None = None
+    group_id: Id | None = None
+    org_id: Id | None = None
+    project_id: Id | None = None
+
+
+# ----------------------------------------------------------------- episodic
+
+
+class MessageIn(_Model):
+    role: Role = "user"
+    content: str = Field(min_length=1)
+    producer: str | None = Field(default=None, max_length=256)
+    timestamp: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AddMemoriesRequest(ScopeFields):
+    messages: list[MessageIn] = Field(min_length=1)
+    #: Also append the messages to the session's working memory.
+    working: bool = True
+
+
+class AddMemoriesResponse(_Model):
+    session_id: str
+    episode_ids: list[str]
+
+
+class EpisodeOut(_Model):
+    id: str
+    content: str
+    role: Role
+    producer: str | None
+    timestamp: datetime
+    sequence: int
+    user_id: str
+    session_id: str
+    agent_id: str | None = None
+    group_id: str | None = None
+    org_id: str
+    project_id: str
+    metadata: dict[str, Any]
+    created_at: datetime
+    #: Fused relevance in [0, 1]; set on search results only.
+    score: float | None = None
+    #: 1-based rank in each retrieval signal that found it (search results only).
+    ranks: dict[str, int] | None = None
+    #: True when included as a neighbouring turn of a hit (search with expand_context).
+    context: bool = False
+
+
+class EpisodeListResponse(_Model):
+    episodes: list[EpisodeOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class SearchRequest(ScopeFields):
+    query: str = Field(min_length=1)
+    top_k: int = Field(default=10, ge=1)
+    types: list[MemoryTypeName] = Field(
+        default_factory=lambda: ["episodic", "profile", "working"], min_length=1
+    )
+    #: Add up to this many neighbouring turns before and after each episodic hit.
+    expand_context: int = Field(default=0, ge=0, le=10)
+    #: How many of the session's newest working-memory messages to include.
+    working_last_n: int = Field(default=20, ge=0, le=1000)
+
+
+# ----------------------------------------------------------------- profile
+
+
+class FactIn(_Model):
+    tag: str = Field(min_length=1)
+    feature: str = Field(min_length=1)
+    value: str = Field(min_length=1)
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    source: str = Field(default="api", max_length=64)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class FactOut(_Model):
+    id: str
+    user_id: str
+    tag: str
+    feature: str
+    value: str
+    confidence: float
+    source: str
+    source_session_id: str | None = None
+    agent_id: str | None = None
+    group_id: str | None = None
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    #: Relevance (search results only), higher is better.
+    score: float | None = None
+
+
+class SetProfileRequest(ScopeFields):
+    facts: list[FactIn] = Field(min_length=1)
+
+
+class ProfileResponse(_Model):
+    facts: list[FactOut]
+
+
+class ProfileSearchRequest(ScopeFields):
+    query: str = Field(min_length=1)
+    top_k: int = Field(default=10, ge=1)
+
+
+class ProfileSearchResponse(_Model):
+    facts: list[FactOut]
+
+
+# ----------------------------------------------------------------- working
+
+
+class WorkingMessageIn(_Model):
+    role: Role = "user"
+    content: str = Field(min_length=1)
+    producer: str | None = Field(default=None, max_length=256)
+    timestamp: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkingMessageOut(_Model):
+    role: Role
+    content: str
+    producer: str | None
+    timestamp: datetime
+    metadata: dict[str, Any]
+
+
+class WorkingMemoryOut(_Model):
+    user_id: str
+    session_id: str
+    messages: list[WorkingMessageOut]
+    message_count: int
+    state: dict[str, Any]
+    summary: str | None
+    #: 0 for a session never written; grows by one with every write.
+    version: int
+    ttl_seconds: int | None
+    updated_at: datetime | None
+
+
+class AppendWorkingRequest(ScopeFields):
+    messages: list[WorkingMessageIn] = Field(min_length=1)
+
+
+class PutWorkingRequest(ScopeFields):
+    """Replace what is given; ``expected_version`` makes the write conditional (409 if stale)."""
+
+    messages: list[WorkingMessageIn] | None = None
+    state: dict[str, Any] | None = None
+    summary: str | None = None
+    expected_version: int | None = Field(default=None, ge=0)
+
+
+class SearchResponse(_Model):
+    episodic: list[EpisodeOut] = Field(default_factory=list)
+    profile: list[FactOut] = Field(default_factory=list)
+    working: WorkingMemoryOut | None = None
+
+
+# ----------------------------------------------------------------- misc
+
+
+class ForgetResponse(_Model):
+    episodes_deleted: int
+    facts_deleted: int
+    sessions_deleted: int
+
+
+class DeletedResponse(_Model):
+    deleted: int
+
+
+class StoreHealthOut(_Model):
+    name: str
+    kind: str
+    status: Literal["ok", "down", "off"]
+    detail: str | None = None
+    version: str | None = None
+    latency_ms: float | None = None
+
+
+class EmbedderOut(_Model):
+    enabled: bool
+    model: str | None = None
+    dimensions: int | None = None
+    reason: str | None = None
+
+
+class HealthResponse(_Model):
+    status: Literal["ok", "degraded"]
+    version: str
+    mode: Literal["hybrid", "lexical-only"]
+    embedder: EmbedderOut
+    stores: dict[str, StoreHealthOut]
+
+
+class ErrorDetail(_Model):
+    code: str
+    message: str
+    field: str | None = None
+    #: Every problem found, for validation errors that name more than one field.
+    errors: list[dict[str, Any]] | None = None
+    current_version: int | None = None
+
+
+class ErrorBody(_Model):
+    error: ErrorDetail
