@@ -1,0 +1,81 @@
+"""The FastAPI application: routes over one MemoryManager built by the composition root."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import Depends, FastAPI
+
+from memmachine.bootstrap import build_manager
+from memmachine.config import Settings
+from memmachine.manager import MemoryManager
+from memmachine_client import models as wire
+from memmachine_server.convert import health_out
+from memmachine_server.errors import install_error_handlers
+from memmachine_server.limits import BodySizeLimit
+from memmachine_server.routes import memories, profile, sessions
+from memmachine_server.state import AppState, manager_of
+
+log = logging.getLogger("memmachine.server")
+
+ManagerFactory = Callable[[Settings], Awaitable[MemoryManager]]
+
+
+def package_version() -> str:
+    try:
+        return version("memmachine")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0.0.0"
+
+
+def create_app(
+    settings: Settings | None = None, *, manager_factory: ManagerFactory = build_manager
+) -> FastAPI:
+    """Build the app. The manager is built and started when the app starts (lifespan) and
+    closed when it stops; nothing connects before that."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        manager = await manager_factory(settings)
+        await manager.start()
+        report = await manager.health()
+        if report.mode == "lexical-only":
+            log.warning(
+                "search runs in lexical-only mode: %s",
+                report.embedder.reason or "no embedder",
+            )
+        else:
+            log.info("search runs in hybrid mode with %s", report.embedder.model)
+        keys = settings.api_key_tenants()
+        if not keys and settings.host not in ("127.0.0.1", "localhost", "::1"):
+            log.warning("no MEMMACHINE_API_KEYS set while listening on %s", settings.host)
+        app.state.memmachine = AppState(settings=settings, manager=manager, api_keys=keys)
+        try:
+            yield
+        finally:
+            await manager.close()
+
+    app = FastAPI(
+        title="memmachine",
+        version=package_version(),
+        summary="Working, episodic and profile memory for AI agents.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_request_bytes)
+    install_error_handlers(app)
+
+    @app.get("/health", response_model=wire.HealthResponse, tags=["health"])
+    async def health(
+        manager: MemoryManager = Depends(manager_of),  # noqa: B008
+    ) -> wire.HealthResponse:
+        """Liveness plus each store's state and the search mode (hybrid or lexical-only)."""
+        return health_out(await manager.health(), package_version())
+
+    app.include_router(memories.router)
+    app.include_router(profile.router)
+    app.include_router(sessions.router)
+    return app

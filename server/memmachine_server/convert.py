@@ -1,0 +1,93 @@
+"""Core models → wire models."""
+
+from __future__ import annotations
+
+from memmachine.models import (
+    Episode,
+    EpisodeHit,
+    Fact,
+    FactHit,
+    HealthReport,
+    NewMessage,
+    WorkingMemory,
+    WorkingMessage,
+    utc_now,
+)
+from memmachine_client import models as wire
+
+
+def episode_out(episode: Episode, hit: EpisodeHit | None = None) -> wire.EpisodeOut:
+    scope = episode.scope
+    return wire.EpisodeOut(
+        id=episode.id,
+        content=episode.content,
+        role=episode.role,
+        producer=episode.producer,
+        timestamp=episode.timestamp,
+        sequence=episode.sequence,
+        user_id=scope.user_id,
+        session_id=scope.session_id or "",
+        agent_id=scope.agent_id,
+        group_id=scope.group_id,
+        org_id=scope.org_id,
+        project_id=scope.project_id,
+        metadata=episode.metadata,
+        created_at=episode.created_at,
+        score=None if hit is None else round(hit.score, 6),
+        ranks=None if hit is None else hit.ranks,
+        context=False if hit is None else hit.context,
+    )
+
+
+def fact_out(fact: Fact, hit: FactHit | None = None) -> wire.FactOut:
+    return wire.FactOut(
+        id=fact.id,
+        user_id=fact.scope.user_id,
+        tag=fact.tag,
+        feature=fact.feature,
+        value=fact.value,
+        confidence=fact.confidence,
+        source=fact.source,
+        source_session_id=fact.source_session_id,
+        agent_id=fact.scope.agent_id,
+        group_id=fact.scope.group_id,
+        metadata=fact.metadata,
+        created_at=fact.created_at,
+        updated_at=fact.updated_at,
+        score=None if hit is None else round(hit.score, 6),
+    )
+
+
+def working_out(memory: WorkingMemory) -> wire.WorkingMemoryOut:
+    return wire.WorkingMemoryOut(
+        user_id=memory.scope.user_id,
+        session_id=memory.scope.session_id or "",
+        messages=[
+            wire.WorkingMessageOut.model_validate(message.model_dump())
+            for message in memory.messages
+        ],
+        message_count=memory.message_count,
+        state=memory.state,
+        summary=memory.summary,
+        version=memory.version,
+        ttl_seconds=memory.ttl_seconds,
+        updated_at=memory.updated_at,
+    )
+
+
+def new_messages(messages: list[wire.MessageIn]) -> list[NewMessage]:
+    return [NewMessage.model_validate(message.model_dump()) for message in messages]
+
+
+def working_messages(messages: list[wire.WorkingMessageIn]) -> list[WorkingMessage]:
+    now = utc_now()
+    return [
+        WorkingMessage.model_validate(
+            {**message.model_dump(), "timestamp": message.timestamp or now}
+        )
+        for message in messages
+    ]
+
+
+def health_out(report: HealthReport, version: str) -> wire.HealthResponse:
+    return wire.HealthResponse.model_validate({**report.model_dump(), "version": version})

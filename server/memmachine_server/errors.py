@@ -1,0 +1,102 @@
+"""Map the core's error tree to HTTP responses. One place, no per-route try/except."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memmachine.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    ConflictError,
+    InvalidInputError,
+    MemMachineError,
+    NotFoundError,
+    PayloadTooLargeError,
+    StoreError,
+)
+from memmachine_client.models import ErrorBody, ErrorDetail
+
+log = logging.getLogger("memmachine.server")
+
+_STATUS: list[tuple[type[MemMachineError], int]] = [
+    (PayloadTooLargeError, 413),
+    (InvalidInputError, 422),
+    (AuthenticationError, 401),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (StoreError, 503),
+    (ConfigurationError, 500),
+]
+
+
+def error_response(status: int, detail: ErrorDetail) -> JSONResponse:
+    body = ErrorBody(error=detail).model_dump(exclude_none=True)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    parts = [str(part) for part in loc if part not in ("body", "query", "header", "path")]
+    return ".".join(parts)
+
+
+async def _on_memmachine_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, MemMachineError)
+    status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+    detail = ErrorDetail(code=exc.code, message=exc.message)
+    if isinstance(exc, InvalidInputError):
+        detail.field = exc.field
+    if isinstance(exc, ConflictError):
+        detail.current_version = exc.current_version
+    if isinstance(exc, StoreError):
+        log.warning(
+            "store %s failed on %s %s: %s", exc.store, request.method, request.url.path, exc.message
+        )
+        detail.message = f"the {exc.store} store is unavailable"
+    elif status >= 500:
+        log.error("%s on %s %s: %s", exc.code, request.method, request.url.path, exc.message)
+        detail.message = "internal error"
+    return error_response(status, detail)
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = []
+    for error in exc.errors():
+        problems.append(
+            {"field": _field_of(tuple(error.get("loc", ()))), "message": error.get("msg", "")}
+        )
+    first = problems[0] if problems else {"field": None, "message": "invalid request"}
+    message = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
+    return error_response(
+        422,
+        ErrorDetail(
+            code="invalid_input", message=message, field=first["field"] or None, errors=problems
+        ),
+    )
+
+
+async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+        exc.status_code, "http_error"
+    )
+    return error_response(exc.status_code, ErrorDetail(code=code, message=str(exc.detail)))
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, ErrorDetail(code="internal_error", message="internal error"))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(MemMachineError, _on_memmachine_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(Exception, _on_unexpected)

@@ -1,0 +1,89 @@
+"""Episodic memory and cross-memory search: /v1/memories."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from memmachine.manager import MemoryManager
+from memmachine.models import MemoryType
+from memmachine_client import models as wire
+from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
+from memmachine_server.scope import Tenant, resolve_scope
+from memmachine_server.state import manager_of
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+Manager = Annotated[MemoryManager, Depends(manager_of)]
+
+
+@router.post("", status_code=201, response_model=wire.AddMemoriesResponse)
+async def add_memories(
+    body: wire.AddMemoriesRequest, request: Request, tenant: Tenant, manager: Manager
+) -> wire.AddMemoriesResponse:
+    """Store messages as episodes of a session (and, by default, in its working memory)."""
+    scope = resolve_scope(request, tenant, body, require_session=True)
+    stored = await manager.add_messages(scope, new_messages(body.messages), working=body.working)
+    return wire.AddMemoriesResponse(
+        session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
+    )
+
+
+@router.get("", response_model=wire.EpisodeListResponse)
+async def list_memories(
+    request: Request,
+    tenant: Tenant,
+    manager: Manager,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    order: Literal["oldest", "newest"] = "oldest",
+) -> wire.EpisodeListResponse:
+    """A page of the user's episodes (optionally one session, agent or group)."""
+    scope = resolve_scope(request, tenant)
+    episodes, total = await manager.list_episodes(
+        scope, limit=limit, offset=offset, newest_first=order == "newest"
+    )
+    return wire.EpisodeListResponse(
+        episodes=[episode_out(episode) for episode in episodes],
+        total=total,
+        limit=limit,
+        offset=offset,
+    )
+
+
+@router.post("/search", response_model=wire.SearchResponse)
+async def search_memories(
+    body: wire.SearchRequest, request: Request, tenant: Tenant, manager: Manager
+) -> wire.SearchResponse:
+    """Hybrid search over episodes, matching profile facts, and the session's working memory."""
+    scope = resolve_scope(request, tenant, body)
+    result = await manager.search(
+        scope,
+        body.query,
+        top_k=body.top_k,
+        types=[MemoryType(kind) for kind in body.types],
+        expand_context=body.expand_context,
+        working_last_n=body.working_last_n,
+    )
+    return wire.SearchResponse(
+        episodic=[episode_out(hit.episode, hit) for hit in result.episodic],
+        profile=[fact_out(hit.fact, hit) for hit in result.profile],
+        working=None if result.working is None else working_out(result.working),
+    )
+
+
+@router.get("/{episode_id}", response_model=wire.EpisodeOut)
+async def get_memory(
+    episode_id: str, request: Request, tenant: Tenant, manager: Manager
+) -> wire.EpisodeOut:
+    scope = resolve_scope(request, tenant)
+    return episode_out(await manager.get_episode(scope, episode_id))
+
+
+@router.delete("/{episode_id}", status_code=204)
+async def delete_memory(
+    episode_id: str, request: Request, tenant: Tenant, manager: Manager
+) -> Response:
+    scope = resolve_scope(request, tenant)
+    await manager.delete_episode(scope, episode_id)
+    return Response(status_code=204)

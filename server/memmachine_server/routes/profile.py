@@ -1,0 +1,78 @@
+"""Profile memory: /v1/profile."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from memmachine.manager import MemoryManager
+from memmachine.models import FactRecord
+from memmachine_client import models as wire
+from memmachine_server.convert import fact_out
+from memmachine_server.scope import Tenant, resolve_scope
+from memmachine_server.state import manager_of
+
+router = APIRouter(prefix="/v1/profile", tags=["profile"])
+Manager = Annotated[MemoryManager, Depends(manager_of)]
+
+
+@router.post("", response_model=wire.ProfileResponse)
+async def set_profile(
+    body: wire.SetProfileRequest, request: Request, tenant: Tenant, manager: Manager
+) -> wire.ProfileResponse:
+    """Create or replace facts; a user holds one fact per (tag, feature)."""
+    scope = resolve_scope(request, tenant, body)
+    records = [FactRecord.model_validate(fact.model_dump()) for fact in body.facts]
+    facts = await manager.set_facts(scope, records)
+    return wire.ProfileResponse(facts=[fact_out(fact) for fact in facts])
+
+
+@router.get("", response_model=wire.ProfileResponse)
+async def get_profile(
+    request: Request,
+    tenant: Tenant,
+    manager: Manager,
+    tag: str | None = None,
+    feature: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> wire.ProfileResponse:
+    scope = resolve_scope(request, tenant)
+    facts = await manager.list_facts(scope, tag=tag, feature=feature, limit=limit, offset=offset)
+    return wire.ProfileResponse(facts=[fact_out(fact) for fact in facts])
+
+
+@router.post("/search", response_model=wire.ProfileSearchResponse)
+async def search_profile(
+    body: wire.ProfileSearchRequest, request: Request, tenant: Tenant, manager: Manager
+) -> wire.ProfileSearchResponse:
+    scope = resolve_scope(request, tenant, body)
+    hits = await manager.search_facts(scope, body.query, top_k=body.top_k)
+    return wire.ProfileSearchResponse(facts=[fact_out(hit.fact, hit) for hit in hits])
+
+
+@router.get("/facts/{fact_id}", response_model=wire.FactOut)
+async def get_fact(
+    fact_id: str, request: Request, tenant: Tenant, manager: Manager
+) -> wire.FactOut:
+    return fact_out(await manager.get_fact(resolve_scope(request, tenant), fact_id))
+
+
+@router.delete("/facts/{fact_id}", status_code=204)
+async def delete_fact(fact_id: str, request: Request, tenant: Tenant, manager: Manager) -> Response:
+    await manager.delete_fact(resolve_scope(request, tenant), fact_id)
+    return Response(status_code=204)
+
+
+@router.delete("", response_model=wire.DeletedResponse)
+async def delete_facts(
+    request: Request,
+    tenant: Tenant,
+    manager: Manager,
+    tag: str | None = None,
+    feature: str | None = None,
+) -> wire.DeletedResponse:
+    """Delete the user's facts, optionally only one tag and/or feature."""
+    scope = resolve_scope(request, tenant)
+    return wire.DeletedResponse(deleted=await manager.delete_facts(scope, tag=tag, feature=feature))

@@ -1,0 +1,26 @@
+"""What the app holds while it runs, reached from requests through ``app.state``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from memmachine.config import Settings
+from memmachine.manager import MemoryManager
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    manager: MemoryManager
+    api_keys: dict[str, str]
+
+
+def app_state(request: Request) -> AppState:
+    state: AppState = request.app.state.memmachine
+    return state
+
+
+def manager_of(request: Request) -> MemoryManager:
+    return app_state(request).manager
