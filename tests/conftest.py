@@ -26,7 +26,9 @@ def shared_model_dir() -> Path | None:
 def model_dir() -> Path:
     path = shared_model_dir()
     if path is None:
-        pytest.skip("no local ONNX model (../shared/models/all-MiniLM-L6-v2 or MEMMACHINE_TEST_MODEL_DIR)")
+        pytest.skip(
+            "no local ONNX model (../shared/models/all-MiniLM-L6-v2 or MEMMACHINE_TEST_MODEL_DIR)"
+        )
     return path
 
 

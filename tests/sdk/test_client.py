@@ -1,0 +1,92 @@
+"""The Python SDK against a live server: every call a user makes, sync and async."""
+
+from __future__ import annotations
+
+import pytest
+
+from memmachine_client import (
+    AsyncMemMachineClient,
+    BadRequestError,
+    ConflictError,
+    MemMachineClient,
+    MemMachineConnectionError,
+    NotFoundError,
+    UnauthorizedError,
+)
+
+
+def test_sync_client_round_trip(server_url: str) -> None:
+    with MemMachineClient(server_url, api_key="sdk-key", user_id="sdk-sync") as mm:
+        assert mm.health().status == "ok"
+        added = mm.add(
+            [
+                "I water the ficus every Sunday",
+                {"content": "The ficus is by the window", "role": "assistant"},
+            ],
+            session_id="plants",
+        )
+        assert len(added.episode_ids) == 2
+        assert added.session_id == "plants"
+
+        result = mm.search("ficus", top_k=5)
+        assert {hit.content for hit in result.episodic} == {
+            "I water the ficus every Sunday",
+            "The ficus is by the window",
+        }
+        episode = mm.get_episode(added.episode_ids[0])
+        assert episode.session_id == "plants"
+        assert episode.role == "user"
+        listed = mm.list_episodes(session_id="plants")
+        assert listed.total == 2
+
+        facts = mm.set_profile([{"tag": "home", "feature": "plant", "value": "ficus"}])
+        assert facts[0].value == "ficus"
+        assert [f.feature for f in mm.get_profile()] == ["plant"]
+        assert mm.search_profile("ficus")[0].id == facts[0].id
+
+        wm = mm.put_working("plants", state={"watered": True}, expected_version=2)
+        assert wm.version == 3
+        with pytest.raises(ConflictError) as conflict:
+            mm.put_working("plants", state={"watered": False}, expected_version=2)
+        assert conflict.value.current_version == 3
+        appended = mm.append_working("plants", ["reminder set"])
+        assert appended.message_count == 3
+        assert [m.content for m in mm.get_working("plants", last_n=1).messages] == ["reminder set"]
+
+        mm.delete_episode(added.episode_ids[1])
+        with pytest.raises(NotFoundError):
+            mm.get_episode(added.episode_ids[1])
+        with pytest.raises(BadRequestError) as bad:
+            mm.add([""], session_id="plants")
+        assert bad.value.field == "messages.0.content"
+
+        report = mm.forget_user("sdk-sync")
+        assert (report.episodes_deleted, report.facts_deleted, report.sessions_deleted) == (1, 1, 1)
+        assert mm.list_episodes().total == 0
+
+
+async def test_async_client_round_trip(server_url: str) -> None:
+    async with AsyncMemMachineClient(server_url, api_key="sdk-key") as mm:
+        await mm.add(
+            ["Quarterly review with Dana on Friday"], user_id="sdk-async", session_id="cal"
+        )
+        found = await mm.search("review Dana", user_id="sdk-async", types=["episodic"])
+        assert [hit.content for hit in found.episodic] == ["Quarterly review with Dana on Friday"]
+        assert found.working is None
+        assert found.profile == []
+        assert (await mm.get_working("cal", user_id="sdk-async")).message_count == 1
+        report = await mm.forget_session("cal", user_id="sdk-async")
+        assert report.episodes_deleted == 1
+        assert (await mm.list_episodes(user_id="sdk-async")).total == 0
+        await mm.set_profile([{"tag": "a", "feature": "b", "value": "c"}], user_id="sdk-async")
+        assert await mm.delete_facts(user_id="sdk-async", tag="a") == 1
+
+
+def test_client_errors_are_typed(server_url: str) -> None:
+    with MemMachineClient(server_url, api_key="wrong") as mm, pytest.raises(UnauthorizedError):
+        mm.search("x", user_id="u")
+    with (
+        MemMachineClient("http://127.0.0.1:9", timeout=2) as mm,
+        pytest.raises(MemMachineConnectionError),
+    ):
+        mm.health()
