@@ -1,0 +1,485 @@
+"""Working memory on Redis (redis-py asyncio): Redis, or the embedded FalkorDB's redis-server.
+
+Key layout (ids never contain ``:``, see ``memmachine.models.ID_PATTERN``)::
+
+    {prefix}:{tenant}:{org}:{project}:wm:{user}:{session}:messages   list of message JSON
+    {prefix}:{tenant}:{org}:{project}:wm:{user}:{session}:meta       hash: version, state,
+                                                                      summary, updated_at
+    {prefix}:{tenant}:{org}:{project}:wm:{user}:sessions             set of the user's
+                                                                      session ids
+
+A session exists while its ``meta`` hash does (every write sets ``version`` there). Every write
+is one Lua script: it bumps ``version``, sets ``updated_at``, applies the change, adds the
+session to the user's set and (re)sets the TTL of the session's keys; the user's set keeps a
+TTL at least as long as any of its sessions (none when one session is persistent). Sessions
+that expired on their own stay listed in the set until ``delete_user`` or the set's own
+expiry; they cost a few bytes and are never counted.
+
+``agent_id`` and ``group_id`` of the scope are not part of a session's identity: a session is
+(tenant, org, project, user, session). The scripts touch keys derived from the user's key
+(``delete_user`` walks the set), so the store targets standalone Redis, not Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from memmachine.errors import (
+    ConfigurationError,
+    ConflictError,
+    InvalidInputError,
+    MemMachineError,
+    StoreError,
+    StoreUnavailableError,
+)
+from memmachine.models import (
+    ID_PATTERN,
+    Scope,
+    StoreHealth,
+    WorkingMemory,
+    WorkingMessage,
+    utc_now,
+)
+from memmachine.ports import Lifecycle
+
+__all__ = ["RedisWorkingMemoryStore"]
+
+_STORE = "working"
+_SCHEMES = ("redis", "rediss", "unix")
+_CONNECT_TIMEOUT_SECONDS = 5.0
+_SOCKET_TIMEOUT_SECONDS = 10.0
+_HEALTH_TIMEOUT_SECONDS = 5.0
+
+# Shared tail of every write script. KEYS: meta, messages, user's session set.
+# ARGV[1] = TTL in ms ('' = persistent), ARGV[2] = updated_at, ARGV[3] = session id.
+# Returns {version, message_count, pttl, state, summary}.
+_FINISH_WRITE = """
+local function push_messages(first)
+  for i = first, #ARGV, 1000 do
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  end
+end
+
+local function finish(version)
+  local ttl = tonumber(ARGV[1])
+  redis.call('HSET', KEYS[1], 'version', version, 'updated_at', ARGV[2])
+  local index_ttl = redis.call('PTTL', KEYS[3])
+  redis.call('SADD', KEYS[3], ARGV[3])
+  if ttl then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    if index_ttl == -2 or (index_ttl >= 0 and index_ttl < ttl) then
+      redis.call('PEXPIRE', KEYS[3], ttl)
+    end
+  else
+    redis.call('PERSIST', KEYS[1])
+    redis.call('PERSIST', KEYS[2])
+    redis.call('PERSIST', KEYS[3])
+  end
+  local meta = redis.call('HMGET', KEYS[1], 'state', 'summary')
+  return {version, redis.call('LLEN', KEYS[2]), redis.call('PTTL', KEYS[1]), meta[1], meta[2]}
+end
+"""
+
+# ARGV[4..] = messages (JSON).
+_APPEND = (
+    _FINISH_WRITE
+    + """
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0') + 1
+push_messages(4)
+return finish(version)
+"""
+)
+
+# ARGV[4] = expected version ('' = none), ARGV[5]/[6] = '1' + state JSON to replace it,
+# ARGV[7]/[8] = '1' + summary to replace it, ARGV[9] = '1' to replace the messages with
+# ARGV[10..]. A stale expected version returns {-1, current version} and changes nothing.
+_PUT = (
+    _FINISH_WRITE
+    + """
+local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= current then
+  return {-1, current}
+end
+if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'state', ARGV[6]) end
+if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'summary', ARGV[8]) end
+if ARGV[9] == '1' then
+  redis.call('DEL', KEYS[2])
+  push_messages(10)
+end
+return finish(current + 1)
+"""
+)
+
+# KEYS[1] = the user's session set, ARGV[1] = the user's key (sessions live under it).
+# Returns how many sessions still existed.
+_DELETE_USER = """
+local removed = 0
+for _, session in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local base = ARGV[1] .. ':' .. session
+  removed = removed + redis.call('DEL', base .. ':meta')
+  redis.call('DEL', base .. ':messages')
+end
+redis.call('DEL', KEYS[1])
+return removed
+"""
+
+
+class RedisWorkingMemoryStore(Lifecycle):
+    """:class:`~memmachine.ports.WorkingMemoryStore` on Redis.
+
+    ``url`` is ``redis://``, ``rediss://`` or ``unix:///path.sock`` (the embedded FalkorDB
+    server); ``password`` overrides one in the URL. ``key_prefix`` starts every key so that
+    deployments can share a server. ``max_connections`` bounds the connection pool.
+    """
+
+    name = _STORE
+    kind = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_prefix: str = "mm",
+        max_connections: int = 50,
+        password: str | None = None,
+    ) -> None:
+        scheme = urlsplit(url).scheme
+        if scheme not in _SCHEMES:
+            raise ConfigurationError(
+                f"working store URL must start with redis://, rediss:// or unix://, not {scheme!r}"
+            )
+        if not re.fullmatch(ID_PATTERN, key_prefix):
+            raise ConfigurationError(
+                f"working store key prefix {key_prefix!r} must match {ID_PATTERN}"
+            )
+        if max_connections < 1:
+            raise ConfigurationError("working store max_connections must be >= 1")
+        self._url = url
+        self._prefix = key_prefix
+        self._max_connections = max_connections
+        self._password = password
+        self._client: Redis | None = None
+        self._append: AsyncScript | None = None
+        self._put: AsyncScript | None = None
+        self._delete_user: AsyncScript | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Connect and check the server answers. Idempotent."""
+        if self._client is not None:
+            return
+        options: dict[str, Any] = {
+            "max_connections": self._max_connections,
+            "decode_responses": True,
+            "socket_connect_timeout": _CONNECT_TIMEOUT_SECONDS,
+            "socket_timeout": _SOCKET_TIMEOUT_SECONDS,
+        }
+        if self._password is not None:
+            options["password"] = self._password
+        try:
+            client = Redis.from_url(self._url, **options)
+        except (ValueError, RedisError) as exc:
+            # The message may quote the URL, password included.
+            raise ConfigurationError(
+                f"working store URL cannot be used ({type(exc).__name__})"
+            ) from exc
+        try:
+            await client.ping()
+        except RedisError as exc:
+            await client.aclose()
+            raise StoreUnavailableError(
+                f"working store cannot reach Redis: {_describe(exc)}", store=_STORE
+            ) from exc
+        self._client = client
+        self._append = client.register_script(_APPEND)
+        self._put = client.register_script(_PUT)
+        self._delete_user = client.register_script(_DELETE_USER)
+
+    async def close(self) -> None:
+        """Close the client and its pool. Safe to call twice."""
+        client, self._client = self._client, None
+        self._append = self._put = self._delete_user = None
+        if client is not None:
+            await client.aclose()
+
+    async def health(self) -> StoreHealth:
+        """PING and ``INFO server``: Redis version and round-trip latency. Never raises."""
+        client = self._client
+        if client is None:
+            return self._health("down", detail="not started")
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS):
+                await client.ping()
+                latency = (time.perf_counter() - started) * 1000
+                info = await client.info("server")
+        except Exception as exc:
+            return self._health("down", detail=_describe(exc))
+        version = info.get("redis_version")
+        return self._health(
+            "ok",
+            detail=f"prefix {self._prefix}",
+            version=str(version) if version is not None else None,
+            latency_ms=latency,
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    async def get(self, scope: Scope, *, last_n: int | None = None) -> WorkingMemory | None:
+        """The session, or ``None``; with ``last_n`` only the newest messages, oldest first."""
+        if last_n is not None and last_n < 0:
+            raise InvalidInputError(f"last_n must be >= 0, got {last_n}", field="last_n")
+        client = self._require_client()
+        meta_key, messages_key = self._session_keys(scope)
+        with _translate("read the session"):
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(meta_key)
+                pipe.llen(messages_key)
+                pipe.pttl(meta_key)
+                if last_n != 0:
+                    pipe.lrange(messages_key, -last_n if last_n else 0, -1)
+                replies = await pipe.execute()
+        meta: dict[str, str] = replies[0]
+        if not meta:
+            return None
+        with _corrupt_data_guard(scope):
+            return WorkingMemory(
+                scope=scope,
+                messages=[
+                    WorkingMessage.model_validate_json(raw)
+                    for raw in (replies[3] if last_n != 0 else [])
+                ],
+                message_count=int(replies[1]),
+                state=_load_state(meta.get("state")),
+                summary=meta.get("summary"),
+                version=int(meta.get("version", 0)),
+                ttl_seconds=_ttl_seconds(int(replies[2])),
+                updated_at=_load_time(meta.get("updated_at")),
+            )
+
+    # ------------------------------------------------------------------ writes
+
+    async def append(
+        self, scope: Scope, messages: Sequence[WorkingMessage], *, ttl_seconds: int | None
+    ) -> WorkingMemory:
+        """Append ``messages`` atomically (one script); creates the session when missing."""
+        script = self._require_script(self._append)
+        keys = self._write_keys(scope)
+        now = utc_now()
+        args = [*self._write_args(scope, now, ttl_seconds), *_dump_messages(messages)]
+        with _translate("append to the session"):
+            reply = await script(keys=keys, args=args)
+        with _corrupt_data_guard(scope):
+            return _written(scope, now, reply)
+
+    async def put(
+        self,
+        scope: Scope,
+        *,
+        messages: Sequence[WorkingMessage] | None = None,
+        state: dict[str, Any] | None = None,
+        summary: str | None = None,
+        expected_version: int | None = None,
+        ttl_seconds: int | None,
+    ) -> WorkingMemory:
+        """Replace whichever of messages / state / summary is given; compare-and-set on
+        ``expected_version`` (0 = the session must not exist), else :class:`ConflictError`."""
+        if expected_version is not None and expected_version < 0:
+            raise InvalidInputError(
+                f"expected_version must be >= 0, got {expected_version}",
+                field="expected_version",
+            )
+        script = self._require_script(self._put)
+        keys = self._write_keys(scope)
+        now = utc_now()
+        args = [
+            *self._write_args(scope, now, ttl_seconds),
+            "" if expected_version is None else str(expected_version),
+            *(("0", "") if state is None else ("1", _dump_state(state))),
+            *(("0", "") if summary is None else ("1", summary)),
+            "0" if messages is None else "1",
+            *_dump_messages(messages or ()),
+        ]
+        with _translate("write the session"):
+            reply = await script(keys=keys, args=args)
+        if int(reply[0]) < 0:
+            current = int(reply[1])
+            raise ConflictError(
+                f"session {scope.session_id!r} is at version {current}, not {expected_version}",
+                current_version=current,
+            )
+        with _corrupt_data_guard(scope):
+            return _written(scope, now, reply)
+
+    async def delete(self, scope: Scope) -> int:
+        """Remove the session; 1 when it existed, else 0."""
+        client = self._require_client()
+        meta_key, messages_key = self._session_keys(scope)
+        with _translate("delete the session"):
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.delete(meta_key)
+                pipe.delete(messages_key)
+                pipe.srem(self._index_key(scope), scope.session_id or "")
+                replies = await pipe.execute()
+        return int(replies[0])
+
+    async def delete_user(self, scope: Scope) -> int:
+        """Remove every session of the user (one script); how many existed."""
+        script = self._require_script(self._delete_user)
+        with _translate("delete the user's sessions"):
+            reply = await script(keys=[self._index_key(scope)], args=[self._user_key(scope)])
+        return int(reply)
+
+    # ------------------------------------------------------------------ keys
+
+    def _user_key(self, scope: Scope) -> str:
+        return f"{self._prefix}:{scope.tenant}:{scope.org_id}:{scope.project_id}:wm:{scope.user_id}"
+
+    def _index_key(self, scope: Scope) -> str:
+        return f"{self._user_key(scope)}:sessions"
+
+    def _session_keys(self, scope: Scope) -> tuple[str, str]:
+        """(meta, messages) of ``scope.session_id``; ``InvalidInputError`` without one."""
+        if scope.session_id is None:
+            raise InvalidInputError(
+                "working memory needs scope.session_id", field="scope.session_id"
+            )
+        base = f"{self._user_key(scope)}:{scope.session_id}"
+        return f"{base}:meta", f"{base}:messages"
+
+    def _write_keys(self, scope: Scope) -> list[str]:
+        return [*self._session_keys(scope), self._index_key(scope)]
+
+    @staticmethod
+    def _write_args(scope: Scope, now: datetime, ttl_seconds: int | None) -> list[str]:
+        if ttl_seconds is not None and ttl_seconds < 1:
+            raise InvalidInputError(
+                f"ttl_seconds must be >= 1 or None, got {ttl_seconds}", field="ttl_seconds"
+            )
+        ttl_ms = "" if ttl_seconds is None else str(ttl_seconds * 1000)
+        return [ttl_ms, now.isoformat(), scope.session_id or ""]
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _require_client(self) -> Redis:
+        if self._client is None:
+            raise StoreError("working store is not started", store=_STORE)
+        return self._client
+
+    def _require_script(self, script: AsyncScript | None) -> AsyncScript:
+        self._require_client()
+        assert script is not None  # registered together with the client
+        return script
+
+    def _health(
+        self,
+        status: Literal["ok", "down"],
+        *,
+        detail: str | None = None,
+        version: str | None = None,
+        latency_ms: float | None = None,
+    ) -> StoreHealth:
+        return StoreHealth(
+            name=self.name,
+            kind=self.kind,
+            status=status,
+            detail=detail,
+            version=version,
+            latency_ms=latency_ms,
+        )
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _dump_messages(messages: Sequence[WorkingMessage]) -> list[str]:
+    return [message.model_dump_json() for message in messages]
+
+
+def _dump_state(state: dict[str, Any]) -> str:
+    try:
+        return json.dumps(state, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"state is not JSON: {exc}", field="state") from exc
+
+
+def _load_state(raw: str | None) -> dict[str, Any]:
+    if not raw:
+        return {}
+    value = json.loads(raw)
+    return value if isinstance(value, dict) else {}
+
+
+def _load_time(raw: str | None) -> datetime | None:
+    return datetime.fromisoformat(raw) if raw else None
+
+
+def _ttl_seconds(pttl: int) -> int | None:
+    """Whole seconds left, rounded up; ``None`` for a key without expiry (or gone)."""
+    return math.ceil(pttl / 1000) if pttl >= 0 else None
+
+
+def _written(scope: Scope, now: datetime, reply: list[Any]) -> WorkingMemory:
+    """The session after a write script: ``{version, count, pttl, state, summary}``."""
+    version, count, pttl, state, summary = reply
+    return WorkingMemory(
+        scope=scope,
+        messages=[],
+        message_count=int(count),
+        state=_load_state(state),
+        summary=summary,
+        version=int(version),
+        ttl_seconds=_ttl_seconds(int(pttl)),
+        updated_at=now,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
+
+
+@contextmanager
+def _corrupt_data_guard(scope: Scope) -> Iterator[None]:
+    """Data this store did not write (or a foreign key clash) is a store failure."""
+    try:
+        yield
+    except ValueError as exc:
+        raise StoreError(
+            f"working memory of session {scope.session_id!r} is unreadable: {_describe(exc)}",
+            store=_STORE,
+        ) from exc
+
+
+@contextmanager
+def _translate(action: str) -> Iterator[None]:
+    """Turn redis-py exceptions into :class:`StoreError`; let ours through."""
+    try:
+        yield
+    except MemMachineError:
+        raise
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise StoreUnavailableError(
+            f"working store could not {action}: {_describe(exc)}", store=_STORE
+        ) from exc
+    except RedisError as exc:
+        raise StoreError(
+            f"working store could not {action}: {_describe(exc)}", store=_STORE
+        ) from exc

@@ -1,0 +1,136 @@
+"""SQLAlchemy 2 declarative models of the SQL stores (SQLite now, PostgreSQL next).
+
+This module is the single definition of the SQL schema: :class:`SqlProfileStore` creates it
+with ``metadata.create_all`` today and Alembic will autogenerate migrations from the same
+``Base.metadata``. Everything here is dialect-neutral; the few dialect differences are
+handled by column types:
+
+* Timestamps use :class:`UtcDateTime`: aware UTC ``datetime`` in and out. PostgreSQL stores
+  ``timestamptz``; SQLite has no time zones, so naive UTC is stored and UTC is re-attached
+  when reading.
+* ``metadata`` is JSON (``jsonb`` on PostgreSQL).
+* ``embedding`` is a float32 little-endian byte string (``BLOB`` / ``bytea``): 4 bytes per
+  dimension, decoded with ``numpy.frombuffer(raw, dtype="<f4")``. ``NULL`` = no embedding.
+
+Constraint and index names follow :data:`NAMING_CONVENTION` so migrations are stable.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    Float,
+    Index,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+__all__ = ["NAMING_CONVENTION", "Base", "ProfileFactRow", "UtcDateTime"]
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: Longest id allowed by ``memmachine.models.ID_PATTERN``.
+ID_LENGTH = 128
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC ``datetime`` column on every dialect.
+
+    Binding requires an aware datetime (naive ones are taken as UTC) and converts it to UTC;
+    on SQLite the tzinfo is then dropped because SQLite stores text without an offset.
+    Results always come back aware, in UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every memmachine SQL table."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _json_type() -> Any:
+    return JSON().with_variant(JSONB(), "postgresql")
+
+
+class ProfileFactRow(Base):
+    """One profile fact: ``{tag, feature, value}`` about a user, with provenance.
+
+    A user (tenant, org, project, user) holds at most one fact per (tag, feature).
+    ``agent_id`` and ``group_id`` record who wrote the fact first; ``source_session_id``
+    the session the latest value came from.
+    """
+
+    __tablename__ = "profile_facts"
+    __table_args__ = (
+        UniqueConstraint("tenant", "org_id", "project_id", "user_id", "tag", "feature"),
+        Index(
+            "ix_profile_facts_scope_session",
+            "tenant",
+            "org_id",
+            "project_id",
+            "user_id",
+            "source_session_id",
+        ),
+        Index(
+            "ix_profile_facts_scope_agent",
+            "tenant",
+            "org_id",
+            "project_id",
+            "user_id",
+            "agent_id",
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(ID_LENGTH))
+    org_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    project_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    user_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    agent_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    group_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    tag: Mapped[str] = mapped_column(Text)
+    feature: Mapped[str] = mapped_column(Text)
+    value: Mapped[str] = mapped_column(Text)
+    confidence: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(Text)
+    source_session_id: Mapped[str | None] = mapped_column(Text)
+    # ``metadata`` is reserved on declarative classes, hence the attribute name.
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", _json_type())
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())

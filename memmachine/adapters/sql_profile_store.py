@@ -1,0 +1,642 @@
+"""Profile memory on SQL through SQLAlchemy 2 async: SQLite (aiosqlite) now, PostgreSQL next.
+
+The schema lives in :mod:`memmachine.adapters.sql_models`. Behaviour beyond the
+:class:`~memmachine.ports.ProfileStore` contract:
+
+* Scope: ``tenant``, ``org_id``, ``project_id`` and ``user_id`` always match. For reads and
+  deletes ``agent_id`` / ``group_id`` narrow to facts recorded with that agent / group and
+  ``session_id`` narrows to facts whose ``source_session_id`` is that session. Upserts match
+  an existing (tag, feature) at user level (the one-fact-per-(tag, feature) rule), record
+  ``agent_id`` / ``group_id`` only on new facts and keep them on updates.
+* Upserts run in one transaction. An update replaces value, confidence, source,
+  source_session_id, metadata and embedding. When one batch names the same (tag, feature)
+  twice the last record wins and both positions of the result carry the final fact.
+* ``search_facts`` ranks in Python over the user's in-scope facts (a user holds hundreds,
+  not millions): BM25 over the tokens of tag, feature and value, and cosine similarity
+  between the query embedding and the fact embeddings; the two rankings are fused by
+  reciprocal-rank fusion (see :func:`_fuse`).
+* SQLite: the parent directory of the database file is created, the file runs in WAL mode
+  with a busy timeout and foreign keys on, and write transactions start with
+  ``BEGIN IMMEDIATE`` so concurrent writers queue instead of failing on lock upgrade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import (
+    ColumnElement,
+    CursorResult,
+    Delete,
+    Select,
+    delete,
+    event,
+    select,
+    text,
+)
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    SQLAlchemyError,
+)
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+from memmachine.adapters.sql_models import Base, ProfileFactRow
+from memmachine.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    MemMachineError,
+    StoreError,
+    StoreUnavailableError,
+)
+from memmachine.models import Fact, FactRecord, Scope, StoreHealth, utc_now
+from memmachine.ports import Lifecycle
+
+__all__ = ["SqlProfileStore"]
+
+_STORE = "profile"
+_SQLITE_BUSY_TIMEOUT_MS = 10_000
+_SQLITE_BEGIN_OPTION = "memmachine_sqlite_begin"
+_HEALTH_TIMEOUT_SECONDS = 5.0
+#: Attempts of one upsert when a concurrent writer inserted the same (tag, feature) first.
+_UPSERT_ATTEMPTS = 3
+
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+_RRF_K = 60
+
+_TOKEN = re.compile(r"[^\W_]+")
+#: Function words dropped from queries (unless nothing else is left), so "what does the user
+#: drink" does not match every fact containing "the".
+# fmt: off
+_STOPWORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from", "has",
+    "have", "how", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she",
+    "he", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what",
+    "when", "where", "which", "who", "why", "will", "with", "you", "your",
+})
+# fmt: on
+
+FloatArray = npt.NDArray[np.float32]
+
+
+class SqlProfileStore(Lifecycle):
+    """:class:`~memmachine.ports.ProfileStore` on SQLite or PostgreSQL.
+
+    ``url`` is an SQLAlchemy URL. ``sqlite:///path`` and ``postgresql://...`` without a
+    driver get the async one (aiosqlite, psycopg); in-memory SQLite is refused because each
+    pooled connection would see its own empty database. ``kind`` is ``"sqlite"`` or
+    ``"postgresql"``.
+    """
+
+    name = _STORE
+
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        self._url = _normalise_url(url)
+        self.kind: str = self._url.get_backend_name()
+        self._echo = echo
+        self._engine: AsyncEngine | None = None
+        self._reader: async_sessionmaker[AsyncSession] | None = None
+        self._writer: async_sessionmaker[AsyncSession] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Open the engine and create the tables when missing. Idempotent."""
+        if self._engine is not None:
+            return
+        engine = self._create_engine()
+        writer_engine = self._writer_engine(engine)
+        try:
+            async with writer_engine.begin() as conn:
+                await conn.run_sync(Base.metadata.create_all)
+        except SQLAlchemyError as exc:
+            await engine.dispose()
+            raise StoreUnavailableError(
+                f"profile store cannot start: {_describe(exc)}", store=_STORE
+            ) from exc
+        self._engine = engine
+        self._reader = async_sessionmaker(engine, expire_on_commit=False)
+        self._writer = async_sessionmaker(writer_engine, expire_on_commit=False)
+
+    async def close(self) -> None:
+        """Dispose of the engine and its pool. Safe to call twice."""
+        engine, self._engine = self._engine, None
+        self._reader = self._writer = None
+        if engine is not None:
+            await engine.dispose()
+
+    async def health(self) -> StoreHealth:
+        """Round-trip ``SELECT 1``; report dialect, server version and latency. Never raises."""
+        engine = self._engine
+        if engine is None:
+            return self._health("down", detail="not started")
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS), engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+                info = conn.dialect.server_version_info
+        except Exception as exc:
+            return self._health("down", detail=_describe(exc))
+        latency = (time.perf_counter() - started) * 1000
+        version = ".".join(str(part) for part in info) if info else None
+        detail = f"{engine.dialect.name}+{engine.dialect.driver}"
+        return self._health("ok", detail=detail, version=version, latency_ms=latency)
+
+    # ------------------------------------------------------------------ writes
+
+    async def upsert_facts(self, scope: Scope, records: Sequence[FactRecord]) -> list[Fact]:
+        """Insert or update one fact per record in one transaction; all or nothing."""
+        if not records:
+            return []
+        prepared = [_prepare(index, record) for index, record in enumerate(records)]
+        writer = self._sessions(write=True)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with writer() as session, session.begin():
+                    rows = await _upsert_rows(session, scope, prepared)
+                return [_to_fact(row) for row in rows]
+            except IntegrityError as exc:
+                # A concurrent upsert inserted one of our (tag, feature) first: retry, which
+                # now finds and updates it.
+                if attempt >= _UPSERT_ATTEMPTS:
+                    raise _store_error("upsert facts", exc) from exc
+            except SQLAlchemyError as exc:
+                raise _store_error("upsert facts", exc) from exc
+
+    async def delete_fact(self, scope: Scope, fact_id: str) -> bool:
+        """Delete one fact by id when it lies in ``scope``; whether something was deleted."""
+        statement = delete(ProfileFactRow).where(
+            ProfileFactRow.id == fact_id, *_scope_filter(scope)
+        )
+        return await self._delete(statement, "delete fact") > 0
+
+    async def delete_facts(
+        self, scope: Scope, *, tag: str | None = None, feature: str | None = None
+    ) -> int:
+        """Delete the facts in ``scope`` (optionally one tag / feature); how many."""
+        statement = delete(ProfileFactRow).where(
+            *_scope_filter(scope), *_tag_feature_filter(tag, feature)
+        )
+        return await self._delete(statement, "delete facts")
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_fact(self, scope: Scope, fact_id: str) -> Fact | None:
+        """The fact with ``fact_id`` when it lies in ``scope``, else ``None``."""
+        statement = select(ProfileFactRow).where(
+            ProfileFactRow.id == fact_id, *_scope_filter(scope)
+        )
+        rows = await self._select(statement, "get fact")
+        return _to_fact(rows[0]) if rows else None
+
+    async def list_facts(
+        self,
+        scope: Scope,
+        *,
+        tag: str | None = None,
+        feature: str | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+    ) -> list[Fact]:
+        """Facts in ``scope`` ordered by (tag, feature), paged by ``limit`` / ``offset``."""
+        _check_non_negative(limit=limit, offset=offset)
+        statement = (
+            select(ProfileFactRow)
+            .where(*_scope_filter(scope), *_tag_feature_filter(tag, feature))
+            .order_by(ProfileFactRow.tag, ProfileFactRow.feature, ProfileFactRow.id)
+            .limit(limit)
+            .offset(offset)
+        )
+        return [_to_fact(row) for row in await self._select(statement, "list facts")]
+
+    async def search_facts(
+        self, scope: Scope, query: str, embedding: Sequence[float] | None, k: int
+    ) -> list[tuple[Fact, float]]:
+        """Up to ``k`` facts in ``scope`` ranked against ``query`` / ``embedding``, best first.
+
+        Lexical: BM25 (k1 = 1.2, b = 0.75) of the query terms over each fact's tag, feature
+        and value tokens, with document frequencies taken over the same in-scope facts.
+        Semantic: cosine similarity of the query embedding and the fact's embedding (facts
+        without one, or of another dimension, are skipped). Only facts with a positive score
+        in a signal enter that signal's ranking; the rankings are fused by reciprocal-rank
+        fusion, so every fact returned has a score in ``(0, 1]``.
+        """
+        _check_non_negative(k=k)
+        terms = _query_terms(query)
+        query_vector = _unit_vector(embedding)
+        if k == 0 or (not terms and query_vector is None):
+            return []
+        statement = select(ProfileFactRow).where(*_scope_filter(scope))
+        rows = await self._select(statement, "search facts")
+        rankings: list[list[int]] = []
+        if terms:
+            rankings.append(_bm25_ranking(terms, rows))
+        if query_vector is not None:
+            rankings.append(_cosine_ranking(query_vector, rows))
+        fused = _fuse(rankings)
+        return [(_to_fact(rows[index]), score) for index, score in fused[:k]]
+
+    # ------------------------------------------------------------------ internals
+
+    def _health(
+        self,
+        status: Literal["ok", "down"],
+        *,
+        detail: str | None = None,
+        version: str | None = None,
+        latency_ms: float | None = None,
+    ) -> StoreHealth:
+        return StoreHealth(
+            name=self.name,
+            kind=self.kind,
+            status=status,
+            detail=detail,
+            version=version,
+            latency_ms=latency_ms,
+        )
+
+    def _create_engine(self) -> AsyncEngine:
+        options: dict[str, Any] = {"echo": self._echo, "json_serializer": _dump_json}
+        if self.kind == "sqlite":
+            database = self._url.database
+            assert database is not None  # _normalise_url refuses in-memory databases
+            try:
+                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreUnavailableError(
+                    f"profile store cannot create the directory of {database}: {exc}",
+                    store=_STORE,
+                ) from exc
+        else:
+            options["pool_pre_ping"] = True
+        try:
+            engine = create_async_engine(self._url, **options)
+        except (ImportError, SQLAlchemyError) as exc:
+            raise ConfigurationError(
+                f"profile store URL cannot be used ({type(exc).__name__}: {exc}); "
+                "is the async driver installed?"
+            ) from exc
+        if self.kind == "sqlite":
+            _configure_sqlite(engine)
+        return engine
+
+    def _writer_engine(self, engine: AsyncEngine) -> AsyncEngine:
+        if self.kind == "sqlite":
+            return engine.execution_options(**{_SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+        return engine
+
+    def _sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
+        sessions = self._writer if write else self._reader
+        if sessions is None:
+            raise StoreError("profile store is not started", store=_STORE)
+        return sessions
+
+    async def _select(self, statement: Select[ProfileFactRow], action: str) -> list[ProfileFactRow]:
+        reader = self._sessions(write=False)
+        with _translate(action):
+            async with reader() as session, session.begin():
+                return list((await session.scalars(statement)).all())
+
+    async def _delete(self, statement: Delete, action: str) -> int:
+        writer = self._sessions(write=True)
+        with _translate(action):
+            async with writer() as session, session.begin():
+                result = cast(CursorResult[Any], await session.execute(statement))
+                return int(result.rowcount)
+
+
+# ---------------------------------------------------------------------- configuration
+
+
+def _normalise_url(url: str) -> URL:
+    """Parse ``url``, give a bare ``sqlite`` / ``postgresql`` its async driver, refuse others."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        # The message would repeat the URL, password included.
+        raise ConfigurationError("profile store URL is not a valid SQLAlchemy URL") from exc
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend in ("postgres", "postgresql"):
+        return parsed.set(drivername=f"postgresql+{driver or 'psycopg'}")
+    if backend != "sqlite":
+        raise ConfigurationError(
+            f"profile store backend {backend!r} is not supported; use sqlite or postgresql"
+        )
+    if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
+        raise ConfigurationError("profile store needs an SQLite file, not an in-memory database")
+    return parsed.set(drivername=f"sqlite+{driver or 'aiosqlite'}")
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    """WAL, busy timeout and foreign keys on every connection; SQLAlchemy emits ``BEGIN``."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Stop the driver from issuing its own BEGIN so that _on_begin decides the mode.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get(_SQLITE_BEGIN_OPTION, "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _dump_json(value: Any) -> str:
+    """JSON accepted by SQLite and PostgreSQL alike (no NaN / Infinity)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------- errors
+
+
+def _describe(exc: BaseException) -> str:
+    """The driver's own error, first line only: never the SQL text or its parameters."""
+    orig = getattr(exc, "orig", None)
+    cause = orig if isinstance(orig, BaseException) else exc
+    message = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    if isinstance(cause, SQLAlchemyError) and not isinstance(cause, DBAPIError):
+        message = message.split("[SQL:", 1)[0].strip()
+    return f"{type(cause).__name__}: {message[:200]}" if message else type(cause).__name__
+
+
+def _store_error(action: str, exc: SQLAlchemyError) -> StoreError:
+    unavailable = isinstance(exc, DisconnectionError | InterfaceError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
+    error_type = StoreUnavailableError if unavailable else StoreError
+    return error_type(f"profile store could not {action}: {_describe(exc)}", store=_STORE)
+
+
+@contextmanager
+def _translate(action: str) -> Iterator[None]:
+    """Turn SQLAlchemy exceptions into :class:`StoreError`; let ours through."""
+    try:
+        yield
+    except MemMachineError:
+        raise
+    except SQLAlchemyError as exc:
+        raise _store_error(action, exc) from exc
+
+
+# ---------------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    record: FactRecord
+    embedding: bytes | None
+
+
+def _prepare(index: int, record: FactRecord) -> _Prepared:
+    """Check the parts the database would reject mid-batch, and encode the embedding."""
+    try:
+        _dump_json(record.metadata)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"metadata of fact {index} is not JSON: {exc}", field=f"records[{index}].metadata"
+        ) from exc
+    if record.embedding is None:
+        return _Prepared(record, None)
+    vector = np.asarray(record.embedding, dtype="<f4")
+    if vector.ndim != 1 or vector.size == 0 or not bool(np.isfinite(vector).all()):
+        raise InvalidInputError(
+            f"embedding of fact {index} must be a non-empty list of finite floats",
+            field=f"records[{index}].embedding",
+        )
+    return _Prepared(record, vector.tobytes())
+
+
+def _check_non_negative(**values: int) -> None:
+    for field, value in values.items():
+        if value < 0:
+            raise InvalidInputError(f"{field} must be >= 0, got {value}", field=field)
+
+
+# ---------------------------------------------------------------------- queries
+
+
+def _user_filter(scope: Scope) -> list[ColumnElement[bool]]:
+    return [
+        ProfileFactRow.tenant == scope.tenant,
+        ProfileFactRow.org_id == scope.org_id,
+        ProfileFactRow.project_id == scope.project_id,
+        ProfileFactRow.user_id == scope.user_id,
+    ]
+
+
+def _scope_filter(scope: Scope) -> list[ColumnElement[bool]]:
+    """The user's facts, narrowed by the scope's agent, group and session when set."""
+    conditions = _user_filter(scope)
+    if scope.agent_id is not None:
+        conditions.append(ProfileFactRow.agent_id == scope.agent_id)
+    if scope.group_id is not None:
+        conditions.append(ProfileFactRow.group_id == scope.group_id)
+    if scope.session_id is not None:
+        conditions.append(ProfileFactRow.source_session_id == scope.session_id)
+    return conditions
+
+
+def _tag_feature_filter(tag: str | None, feature: str | None) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
+    if tag is not None:
+        conditions.append(ProfileFactRow.tag == tag)
+    if feature is not None:
+        conditions.append(ProfileFactRow.feature == feature)
+    return conditions
+
+
+async def _upsert_rows(
+    session: AsyncSession, scope: Scope, prepared: Sequence[_Prepared]
+) -> list[ProfileFactRow]:
+    """Apply every record inside the session's transaction; rows in input order."""
+    tags = {item.record.tag for item in prepared}
+    features = {item.record.feature for item in prepared}
+    statement = select(ProfileFactRow).where(
+        *_user_filter(scope), ProfileFactRow.tag.in_(tags), ProfileFactRow.feature.in_(features)
+    )
+    existing = {(row.tag, row.feature): row for row in await session.scalars(statement)}
+    now = utc_now()
+    created: set[str] = set()
+    rows: list[ProfileFactRow] = []
+    for item in prepared:
+        record = item.record
+        row = existing.get((record.tag, record.feature))
+        if row is None:
+            row = ProfileFactRow(
+                id=str(uuid.uuid4()),
+                tenant=scope.tenant,
+                org_id=scope.org_id,
+                project_id=scope.project_id,
+                user_id=scope.user_id,
+                agent_id=scope.agent_id,
+                group_id=scope.group_id,
+                tag=record.tag,
+                feature=record.feature,
+                created_at=now,
+                updated_at=now,
+            )
+            session.add(row)
+            existing[(record.tag, record.feature)] = row
+            created.add(row.id)
+        elif row.id not in created:
+            # Strictly later than before even when the clock has not ticked.
+            row.updated_at = max(now, row.updated_at + timedelta(microseconds=1))
+        row.value = record.value
+        row.confidence = record.confidence
+        row.source = record.source
+        row.source_session_id = record.source_session_id
+        row.meta = dict(record.metadata)
+        row.embedding = item.embedding
+        rows.append(row)
+    await session.flush()
+    return rows
+
+
+def _to_fact(row: ProfileFactRow) -> Fact:
+    return Fact(
+        id=row.id,
+        scope=Scope(
+            tenant=row.tenant,
+            org_id=row.org_id,
+            project_id=row.project_id,
+            user_id=row.user_id,
+            agent_id=row.agent_id,
+            group_id=row.group_id,
+        ),
+        tag=row.tag,
+        feature=row.feature,
+        value=row.value,
+        confidence=row.confidence,
+        source=row.source,
+        source_session_id=row.source_session_id,
+        metadata=dict(row.meta or {}),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+# ---------------------------------------------------------------------- ranking
+
+
+def _tokens(text_: str) -> list[str]:
+    """Lower-cased word tokens; punctuation and underscores separate words."""
+    return _TOKEN.findall(text_.casefold())
+
+
+def _query_terms(query: str) -> list[str]:
+    """Distinct query tokens, stopwords dropped unless they are all there is."""
+    tokens = list(dict.fromkeys(_tokens(query)))
+    content = [token for token in tokens if token not in _STOPWORDS]
+    return content or tokens
+
+
+def _bm25_ranking(terms: Sequence[str], rows: Sequence[ProfileFactRow]) -> list[int]:
+    """Indexes of ``rows`` with a positive BM25 score for ``terms``, best first."""
+    documents = [Counter(_tokens(f"{row.tag} {row.feature} {row.value}")) for row in rows]
+    if not documents:
+        return []
+    lengths = [sum(document.values()) for document in documents]
+    average = (sum(lengths) / len(lengths)) or 1.0
+    count = len(documents)
+    idf = {}
+    for term in terms:
+        frequency = sum(1 for document in documents if term in document)
+        idf[term] = math.log(1.0 + (count - frequency + 0.5) / (frequency + 0.5))
+    scores: list[tuple[float, int]] = []
+    for index, (document, length) in enumerate(zip(documents, lengths, strict=True)):
+        score = 0.0
+        for term in terms:
+            tf = document.get(term, 0)
+            if tf:
+                norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / average)
+                score += idf[term] * tf * (_BM25_K1 + 1) / (tf + norm)
+        if score > 0:
+            scores.append((score, index))
+    scores.sort(key=lambda pair: (-pair[0], pair[1]))
+    return [index for _, index in scores]
+
+
+def _unit_vector(embedding: Sequence[float] | None) -> FloatArray | None:
+    """``embedding`` scaled to length 1; ``None`` when absent, empty, zero or not finite."""
+    if embedding is None:
+        return None
+    vector = np.asarray(embedding, dtype=np.float32)
+    if vector.ndim != 1 or vector.size == 0:
+        return None
+    norm = float(np.linalg.norm(vector))
+    if not math.isfinite(norm) or norm == 0.0:
+        return None
+    return vector / norm
+
+
+def _cosine_ranking(query: FloatArray, rows: Sequence[ProfileFactRow]) -> list[int]:
+    """Indexes of ``rows`` whose embedding has positive cosine similarity, best first."""
+    scores: list[tuple[float, int]] = []
+    for index, row in enumerate(rows):
+        if row.embedding is None or len(row.embedding) != query.size * 4:
+            continue
+        vector = np.frombuffer(row.embedding, dtype="<f4")
+        norm = float(np.linalg.norm(vector))
+        if norm == 0.0:
+            continue
+        similarity = float(np.dot(query, vector)) / norm
+        if similarity > 0:
+            scores.append((similarity, index))
+    scores.sort(key=lambda pair: (-pair[0], pair[1]))
+    return [index for _, index in scores]
+
+
+def _fuse(rankings: Sequence[Sequence[int]]) -> list[tuple[int, float]]:
+    """Reciprocal-rank fusion: ``sum(1 / (60 + rank))`` over the signals that found anything.
+
+    Scores are divided by the best possible (first in every such signal), so 1.0 = first
+    everywhere. Ties go to the better rank in the earlier signal (lexical before semantic).
+    """
+    used = [{index: rank for rank, index in enumerate(ranking, 1)} for ranking in rankings]
+    used = [ranks for ranks in used if ranks]
+    if not used:
+        return []
+    best = len(used) / (_RRF_K + 1)
+    scores: dict[int, float] = {}
+    for ranks in used:
+        for index, rank in ranks.items():
+            scores[index] = scores.get(index, 0.0) + 1.0 / (_RRF_K + rank)
+
+    def order(index: int) -> tuple[float, ...]:
+        return (-scores[index], *(ranks.get(index, math.inf) for ranks in used))
+
+    return [(index, scores[index] / best) for index in sorted(scores, key=order)]

@@ -1,0 +1,623 @@
+"""Contract suite of :class:`memmachine.ports.WorkingMemoryStore`, run against every adapter.
+
+Adapters are listed in ``WORKING_STORE_URLS`` as the names of fixtures returning a Redis
+protocol URL. Every store a test makes gets a key prefix of its own
+(``mmtest-<unique>-<suffix>``) and every key under ``mmtest-<unique>-`` is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+from memmachine.adapters.redis_working_memory_store import RedisWorkingMemoryStore
+from memmachine.errors import (
+    ConfigurationError,
+    ConflictError,
+    InvalidInputError,
+    StoreError,
+    StoreUnavailableError,
+)
+from memmachine.models import Scope, WorkingMessage
+from memmachine.ports import WorkingMemoryStore
+
+MakeStore = Callable[[str], Awaitable[RedisWorkingMemoryStore]]
+
+# --------------------------------------------------------------------------- adapters
+
+
+@pytest.fixture(scope="session")
+def redis_service_url() -> str:
+    """The machine's Redis (``MEMMACHINE_TEST_REDIS_URL``, default 127.0.0.1:6379/0)."""
+    url = os.environ.get("MEMMACHINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis service not reachable at {url}: {exc}")
+    finally:
+        client.close()
+    return url
+
+
+#: Fixture names returning a Redis-protocol URL, one per adapter under test. The embedded
+#: FalkorDB server is one line: ``pytest.param("embedded_falkordb_url", id="embedded-falkordb"),``
+WORKING_STORE_URLS = [
+    pytest.param("redis_service_url", id="redis-service"),
+]
+
+
+@pytest.fixture(params=WORKING_STORE_URLS)
+async def working_url(request: pytest.FixtureRequest, unique: str) -> AsyncIterator[str]:
+    """The adapter's URL; afterwards every key of the test's prefixes is deleted."""
+    url = str(request.getfixturevalue(request.param))
+    yield url
+    client = redis.asyncio.Redis.from_url(url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"mmtest-{unique}-*", count=500)]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def make_store(working_url: str, unique: str) -> AsyncIterator[MakeStore]:
+    """Start stores on the adapter's server, each under prefix ``mmtest-<unique>-<suffix>``."""
+    stores: list[RedisWorkingMemoryStore] = []
+
+    async def make(suffix: str) -> RedisWorkingMemoryStore:
+        store = RedisWorkingMemoryStore(working_url, key_prefix=f"mmtest-{unique}-{suffix}")
+        await store.start()
+        stores.append(store)
+        return store
+
+    yield make
+    for store in stores:
+        await store.close()
+
+
+@pytest.fixture
+async def working_store(make_store: MakeStore) -> RedisWorkingMemoryStore:
+    return await make_store("a")
+
+
+@pytest.fixture
+async def raw(working_url: str) -> AsyncIterator[redis.asyncio.Redis]:
+    """A plain client on the adapter's server, to look at keys and TTLs."""
+    client = redis.asyncio.Redis.from_url(working_url, decode_responses=True)
+    yield client
+    await client.aclose()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture
+def scope() -> Scope:
+    return Scope(tenant="acme", org_id="sales", project_id="crm", user_id="alice", session_id="s1")
+
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def msg(content: str, role: Any = "user", **extra: Any) -> WorkingMessage:
+    return WorkingMessage(role=role, content=content, timestamp=T0, **extra)
+
+
+def msgs(*contents: str) -> list[WorkingMessage]:
+    return [msg(content) for content in contents]
+
+
+def contents(memory: Any) -> list[str]:
+    return [m.content for m in memory.messages]
+
+
+TTL = 600
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+async def test_is_a_working_memory_store(working_store: RedisWorkingMemoryStore) -> None:
+    assert isinstance(working_store, WorkingMemoryStore)
+    assert working_store.name == "working"
+    assert working_store.kind == "redis"
+
+
+async def test_health_reports_version_and_latency(
+    working_store: RedisWorkingMemoryStore,
+) -> None:
+    health = await working_store.health()
+    assert health.status == "ok"
+    assert (health.name, health.kind) == ("working", "redis")
+    assert health.version
+    assert health.latency_ms is not None
+    assert health.latency_ms >= 0
+
+
+async def test_start_close_idempotent_and_health_down_after_close(
+    working_url: str, unique: str
+) -> None:
+    store = RedisWorkingMemoryStore(working_url, key_prefix=f"mmtest-{unique}-lifecycle")
+    assert (await store.health()).status == "down"
+    async with store:
+        await store.start()
+        assert (await store.health()).status == "ok"
+    await store.close()
+    assert (await store.health()).status == "down"
+    with pytest.raises(StoreError) as caught:
+        await store.get(Scope(user_id="u", session_id="s"))
+    assert caught.value.store == "working"
+
+
+async def test_unreachable_server_is_store_unavailable() -> None:
+    store = RedisWorkingMemoryStore("redis://127.0.0.1:1/0")
+    with pytest.raises(StoreUnavailableError) as caught:
+        await store.start()
+    assert caught.value.store == "working"
+    assert (await store.health()).status == "down"
+
+
+@pytest.mark.parametrize("url", ["http://localhost:6379", "falkordb://localhost", ""])
+def test_bad_url_is_a_configuration_error(url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        RedisWorkingMemoryStore(url)
+
+
+@pytest.mark.parametrize("prefix", ["", "a:b", "has space"])
+def test_bad_prefix_is_a_configuration_error(prefix: str) -> None:
+    with pytest.raises(ConfigurationError):
+        RedisWorkingMemoryStore("redis://localhost", key_prefix=prefix)
+
+
+# --------------------------------------------------------------------------- reads and versions
+
+
+async def test_missing_session_is_none(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    assert await working_store.get(scope) is None
+    assert await working_store.get(scope, last_n=5) is None
+
+
+async def test_session_id_is_required(working_store: RedisWorkingMemoryStore, scope: Scope) -> None:
+    user = scope.user_scope()
+    with pytest.raises(InvalidInputError):
+        await working_store.get(user)
+    with pytest.raises(InvalidInputError):
+        await working_store.append(user, msgs("x"), ttl_seconds=TTL)
+    with pytest.raises(InvalidInputError):
+        await working_store.put(user, state={}, ttl_seconds=TTL)
+    with pytest.raises(InvalidInputError):
+        await working_store.delete(user)
+
+
+async def test_every_write_increments_the_version_by_one(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    first = await working_store.append(scope, msgs("a", "b"), ttl_seconds=TTL)
+    assert first.version == 1
+    second = await working_store.put(scope, state={"step": 1}, ttl_seconds=TTL)
+    assert second.version == 2
+    third = await working_store.put(scope, summary="so far", ttl_seconds=TTL)
+    assert third.version == 3
+    fourth = await working_store.append(scope, [], ttl_seconds=TTL)
+    assert fourth.version == 4
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert loaded.version == 4
+    assert first.updated_at is not None
+    assert loaded.updated_at is not None
+    assert loaded.updated_at >= first.updated_at
+    assert loaded.updated_at.utcoffset() == timedelta(0)
+
+
+async def test_a_write_returns_the_session_without_messages(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.put(scope, state={"k": "v"}, summary="sum", ttl_seconds=TTL)
+    written = await working_store.append(scope, msgs("a", "b", "c"), ttl_seconds=TTL)
+    assert written.messages == []
+    assert written.message_count == 3
+    assert written.state == {"k": "v"}
+    assert written.summary == "sum"
+    assert written.ttl_seconds == TTL
+    assert written.scope == scope
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert contents(loaded) == ["a", "b", "c"]
+    assert (loaded.message_count, loaded.state, loaded.summary) == (3, {"k": "v"}, "sum")
+    assert loaded.scope == scope
+
+
+# --------------------------------------------------------------------------- append
+
+
+async def test_append_adds_at_the_end(working_store: RedisWorkingMemoryStore, scope: Scope) -> None:
+    await working_store.append(scope, msgs("a", "b"), ttl_seconds=TTL)
+    await working_store.append(scope, msgs("c"), ttl_seconds=TTL)
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert contents(loaded) == ["a", "b", "c"]
+    assert loaded.state == {}
+    assert loaded.summary is None
+
+
+async def test_concurrent_appends_all_land_without_interleaving(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    calls, per_call = 20, 5
+
+    async def append(call: int) -> None:
+        batch = msgs(*(f"{call}:{i}" for i in range(per_call)))
+        await working_store.append(scope, batch, ttl_seconds=TTL)
+
+    await asyncio.gather(*(append(call) for call in range(calls)))
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert loaded.version == calls
+    assert loaded.message_count == calls * per_call
+    got = contents(loaded)
+    assert len(got) == calls * per_call
+    for start in range(0, len(got), per_call):
+        chunk = got[start : start + per_call]
+        call = chunk[0].split(":")[0]
+        assert chunk == [f"{call}:{i}" for i in range(per_call)]
+    assert len({chunk.split(":")[0] for chunk in got}) == calls
+
+
+async def test_large_append_in_one_call(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    batch = msgs(*(f"m{i}" for i in range(2500)))
+    written = await working_store.append(scope, batch, ttl_seconds=TTL)
+    assert written.message_count == 2500
+    loaded = await working_store.get(scope, last_n=2)
+    assert loaded is not None
+    assert contents(loaded) == ["m2498", "m2499"]
+
+
+# --------------------------------------------------------------------------- put
+
+
+async def test_put_replaces_only_the_given_parts(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.put(
+        scope, messages=msgs("a", "b"), state={"x": 1}, summary="s1", ttl_seconds=TTL
+    )
+
+    await working_store.put(scope, state={"y": 2}, ttl_seconds=TTL)
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert (contents(loaded), loaded.state, loaded.summary) == (["a", "b"], {"y": 2}, "s1")
+
+    await working_store.put(scope, messages=msgs("c"), ttl_seconds=TTL)
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert (contents(loaded), loaded.state, loaded.summary) == (["c"], {"y": 2}, "s1")
+
+    await working_store.put(scope, summary="", ttl_seconds=TTL)
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert (contents(loaded), loaded.state, loaded.summary) == (["c"], {"y": 2}, "")
+
+    await working_store.put(scope, messages=[], state={}, ttl_seconds=TTL)
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert (contents(loaded), loaded.message_count, loaded.state) == ([], 0, {})
+    assert loaded.version == 5
+
+
+async def test_put_creates_a_missing_session(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    written = await working_store.put(scope, summary="new", ttl_seconds=TTL)
+    assert (written.version, written.message_count, written.summary) == (1, 0, "new")
+    assert written.state == {}
+
+
+async def test_put_with_expected_version_is_compare_and_set(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    created = await working_store.put(
+        scope, state={"v": 0}, messages=msgs("a"), expected_version=0, ttl_seconds=TTL
+    )
+    assert created.version == 1
+
+    with pytest.raises(ConflictError) as caught:
+        await working_store.put(scope, state={"v": "lost"}, expected_version=0, ttl_seconds=TTL)
+    assert caught.value.current_version == 1
+
+    updated = await working_store.put(
+        scope, state={"v": 1}, messages=msgs("b"), expected_version=1, ttl_seconds=TTL
+    )
+    assert updated.version == 2
+
+    with pytest.raises(ConflictError) as caught:
+        await working_store.put(
+            scope, state={"v": "stale"}, messages=[], summary="x", expected_version=1, ttl_seconds=5
+        )
+    assert caught.value.current_version == 2
+
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert (loaded.version, loaded.state, contents(loaded)) == (2, {"v": 1}, ["b"])
+    assert loaded.summary is None
+    assert loaded.ttl_seconds is not None
+    assert loaded.ttl_seconds > 5
+
+
+async def test_expected_version_of_a_missing_session_must_be_zero(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    with pytest.raises(ConflictError) as caught:
+        await working_store.put(scope, state={}, expected_version=3, ttl_seconds=TTL)
+    assert caught.value.current_version == 0
+    assert await working_store.get(scope) is None
+
+
+async def test_concurrent_compare_and_set_lets_one_writer_win(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.put(scope, state={"winner": None}, ttl_seconds=TTL)
+
+    async def attempt(i: int) -> int | None:
+        """The version the write saw: None when it won, else the conflict's current one."""
+        try:
+            await working_store.put(scope, state={"winner": i}, expected_version=1, ttl_seconds=TTL)
+        except ConflictError as exc:
+            return exc.current_version
+        return None
+
+    seen = await asyncio.gather(*(attempt(i) for i in range(10)))
+    assert sorted(seen, key=str) == [2] * 9 + [None]
+    wins = [version is None for version in seen]
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert loaded.version == 2
+    assert loaded.state == {"winner": wins.index(True)}
+
+
+async def test_non_json_state_is_refused_and_nothing_changes(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.put(scope, state={"ok": True}, ttl_seconds=TTL)
+    with pytest.raises(InvalidInputError):
+        await working_store.put(scope, state={"bad": {1, 2}}, ttl_seconds=TTL)
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert (loaded.version, loaded.state) == (1, {"ok": True})
+
+
+# --------------------------------------------------------------------------- last_n
+
+
+async def test_last_n_returns_the_newest_messages_in_order(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.append(scope, msgs(*(f"m{i}" for i in range(10))), ttl_seconds=TTL)
+    window = await working_store.get(scope, last_n=3)
+    assert window is not None
+    assert contents(window) == ["m7", "m8", "m9"]
+    assert window.message_count == 10
+
+    everything = await working_store.get(scope, last_n=50)
+    assert everything is not None
+    assert contents(everything) == [f"m{i}" for i in range(10)]
+
+    none = await working_store.get(scope, last_n=0)
+    assert none is not None
+    assert (none.messages, none.message_count, none.version) == ([], 10, 1)
+
+    with pytest.raises(InvalidInputError):
+        await working_store.get(scope, last_n=-1)
+
+
+# --------------------------------------------------------------------------- TTL
+
+
+async def test_ttl_is_set_and_none_means_persistent(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    written = await working_store.append(scope, msgs("a"), ttl_seconds=120)
+    assert written.ttl_seconds == 120
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert loaded.ttl_seconds is not None
+    assert 115 <= loaded.ttl_seconds <= 120
+
+    persistent = await working_store.put(scope, state={"keep": 1}, ttl_seconds=None)
+    assert persistent.ttl_seconds is None
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert loaded.ttl_seconds is None
+
+    again = await working_store.append(scope, msgs("b"), ttl_seconds=30)
+    assert again.ttl_seconds == 30
+
+
+async def test_every_write_restarts_the_ttl_of_the_whole_session(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.put(scope, messages=msgs("a"), state={"s": 1}, summary="sum", ttl_seconds=2)
+    await asyncio.sleep(1.1)
+    aged = await working_store.get(scope)
+    assert aged is not None
+    assert aged.ttl_seconds == 1
+    refreshed = await working_store.put(scope, summary="sum2", ttl_seconds=2)
+    assert refreshed.ttl_seconds == 2
+    # Past the first write's expiry: the messages and state survive because the summary write
+    # restarted the TTL of every key of the session.
+    await asyncio.sleep(1.1)
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert (contents(loaded), loaded.state, loaded.summary) == (["a"], {"s": 1}, "sum2")
+
+
+async def test_a_session_expires_and_starts_over(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.append(scope, msgs("short-lived"), ttl_seconds=1)
+    other = scope.for_session("s2")
+    await working_store.append(other, msgs("stays"), ttl_seconds=TTL)
+    await asyncio.sleep(1.2)
+    assert await working_store.get(scope) is None
+    assert await working_store.delete(scope) == 0
+    restarted = await working_store.put(
+        scope, messages=msgs("new"), expected_version=0, ttl_seconds=TTL
+    )
+    assert (restarted.version, restarted.message_count) == (1, 1)
+    await working_store.delete(scope)
+    # Expired sessions are not counted by delete_user.
+    assert await working_store.delete_user(scope) == 1
+
+
+async def test_redis_keys_share_the_ttl_and_the_user_index_outlives_them(
+    working_store: RedisWorkingMemoryStore, raw: redis.asyncio.Redis, scope: Scope, unique: str
+) -> None:
+    user_key = f"mmtest-{unique}-a:acme:sales:crm:wm:alice"
+    await working_store.append(scope, msgs("a"), ttl_seconds=100)
+    await working_store.put(scope.for_session("s2"), state={}, ttl_seconds=50)
+    meta, messages, index = f"{user_key}:s1:meta", f"{user_key}:s1:messages", f"{user_key}:sessions"
+    assert await raw.type(meta) == "hash"
+    assert await raw.type(messages) == "list"
+    assert await raw.smembers(index) == {"s1", "s2"}
+    for key in (meta, messages, index):
+        assert 99_000 < await raw.pttl(key) <= 100_000
+    assert 49_000 < await raw.pttl(f"{user_key}:s2:meta") <= 50_000
+
+    await working_store.put(scope, summary="x", ttl_seconds=300)
+    for key in (meta, messages, index):
+        assert 299_000 < await raw.pttl(key) <= 300_000
+
+    await working_store.put(scope.for_session("s3"), state={}, ttl_seconds=None)
+    assert await raw.pttl(index) == -1
+
+
+# --------------------------------------------------------------------------- delete
+
+
+async def test_delete_removes_one_session(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.append(scope, msgs("a"), ttl_seconds=TTL)
+    await working_store.append(scope.for_session("s2"), msgs("b"), ttl_seconds=TTL)
+    assert await working_store.delete(scope) == 1
+    assert await working_store.get(scope) is None
+    assert await working_store.delete(scope) == 0
+    assert await working_store.get(scope.for_session("s2")) is not None
+    again = await working_store.append(scope, msgs("c"), ttl_seconds=TTL)
+    assert (again.version, again.message_count) == (1, 1)
+
+
+async def test_delete_user_removes_every_session_of_the_user_only(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    for session in ("s1", "s2", "s3"):
+        await working_store.append(scope.for_session(session), msgs(session), ttl_seconds=TTL)
+    bob = scope.model_copy(update={"user_id": "bob"})
+    await working_store.append(bob, msgs("bob's"), ttl_seconds=TTL)
+
+    assert await working_store.delete_user(scope.user_scope()) == 3
+    for session in ("s1", "s2", "s3"):
+        assert await working_store.get(scope.for_session(session)) is None
+    assert await working_store.get(bob) is not None
+    assert await working_store.delete_user(scope) == 0
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+@pytest.mark.parametrize("field", ["tenant", "org_id", "project_id", "user_id"])
+async def test_the_same_session_id_elsewhere_is_another_session(
+    working_store: RedisWorkingMemoryStore, scope: Scope, field: str
+) -> None:
+    other = scope.model_copy(update={field: f"{getattr(scope, field)}-other"})
+    await working_store.append(scope, msgs("mine"), ttl_seconds=TTL)
+    assert await working_store.get(other) is None
+    with pytest.raises(ConflictError):
+        await working_store.put(other, state={}, expected_version=1, ttl_seconds=TTL)
+
+    theirs = await working_store.put(
+        other, messages=msgs("theirs"), expected_version=0, ttl_seconds=TTL
+    )
+    assert theirs.version == 1
+    mine = await working_store.get(scope)
+    assert mine is not None
+    assert (contents(mine), mine.version) == (["mine"], 1)
+
+    assert await working_store.delete_user(other) == 1
+    assert await working_store.get(scope) is not None
+    assert await working_store.delete(other) == 0
+
+
+async def test_agent_and_group_do_not_split_a_session(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.append(
+        scope.model_copy(update={"agent_id": "bot"}), msgs("a"), ttl_seconds=TTL
+    )
+    loaded = await working_store.get(scope.model_copy(update={"group_id": "g"}))
+    assert loaded is not None
+    assert contents(loaded) == ["a"]
+
+
+async def test_stores_with_other_key_prefixes_do_not_see_each_other(
+    make_store: MakeStore, scope: Scope
+) -> None:
+    first, second = await make_store("one"), await make_store("two")
+    await first.append(scope, msgs("first"), ttl_seconds=TTL)
+    assert await second.get(scope) is None
+    await second.append(scope, msgs("second"), ttl_seconds=TTL)
+    assert await second.delete_user(scope) == 1
+    loaded = await first.get(scope)
+    assert loaded is not None
+    assert (contents(loaded), loaded.version) == (["first"], 1)
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+async def test_unicode_messages_and_nested_state_round_trip(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    state = {
+        "plan": [{"step": 1, "done": True}, {"step": 2, "done": False, "notes": None}],
+        "ünïcode": "日本語 — ✓ 🚀",
+        "numbers": {"int": 2**53, "float": 0.1, "neg": -3},
+        "empty": {"list": [], "dict": {}},
+    }
+    messages = [
+        msg("Grüß Gott 👋", producer="alice", metadata={"lang": "de", "tags": ["a", "b"]}),
+        WorkingMessage(
+            role="assistant",
+            content='quotes " and \\ backslashes\nnew line',
+            producer=None,
+            timestamp=datetime(2025, 3, 1, 13, 0, tzinfo=UTC),
+        ),
+        msg("tool output", role="tool", metadata={"nested": {"deep": [1, [2, [3]]]}}),
+    ]
+    await working_store.put(scope, messages=messages, state=state, summary="Ü", ttl_seconds=TTL)
+    loaded = await working_store.get(scope)
+    assert loaded is not None
+    assert loaded.messages == messages
+    assert loaded.state == state
+    assert loaded.summary == "Ü"
+    assert all(m.timestamp.tzinfo is not None for m in loaded.messages)
+
+
+async def test_invalid_ttl_is_refused(working_store: RedisWorkingMemoryStore, scope: Scope) -> None:
+    with pytest.raises(InvalidInputError):
+        await working_store.append(scope, msgs("a"), ttl_seconds=0)
+    with pytest.raises(InvalidInputError):
+        await working_store.put(scope, state={}, expected_version=-1, ttl_seconds=TTL)
+    assert await working_store.get(scope) is None
