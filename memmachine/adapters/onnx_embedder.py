@@ -1,0 +1,339 @@
+"""The local embedder: a sentence-transformers style ONNX model run with onnxruntime on CPU.
+
+No torch, no network: the model directory holds ``tokenizer.json`` (loaded with the
+``tokenizers`` package) and an ONNX encoder whose token embeddings are mean-pooled over the
+attention mask and L2-normalised, which is what sentence-transformers does for models such as
+``all-MiniLM-L6-v2``.
+
+Lifecycle: constructing an :class:`OnnxEmbedder` only stores its settings. The model is
+loaded by :meth:`OnnxEmbedder.load` (synchronous, raises ``ConfigurationError``), by
+:meth:`OnnxEmbedder.start` (the same, in a worker thread) or, failing both, by the first
+:meth:`OnnxEmbedder.embed`. ``dimensions`` is ``0`` until the model is loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+from tokenizers import Encoding, Tokenizer
+
+from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
+from memmachine.ports import Lifecycle
+
+__all__ = ["OnnxEmbedder"]
+
+logger = logging.getLogger(__name__)
+
+_STORE = "embedder"
+_INT_TYPES: dict[str, type[np.signedinteger[Any]]] = {
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+}
+
+
+class _Loaded:
+    """Everything :meth:`OnnxEmbedder.load` produces; immutable once built."""
+
+    def __init__(
+        self,
+        *,
+        tokenizer: Tokenizer,
+        session: ort.InferenceSession,
+        output_name: str,
+        input_dtypes: dict[str, type[np.signedinteger[Any]]],
+        pad_id: int,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.session = session
+        self.output_name = output_name
+        self.input_dtypes = input_dtypes
+        self.pad_id = pad_id
+
+
+class OnnxEmbedder(Lifecycle):
+    """Embeds texts with an ONNX sentence-embedding model on this machine's CPU.
+
+    * ``model_dir`` holds ``tokenizer.json``, ``onnx_file`` (relative to it) and usually
+      ``config.json``.
+    * Texts are truncated at ``max_tokens`` tokens (capped at the model's
+      ``max_position_embeddings`` when ``config.json`` states it); an empty text is embedded
+      as is (only the special tokens).
+    * ``embed`` tokenises the whole call once, sorts the texts by token count so each batch
+      of ``batch_size`` is padded only to its own longest text, runs each batch in a worker
+      thread (the event loop never waits on inference) and returns vectors in input order.
+    * ``threads`` sets onnxruntime's intra-op threads; ``0`` keeps onnxruntime's default.
+    * ``model`` is ``model_name`` or the directory's name.
+
+    Loading failures (missing files, unreadable tokenizer, invalid ONNX, unsupported inputs)
+    raise :class:`ConfigurationError` naming the path; failures while embedding raise
+    :class:`StoreError` with ``store="embedder"``.
+    """
+
+    name = "embedder"
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        onnx_file: str = "onnx/model.onnx",
+        max_tokens: int = 256,
+        batch_size: int = 64,
+        threads: int = 0,
+        model_name: str | None = None,
+    ) -> None:
+        if max_tokens < 2:
+            raise ConfigurationError(f"embedding max_tokens must be at least 2, got {max_tokens}")
+        if batch_size < 1:
+            raise ConfigurationError(f"embedding batch_size must be at least 1, got {batch_size}")
+        if threads < 0:
+            raise ConfigurationError(f"embedding threads must be 0 or more, got {threads}")
+        self.model_dir = Path(model_dir)
+        self.onnx_file = onnx_file
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self.threads = threads
+        self.model: str = model_name or self.model_dir.name
+        #: Vector length; ``0`` until the model is loaded.
+        self.dimensions: int = 0
+        self._loaded: _Loaded | None = None
+        self._closed = False
+        self._load_lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is loaded and ready to embed."""
+        return self._loaded is not None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the tokenizer and the ONNX session (blocking; idempotent, thread-safe).
+
+        Raises :class:`ConfigurationError` naming the offending path when a file is missing
+        or unusable.
+        """
+        self._acquire()
+
+    def _acquire(self) -> _Loaded:
+        """Load unless loaded (under the lock) and return what is loaded; reopens if closed."""
+        with self._load_lock:
+            if self._loaded is None:
+                self._loaded = self._load()
+            self._closed = False
+            return self._loaded
+
+    async def start(self) -> None:
+        """Load the model in a worker thread; see :meth:`load`."""
+        await asyncio.to_thread(self.load)
+
+    async def close(self) -> None:
+        """Release the ONNX session. Idempotent; ``start()``/``load()`` may load it again."""
+        with self._load_lock:
+            self._loaded = None
+            self._closed = True
+
+    # -- embedding -------------------------------------------------------------------------
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Return one L2-normalised vector per text, in input order (``[]`` for no texts).
+
+        Loads the model first when needed (a loading failure then surfaces as a
+        :class:`StoreError`). Raises :class:`StoreError` when tokenising or inference fails,
+        or when the embedder was closed; :class:`InvalidInputError` for a lone ``str``.
+        """
+        if isinstance(texts, str):
+            raise InvalidInputError(
+                "embed() takes a sequence of texts, not a single string", field="texts"
+            )
+        if not texts:
+            return []
+        loaded = await self._ensure_loaded()
+        encodings = await asyncio.to_thread(self._tokenize, loaded, list(texts))
+        lengths = [len(encoding) for encoding in encodings]
+        order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
+        out = np.empty((len(encodings), self.dimensions), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            batch = [encodings[i] for i in idx]
+            out[idx] = await asyncio.to_thread(self._infer, loaded, batch)
+        result: list[list[float]] = out.tolist()
+        return result
+
+    async def _ensure_loaded(self) -> _Loaded:
+        if self._closed:
+            raise StoreError("the ONNX embedder is closed", store=_STORE)
+        loaded = self._loaded
+        if loaded is not None:
+            return loaded
+        try:
+            return await asyncio.to_thread(self._acquire)
+        except ConfigurationError as exc:
+            raise StoreError(f"the ONNX embedder cannot load: {exc.message}", store=_STORE) from exc
+
+    @staticmethod
+    def _tokenize(loaded: _Loaded, texts: list[str]) -> list[Encoding]:
+        try:
+            encodings: list[Encoding] = loaded.tokenizer.encode_batch(texts)
+        except Exception as exc:
+            raise StoreError(f"tokenising failed: {exc}", store=_STORE) from exc
+        return encodings
+
+    def _infer(self, loaded: _Loaded, batch: list[Encoding]) -> npt.NDArray[np.float32]:
+        """Pad one batch to its longest text, run the model, mean-pool and normalise."""
+        rows, width = len(batch), max(len(e) for e in batch)
+        mask = np.zeros((rows, width), dtype=np.int64)
+        ids = np.full((rows, width), loaded.pad_id, dtype=np.int64)
+        types = np.zeros((rows, width), dtype=np.int64)
+        for row, encoding in enumerate(batch):
+            length = len(encoding.ids)
+            ids[row, :length] = encoding.ids
+            mask[row, :length] = encoding.attention_mask
+            types[row, :length] = encoding.type_ids
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        feeds = {
+            name: arrays[name].astype(dtype, copy=False)
+            for name, dtype in loaded.input_dtypes.items()
+        }
+        try:
+            output = loaded.session.run([loaded.output_name], feeds)[0]
+        except Exception as exc:
+            raise StoreError(f"ONNX inference failed: {exc}", store=_STORE) from exc
+        hidden = np.asarray(output, dtype=np.float32)
+        if hidden.ndim == 3:
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        elif hidden.ndim == 2:
+            pooled = hidden
+        else:
+            raise StoreError(f"ONNX model returned an output of shape {hidden.shape}", store=_STORE)
+        if pooled.shape[1] != self.dimensions:
+            raise StoreError(
+                f"ONNX model returned {pooled.shape[1]}-d vectors, expected {self.dimensions}",
+                store=_STORE,
+            )
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        normalised: npt.NDArray[np.float32] = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return normalised
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _load(self) -> _Loaded:
+        model_dir = self.model_dir
+        tokenizer_path = model_dir / "tokenizer.json"
+        onnx_path = model_dir / self.onnx_file
+        if not model_dir.is_dir():
+            raise ConfigurationError(f"embedding model directory {model_dir} does not exist")
+        for path in (tokenizer_path, onnx_path):
+            if not path.is_file():
+                raise ConfigurationError(f"embedding model file {path} is missing")
+        config = self._read_config(model_dir / "config.json")
+
+        max_tokens = self.max_tokens
+        max_positions = config.get("max_position_embeddings")
+        if isinstance(max_positions, int) and 2 <= max_positions < max_tokens:
+            logger.info(
+                "embedding max_tokens %d capped at the model's %d positions",
+                max_tokens,
+                max_positions,
+            )
+            max_tokens = max_positions
+
+        try:
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as exc:
+            raise ConfigurationError(f"cannot load tokenizer {tokenizer_path}: {exc}") from exc
+        padding = tokenizer.padding
+        pad_id = int(padding["pad_id"]) if padding else (tokenizer.token_to_id("[PAD]") or 0)
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=max_tokens)
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        if self.threads > 0:
+            options.intra_op_num_threads = self.threads
+        try:
+            session = ort.InferenceSession(
+                str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:
+            raise ConfigurationError(f"cannot load ONNX model {onnx_path}: {exc}") from exc
+
+        input_dtypes: dict[str, type[np.signedinteger[Any]]] = {}
+        for model_input in session.get_inputs():
+            dtype = _INT_TYPES.get(model_input.type)
+            if model_input.name not in {"input_ids", "attention_mask", "token_type_ids"}:
+                raise ConfigurationError(
+                    f"ONNX model {onnx_path} needs an unsupported input {model_input.name!r}"
+                )
+            if dtype is None:
+                raise ConfigurationError(
+                    f"ONNX model {onnx_path} input {model_input.name!r} has unsupported "
+                    f"type {model_input.type}"
+                )
+            input_dtypes[model_input.name] = dtype
+        for needed in ("input_ids", "attention_mask"):
+            if needed not in input_dtypes:
+                raise ConfigurationError(f"ONNX model {onnx_path} has no {needed!r} input")
+
+        outputs = session.get_outputs()
+        names = [o.name for o in outputs]
+        output = outputs[names.index("last_hidden_state") if "last_hidden_state" in names else 0]
+        shape = list(output.shape or [])
+        dimensions = shape[-1] if shape and isinstance(shape[-1], int) else None
+        if dimensions is None:
+            hidden_size = config.get("hidden_size")
+            dimensions = hidden_size if isinstance(hidden_size, int) else None
+        loaded = _Loaded(
+            tokenizer=tokenizer,
+            session=session,
+            output_name=output.name,
+            input_dtypes=input_dtypes,
+            pad_id=pad_id,
+        )
+        if dimensions is None:
+            dimensions = self._probe_dimensions(loaded, onnx_path)
+        self.dimensions = dimensions
+        logger.info(
+            "loaded embedding model %s (%s, %d dimensions, max %d tokens)",
+            self.model,
+            onnx_path,
+            dimensions,
+            max_tokens,
+        )
+        return loaded
+
+    @staticmethod
+    def _read_config(path: Path) -> dict[str, Any]:
+        if not path.is_file():
+            return {}
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigurationError(f"cannot read model config {path}: {exc}") from exc
+        return data if isinstance(data, dict) else {}
+
+    @staticmethod
+    def _probe_dimensions(loaded: _Loaded, onnx_path: Path) -> int:
+        """Run one empty text through the model to learn its output width."""
+        encoding = loaded.tokenizer.encode("")
+        feeds = {
+            name: np.asarray([getattr(encoding, _FEED_ATTRS[name])], dtype=dtype)
+            for name, dtype in loaded.input_dtypes.items()
+        }
+        try:
+            output = loaded.session.run([loaded.output_name], feeds)[0]
+        except Exception as exc:
+            raise ConfigurationError(f"cannot run ONNX model {onnx_path}: {exc}") from exc
+        return int(np.asarray(output).shape[-1])
+
+
+_FEED_ATTRS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}

@@ -1,0 +1,98 @@
+"""build_embedder / choose_embedder: settings in, an embedder (or the reason for none) out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import SecretStr
+
+from memmachine.adapters.embedder_factory import build_embedder, choose_embedder
+from memmachine.adapters.onnx_embedder import OnnxEmbedder
+from memmachine.adapters.openai_embedder import OpenAIEmbedder
+from memmachine.config import EmbeddingSettings
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test here may reach a hub, whatever the environment says."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_provider_none_is_disabled() -> None:
+    choice = choose_embedder(EmbeddingSettings(provider="none"))
+    assert choice.embedder is None
+    assert choice.reason is not None
+    assert "disabled" in choice.reason
+    status = choice.status()
+    assert not status.enabled
+    assert status.reason == choice.reason
+    assert build_embedder(EmbeddingSettings(provider="none")) is None
+
+
+@pytest.mark.parametrize("model", ["/no/such/model/dir", "someone/some-model"])
+def test_local_model_missing_means_lexical_only(
+    model: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = EmbeddingSettings(provider="local", model=model, cache_dir=tmp_path / "cache")
+    with caplog.at_level(logging.WARNING, logger="memmachine.adapters.embedder_factory"):
+        choice = choose_embedder(settings)
+    assert choice.embedder is None
+    assert choice.reason is not None
+    assert "lexical-only" in choice.reason
+    assert "MEMMACHINE_EMBEDDING_MODEL" in choice.reason
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "lexical-only" in warnings[0].getMessage()
+    assert not choice.status().enabled
+    assert build_embedder(settings) is None
+
+
+async def test_local_model_dir_gives_a_working_embedder(model_dir: Path, tmp_path: Path) -> None:
+    settings = EmbeddingSettings(
+        provider="local",
+        model=str(model_dir),
+        onnx_file="onnx/model_qint8.onnx",
+        batch_size=8,
+        cache_dir=tmp_path,
+    )
+    choice = choose_embedder(settings)
+    embedder = choice.embedder
+    assert isinstance(embedder, OnnxEmbedder)
+    assert choice.reason is None
+    assert embedder.loaded
+    assert embedder.batch_size == 8
+    assert embedder.model == model_dir.name
+    status = choice.status()
+    assert status.enabled
+    assert status.dimensions == 384
+    tea, drink = await embedder.embed(["I love green tea", "Green tea is my favourite drink"])
+    assert len(tea) == 384
+    assert float(np.dot(tea, drink)) > 0.8
+    await embedder.close()
+    # A local directory is used in place, never copied into the cache.
+    assert await asyncio.to_thread(lambda: list(tmp_path.iterdir())) == []
+
+
+async def test_openai_provider_is_built_but_not_started() -> None:
+    settings = EmbeddingSettings(
+        provider="openai",
+        model="text-embedding-3-small",
+        base_url="http://127.0.0.1:9/v1",
+        api_key=SecretStr("sk-secret-key"),
+        dimensions=256,
+        batch_size=32,
+        request_timeout_seconds=5,
+    )
+    choice = choose_embedder(settings)
+    embedder = choice.embedder
+    assert isinstance(embedder, OpenAIEmbedder)
+    assert embedder.model == "text-embedding-3-small"
+    assert embedder.dimensions == 256
+    assert embedder.batch_size == 32
+    assert embedder.base_url == "http://127.0.0.1:9/v1"
+    assert choice.status().dimensions == 256
+    await embedder.close()

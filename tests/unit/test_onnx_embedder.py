@@ -1,0 +1,182 @@
+"""OnnxEmbedder against the shared all-MiniLM-L6-v2 export (skipped when it is absent)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memmachine.adapters.onnx_embedder import OnnxEmbedder
+from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
+from memmachine.ports import Embedder
+
+
+@pytest.fixture(scope="module")
+def embedder(model_dir: Path) -> OnnxEmbedder:
+    emb = OnnxEmbedder(model_dir)
+    emb.load()
+    return emb
+
+
+def _cos(a: list[float], b: list[float]) -> float:
+    return float(np.dot(a, b))
+
+
+def _texts(n: int) -> list[str]:
+    """Texts of very different lengths (including empty and over-long ones), in no order."""
+    rng = np.random.default_rng(7)
+    words = ["tea", "car", "memory", "agent", "red", "green", "Paris", "doctor", "budget"]
+    out = []
+    for i in range(n):
+        length = {0: 0, 33: 120}.get(i, int(rng.integers(1, 40)))
+        out.append(" ".join(rng.choice(words, size=length)))
+    rng.shuffle(out)
+    return out
+
+
+def test_construction_is_cheap_and_lazy(model_dir: Path) -> None:
+    emb = OnnxEmbedder(model_dir, model_name="minilm")
+    assert not emb.loaded
+    assert emb.dimensions == 0
+    assert emb.model == "minilm"
+    assert emb.name == "embedder"
+    assert OnnxEmbedder(model_dir).model == model_dir.name
+
+
+def test_satisfies_the_port(embedder: OnnxEmbedder) -> None:
+    assert isinstance(embedder, Embedder)
+    assert embedder.dimensions == 384
+
+
+async def test_shapes_and_unit_norm(embedder: OnnxEmbedder) -> None:
+    vectors = await embedder.embed(["hello world", "", "a" * 5000, "Ünïcödé ✓ 東京"])
+    assert len(vectors) == 4
+    for vector in vectors:
+        assert len(vector) == 384
+        assert all(isinstance(x, float) for x in vector)
+        assert abs(np.linalg.norm(vector) - 1.0) < 1e-5
+    assert await embedder.embed([]) == []
+
+
+async def test_sanity_values_from_the_model_readme(embedder: OnnxEmbedder) -> None:
+    tea, fav, car = await embedder.embed(
+        ["I love green tea", "Green tea is my favourite drink", "The car is red"]
+    )
+    assert _cos(tea, fav) == pytest.approx(0.907, abs=0.01)
+    assert _cos(tea, car) == pytest.approx(0.061, abs=0.02)
+
+
+async def test_batching_and_sorting_do_not_change_results(model_dir: Path) -> None:
+    embedder = OnnxEmbedder(model_dir, batch_size=16)  # 70 texts = 4 full batches + 6
+    texts = _texts(70)
+    together = np.array(await embedder.embed(texts))
+    alone = np.array([(await embedder.embed([text]))[0] for text in texts])
+    assert together.shape == (70, 384)
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+async def test_order_is_preserved(model_dir: Path, embedder: OnnxEmbedder) -> None:
+    small_batches = OnnxEmbedder(model_dir, batch_size=3)
+    texts = _texts(25)
+    forward = np.array(await small_batches.embed(texts))
+    backward = np.array(await small_batches.embed(texts[::-1]))
+    np.testing.assert_allclose(forward, backward[::-1], atol=1e-5)
+    np.testing.assert_allclose(forward, np.array(await embedder.embed(texts)), atol=1e-5)
+    # Each vector belongs to its own text: identical texts get identical vectors, distinct
+    # texts do not.
+    again = await small_batches.embed(["zebra crossing", "quantum physics", "zebra crossing"])
+    assert _cos(again[0], again[2]) == pytest.approx(1.0, abs=1e-6)
+    assert _cos(again[0], again[1]) < 0.9
+
+
+async def test_truncation_at_max_tokens(model_dir: Path) -> None:
+    short = OnnxEmbedder(model_dir, max_tokens=8)
+    base = "alpha beta gamma delta epsilon zeta"
+    first, second = await short.embed([base + " one two three", base + " four five six"])
+    # Only the first 6 tokens (+ [CLS]/[SEP]) count, so the different tails are cut off.
+    assert _cos(first, second) == pytest.approx(1.0, abs=1e-6)
+
+
+async def test_qint8_file_loads(model_dir: Path, embedder: OnnxEmbedder) -> None:
+    quantised = OnnxEmbedder(model_dir, onnx_file="onnx/model_qint8.onnx", threads=1)
+    await quantised.start()
+    assert quantised.dimensions == 384
+    texts = ["I love green tea", "The car is red", "Meeting with the doctor on Monday"]
+    q = await quantised.embed(texts)
+    f = await embedder.embed(texts)
+    for qv, fv in zip(q, f, strict=True):
+        assert abs(np.linalg.norm(qv) - 1.0) < 1e-5
+        assert _cos(qv, fv) > 0.85
+    await quantised.close()
+
+
+def test_missing_model_dir_is_a_configuration_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    with pytest.raises(ConfigurationError, match=str(missing)):
+        OnnxEmbedder(missing).load()
+
+
+async def test_missing_files_and_bad_onnx(tmp_path: Path, model_dir: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"tokenizer\.json"):
+        await OnnxEmbedder(tmp_path).start()
+    shutil.copy(model_dir / "tokenizer.json", tmp_path / "tokenizer.json")
+    with pytest.raises(ConfigurationError, match=r"model\.onnx"):
+        OnnxEmbedder(tmp_path).load()
+    (tmp_path / "onnx").mkdir()
+    (tmp_path / "onnx" / "model.onnx").write_bytes(b"this is not a protobuf")
+    with pytest.raises(ConfigurationError, match=r"cannot load ONNX model .*model\.onnx"):
+        OnnxEmbedder(tmp_path).load()
+    # Lazily loading from embed() reports the same problem as a store failure.
+    with pytest.raises(StoreError, match="cannot load ONNX model") as info:
+        await OnnxEmbedder(tmp_path).embed(["x"])
+    assert info.value.store == "embedder"
+
+
+async def test_close_and_restart(model_dir: Path) -> None:
+    emb = OnnxEmbedder(model_dir, onnx_file="onnx/model_qint8.onnx")
+    assert len((await emb.embed(["lazy load"]))[0]) == 384  # loads on first use
+    await emb.close()
+    await emb.close()
+    with pytest.raises(StoreError, match="closed"):
+        await emb.embed(["x"])
+    await emb.start()
+    assert len(await emb.embed(["back"])) == 1
+
+
+async def test_a_single_string_is_refused(embedder: OnnxEmbedder) -> None:
+    with pytest.raises(InvalidInputError):
+        await embedder.embed("not a list")
+
+
+async def test_event_loop_keeps_running_during_a_big_embed(model_dir: Path) -> None:
+    emb = OnnxEmbedder(model_dir, onnx_file="onnx/model_qint8.onnx", batch_size=32)
+    emb.load()
+    texts = [
+        f"turn {i}: " + "we talked about the budget and the trip to Paris " * 3 for i in range(300)
+    ]
+    gaps: list[float] = []
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not stop.is_set():
+            await asyncio.sleep(0.002)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    started = time.perf_counter()
+    vectors = await emb.embed(texts)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    await task
+    assert len(vectors) == 300
+    assert len(gaps) >= 10, f"ticker ran {len(gaps)} times in {elapsed:.2f}s"
+    # A blocking embed would stall the loop for the whole call (the ticker would not run at
+    # all); batches in a worker thread leave it free apart from short hand-overs.
+    assert max(gaps) < elapsed / 2, f"max gap {max(gaps):.3f}s in {elapsed:.2f}s"
