@@ -6,6 +6,7 @@ one settings value, one adapter, and one branch here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,9 +14,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from memmachine.config import Settings
-from memmachine.errors import ConfigurationError
+from memmachine.errors import ConfigurationError, MemMachineError
 from memmachine.manager import MemoryManager, Resource
-from memmachine.ports import EpisodeStore, ProfileStore, WorkingMemoryStore
+from memmachine.models import EmbedderStatus
+from memmachine.ports import Embedder, EpisodeStore, ProfileStore, WorkingMemoryStore
 
 if TYPE_CHECKING:
     from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
@@ -32,11 +34,9 @@ async def build_manager(settings: Settings) -> MemoryManager:
     """Wire adapters from settings. The embedder is loaded (and, for a remote one, probed)
     here because the episode store needs its dimensions; stores connect in ``start()``."""
     from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
-    from memmachine.adapters.embedder_factory import build_embedder
 
     data_dir = settings.data_dir.expanduser().resolve()
-    choice = await build_embedder(settings.embedding)
-    embedder = choice.embedder
+    embedder, embedder_status = await _embedder(settings)
 
     resources: list[Resource] = []
     embedded: EmbeddedFalkorDBServer | None = None
@@ -60,12 +60,29 @@ async def build_manager(settings: Settings) -> MemoryManager:
         profile=profile,
         working=working,
         embedder=embedder,
-        embedder_status=choice.status(),
+        embedder_status=embedder_status,
         limits=settings.limits,
         working_ttl_seconds=settings.working_ttl_seconds,
         resources=resources,
         extra_health=[embedded] if embedded is not None else [],
     )
+
+
+async def _embedder(settings: Settings) -> tuple[Embedder | None, EmbedderStatus]:
+    """Load (or, for a remote endpoint, start and probe) the embedder. A model that cannot
+    be had leaves search lexical-only, with the reason logged and reported by /health."""
+    from memmachine.adapters.embedder_factory import EmbedderChoice, choose_embedder
+
+    choice = await asyncio.to_thread(choose_embedder, settings.embedding)
+    if choice.embedder is not None:
+        try:
+            await choice.embedder.start()
+        except MemMachineError as exc:
+            await choice.embedder.close()
+            reason = f"lexical-only: the embedder could not start ({exc.message})"
+            log.warning("search runs lexical-only: %s", reason)
+            choice = EmbedderChoice(None, reason)
+    return choice.embedder, choice.status()
 
 
 def _secret(value: object) -> str | None:

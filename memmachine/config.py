@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["EmbeddingSettings", "LimitSettings", "Settings"]
 
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 
 
 class EmbeddingSettings(BaseSettings):
@@ -38,6 +39,13 @@ class EmbeddingSettings(BaseSettings):
     api_key: SecretStr | None = None
     dimensions: int | None = Field(default=None, ge=1)
     request_timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _openai_default_model(self) -> EmbeddingSettings:
+        """The local default model name means nothing to an OpenAI endpoint."""
+        if self.provider == "openai" and self.model == DEFAULT_EMBEDDING_MODEL:
+            self.model = DEFAULT_OPENAI_EMBEDDING_MODEL
+        return self
 
 
 class LimitSettings(BaseSettings):

@@ -224,8 +224,10 @@ class WorkingMemoryStore(Protocol):
 class Embedder(Protocol):
     """Turns texts into unit-length vectors.
 
-    Contract: ``embed(texts)`` returns one vector of length ``dimensions`` per text, in order,
-    each L2-normalised; an empty input returns ``[]``. Batching is the embedder's business.
+    Contract: ``start()`` loads the model or opens the connection (a remote embedder learns
+    its ``dimensions`` here); ``dimensions`` is valid after it. ``embed(texts)`` returns one
+    vector of length ``dimensions`` per text, in order, each L2-normalised; an empty input
+    returns ``[]``. Batching is the embedder's business.
     Failures raise ``StoreError`` naming the embedder (it is a backend like any other).
     ``model`` identifies the model, so a store can refuse vectors from a different one.
     """
@@ -234,5 +236,6 @@ class Embedder(Protocol):
     model: str
     dimensions: int
 
+    async def start(self) -> None: ...
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
     async def close(self) -> None: ...
