@@ -1,0 +1,650 @@
+"""The ``EpisodeStore`` contract (``memmachine/ports.py``), checked against every adapter.
+
+Each test gets an empty store of its own (``episode_store`` in ``conftest.py``, one run per
+backend) and works under its own tenant, so even a backend shared by tests cannot leak
+between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError
+from memmachine.models import Episode, EpisodeRecord, Scope, utc_now
+from memmachine.ports import EpisodeStore
+from tests.contract.conftest import DIMENSIONS, MODEL, OpenEpisodeStore
+
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def record(
+    episode_id: str,
+    content: str = "",
+    *,
+    minutes: float = 0,
+    embedding: Sequence[float] | None = None,
+    search_text: str | None = None,
+    metadata: dict[str, object] | None = None,
+    producer: str | None = "ann",
+) -> EpisodeRecord:
+    return EpisodeRecord(
+        id=episode_id,
+        role="user",
+        producer=producer,
+        content=content,
+        timestamp=T0 + timedelta(minutes=minutes),
+        metadata=metadata or {},
+        search_text=content if search_text is None else search_text,
+        embedding=list(embedding) if embedding is not None else None,
+    )
+
+
+def unit(values: Iterable[float]) -> list[float]:
+    array = np.asarray(list(values), dtype=float)
+    return [float(x) for x in array / np.linalg.norm(array)]
+
+
+def ids(episodes: Iterable[Episode]) -> list[str]:
+    return [episode.id for episode in episodes]
+
+
+def hit_ids(hits: Iterable[tuple[Episode, float]]) -> list[str]:
+    return [episode.id for episode, _ in hits]
+
+
+@pytest.fixture
+def ann(unique: str) -> Scope:
+    """Ann's first session, under this test's own tenant."""
+    return Scope(
+        tenant=f"t{unique}", org_id="acme", project_id="crm", user_id="ann", session_id="s1"
+    )
+
+
+@pytest.fixture
+def bob(ann: Scope) -> Scope:
+    """Another user of the same tenant, org and project, with a same-named session."""
+    return ann.model_copy(update={"user_id": "bob"})
+
+
+# ---------------------------------------------------------------------- basics
+
+
+async def test_store_implements_the_port(episode_store: EpisodeStore) -> None:
+    assert isinstance(episode_store, EpisodeStore)
+    assert episode_store.name == "episodic"
+    assert (await episode_store.health()).status == "ok"
+
+
+async def test_close_is_idempotent_and_health_never_raises(
+    open_episode_store: OpenEpisodeStore,
+) -> None:
+    store = await open_episode_store()
+    await store.close()
+    await store.close()
+    health = await store.health()
+    assert health.status == "down"
+    assert health.name == "episodic"
+
+
+async def test_store_keeps_episodes_across_a_restart(
+    open_episode_store: OpenEpisodeStore, ann: Scope
+) -> None:
+    first = await open_episode_store()
+    await first.add_episodes(ann, [record("e1", "kept", embedding=unit([1, 0, 0, 0]))])
+    await first.close()
+    second = await open_episode_store()
+    assert ids(await second.list_episodes(ann)) == ["e1"]
+    assert hit_ids(await second.vector_search(ann, unit([1, 0, 0, 0]), 1)) == ["e1"]
+
+
+# ---------------------------------------------------------------------- add
+
+
+async def test_add_numbers_episodes_in_session_order_across_batches(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    first = await episode_store.add_episodes(ann, [record("a"), record("b"), record("c")])
+    second = await episode_store.add_episodes(ann, [record("d"), record("e")])
+    other = await episode_store.add_episodes(ann.for_session("s2"), [record("x")])
+
+    assert ids(first) == ["a", "b", "c"]
+    assert [e.sequence for e in first + second] == [1, 2, 3, 4, 5]
+    assert [e.sequence for e in other] == [1]
+    assert all(e.scope == ann for e in first + second)
+    assert other[0].scope.session_id == "s2"
+    # linked in order, across batch boundaries
+    around = await episode_store.neighbours(ann, "c", before=2, after=2)
+    assert ids(around) == ["a", "b", "d", "e"]
+
+
+async def test_add_returns_what_get_returns(episode_store: EpisodeStore, ann: Scope) -> None:
+    (added,) = await episode_store.add_episodes(ann, [record("a", "hello", producer=None)])
+    assert await episode_store.get_episode(ann, "a") == added
+    assert added.producer is None
+    assert added.role == "user"
+
+
+async def test_add_needs_a_session(episode_store: EpisodeStore, ann: Scope) -> None:
+    with pytest.raises(InvalidInputError):
+        await episode_store.add_episodes(ann.user_scope(), [record("a")])
+
+
+async def test_add_of_nothing_stores_nothing(episode_store: EpisodeStore, ann: Scope) -> None:
+    assert await episode_store.add_episodes(ann, []) == []
+    assert await episode_store.count_episodes(ann) == 0
+
+
+async def test_a_duplicate_id_inside_a_batch_stores_nothing(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    with pytest.raises(ConflictError):
+        await episode_store.add_episodes(ann, [record("a"), record("b"), record("a")])
+    assert await episode_store.count_episodes(ann.user_scope()) == 0
+
+
+async def test_an_existing_id_stores_nothing_of_the_batch(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    await episode_store.add_episodes(ann, [record("a"), record("b")])
+    with pytest.raises(ConflictError):
+        await episode_store.add_episodes(ann.for_session("s2"), [record("new"), record("b")])
+    assert ids(await episode_store.list_episodes(ann.user_scope())) == ["a", "b"]
+    assert await episode_store.get_episode(ann.user_scope(), "new") is None
+    (later,) = await episode_store.add_episodes(ann, [record("c")])
+    assert later.sequence == 3
+
+
+async def test_ids_belong_to_their_user(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    """The same id under another user is another episode (no conflict across scopes)."""
+    await episode_store.add_episodes(ann, [record("same", "ann's")])
+    await episode_store.add_episodes(bob, [record("same", "bob's")])
+    ann_episode = await episode_store.get_episode(ann, "same")
+    bob_episode = await episode_store.get_episode(bob, "same")
+    assert ann_episode is not None
+    assert bob_episode is not None
+    assert (ann_episode.content, bob_episode.content) == ("ann's", "bob's")
+
+
+async def test_a_bad_embedding_stores_nothing(episode_store: EpisodeStore, ann: Scope) -> None:
+    with pytest.raises(InvalidInputError):
+        await episode_store.add_episodes(
+            ann, [record("a", embedding=unit([1, 0, 0, 0])), record("b", embedding=[1.0, 0.0])]
+        )
+    assert await episode_store.count_episodes(ann) == 0
+
+
+async def test_concurrent_adds_to_one_session_all_land_in_order(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    batches = [[record(f"e{i}-{j}") for j in range(3)] for i in range(8)]
+    results = await asyncio.gather(*(episode_store.add_episodes(ann, b) for b in batches))
+    for batch in results:  # each batch is contiguous
+        sequences = [e.sequence for e in batch]
+        assert sequences == list(range(sequences[0], sequences[0] + 3))
+    stored = await episode_store.list_episodes(ann)
+    assert sorted(e.sequence for e in stored) == list(range(1, 25))
+
+
+# ---------------------------------------------------------------------- round trips
+
+
+async def test_metadata_round_trips_as_nested_json(episode_store: EpisodeStore, ann: Scope) -> None:
+    metadata: dict[str, object] = {
+        "nested": {"list": [1, 2.5, None, True, "x"], "deeper": {"k": [{"a": {}}]}},
+        "unicode": "日本語 😀",
+        "quote": 'a"b\\c\n',
+        "none": None,
+        "key with spaces": -3,
+    }
+    await episode_store.add_episodes(ann, [record("a", metadata=metadata)])
+    stored = await episode_store.get_episode(ann, "a")
+    assert stored is not None
+    assert stored.metadata == metadata
+
+
+async def test_timestamps_round_trip_as_aware_utc(episode_store: EpisodeStore, ann: Scope) -> None:
+    plus_two = timezone(timedelta(hours=2))
+    local = datetime(2024, 6, 1, 14, 30, 5, 123456, tzinfo=plus_two)
+    naive = datetime(2023, 1, 2, 3, 4, 5, 6)
+    # model_copy skips the record's own UTC conversion: the store must cope with both
+    records = [
+        record("local").model_copy(update={"timestamp": local}),
+        record("naive").model_copy(update={"timestamp": naive, "role": "tool"}),
+    ]
+    before = utc_now()
+    added = await episode_store.add_episodes(ann, records)
+    after = utc_now()
+    for episode in [*added, *(await episode_store.list_episodes(ann))]:
+        assert episode.timestamp.tzinfo is not None
+        assert episode.timestamp.utcoffset() == timedelta(0)
+        assert episode.created_at.utcoffset() == timedelta(0)
+        assert before - timedelta(seconds=1) <= episode.created_at <= after + timedelta(seconds=1)
+    stored = {e.id: e for e in await episode_store.list_episodes(ann)}
+    assert stored["local"].timestamp == local
+    assert stored["local"].timestamp.hour == 12
+    assert stored["local"].timestamp.microsecond == 123456
+    assert stored["naive"].timestamp == naive.replace(tzinfo=UTC)
+    assert stored["naive"].role == "tool"
+
+
+async def test_content_with_query_syntax_round_trips(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    content = 'he said "hi" \\ then\nCYPHER x=1 $p {a: 1} ]) // MATCH (n) DETACH DELETE n; 😀 \t'
+    await episode_store.add_episodes(ann, [record("a", content)])
+    stored = await episode_store.get_episode(ann, "a")
+    assert stored is not None
+    assert stored.content == content
+
+
+# ---------------------------------------------------------------------- get / list / count
+
+
+async def test_get_only_inside_the_scope(episode_store: EpisodeStore, ann: Scope) -> None:
+    with_agent = ann.model_copy(update={"agent_id": "crm-bot", "group_id": "g1"})
+    await episode_store.add_episodes(with_agent, [record("a")])
+
+    assert await episode_store.get_episode(ann.user_scope(), "a") is not None
+    assert await episode_store.get_episode(with_agent, "a") is not None
+    for outside in [
+        ann.model_copy(update={"user_id": "bob"}),
+        ann.model_copy(update={"tenant": "elsewhere"}),
+        ann.model_copy(update={"org_id": "other"}),
+        ann.model_copy(update={"project_id": "other"}),
+        ann.for_session("s2"),
+        ann.model_copy(update={"agent_id": "other-bot"}),
+        ann.model_copy(update={"group_id": "g2"}),
+    ]:
+        assert await episode_store.get_episode(outside, "a") is None
+    assert await episode_store.get_episode(ann, "missing") is None
+
+
+async def test_list_orders_by_timestamp_then_sequence(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    await episode_store.add_episodes(
+        ann, [record("e1", minutes=0), record("e2", minutes=5), record("e3", minutes=5)]
+    )
+    await episode_store.add_episodes(ann.for_session("s2"), [record("f1", minutes=5)])
+    await episode_store.add_episodes(ann, [record("e4", minutes=-10)])
+    user = ann.user_scope()
+
+    oldest_first = ["e4", "e1", "f1", "e2", "e3"]
+    assert ids(await episode_store.list_episodes(user)) == oldest_first
+    assert ids(await episode_store.list_episodes(user, newest_first=True)) == oldest_first[::-1]
+    assert ids(await episode_store.list_episodes(user, limit=2, offset=1)) == ["e1", "f1"]
+    assert ids(await episode_store.list_episodes(user, limit=2, newest_first=True)) == [
+        "e3",
+        "e2",
+    ]
+    assert await episode_store.list_episodes(user, offset=5) == []
+    assert ids(await episode_store.list_episodes(ann)) == ["e4", "e1", "e2", "e3"]
+
+
+async def test_count_follows_every_narrowing(episode_store: EpisodeStore, ann: Scope) -> None:
+    agent = ann.model_copy(update={"agent_id": "bot"})
+    group = ann.for_session("s2").model_copy(update={"group_id": "family"})
+    await episode_store.add_episodes(ann, [record("a"), record("b")])
+    await episode_store.add_episodes(agent, [record("c")])
+    await episode_store.add_episodes(group, [record("d"), record("e"), record("f")])
+
+    assert await episode_store.count_episodes(ann.user_scope()) == 6
+    assert await episode_store.count_episodes(ann) == 3
+    assert await episode_store.count_episodes(agent.model_copy(update={"session_id": None})) == 1
+    assert await episode_store.count_episodes(group.model_copy(update={"session_id": None})) == 3
+    assert await episode_store.count_episodes(ann.model_copy(update={"user_id": "bob"})) == 0
+
+
+# ---------------------------------------------------------------------- delete
+
+
+async def test_delete_one_episode_relinks_its_neighbours(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    await episode_store.add_episodes(ann, [record(f"e{i}") for i in range(1, 5)])
+
+    assert await episode_store.delete_episode(bob, "e2") is False
+    assert await episode_store.delete_episode(ann.for_session("s2"), "e2") is False
+    assert await episode_store.delete_episode(ann, "e2") is True
+    assert await episode_store.delete_episode(ann, "e2") is False
+
+    assert await episode_store.get_episode(ann, "e2") is None
+    assert ids(await episode_store.neighbours(ann, "e1", before=0, after=1)) == ["e3"]
+    assert ids(await episode_store.neighbours(ann, "e3", before=1, after=0)) == ["e1"]
+    assert await episode_store.count_episodes(ann) == 3
+    # the session goes on after its last remaining episode
+    assert await episode_store.delete_episode(ann, "e4") is True
+    (added,) = await episode_store.add_episodes(ann, [record("e5")])
+    assert added.sequence == 4
+    assert ids(await episode_store.neighbours(ann, "e5", before=5, after=5)) == ["e1", "e3"]
+
+
+async def test_deleting_every_episode_of_a_session_leaves_an_empty_session(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    await episode_store.add_episodes(ann, [record("only")])
+    assert await episode_store.delete_episode(ann, "only") is True
+    assert await episode_store.list_episodes(ann) == []
+    (again,) = await episode_store.add_episodes(ann, [record("again")])
+    assert again.sequence == 1
+
+
+async def test_delete_episodes_of_one_session(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    await episode_store.add_episodes(ann, [record("a1"), record("a2")])
+    await episode_store.add_episodes(ann.for_session("s2"), [record("b1")])
+    await episode_store.add_episodes(bob, [record("c1")])
+
+    assert await episode_store.delete_episodes(ann) == 2
+    assert await episode_store.delete_episodes(ann) == 0
+    assert ids(await episode_store.list_episodes(ann.user_scope())) == ["b1"]
+    assert await episode_store.count_episodes(bob) == 1
+    (fresh,) = await episode_store.add_episodes(ann, [record("a3")])
+    assert fresh.sequence == 1
+
+
+async def test_delete_episodes_of_a_whole_user(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    await episode_store.add_episodes(ann, [record("a1"), record("a2")])
+    await episode_store.add_episodes(ann.for_session("s2"), [record("b1")])
+    await episode_store.add_episodes(bob, [record("c1")])
+
+    assert await episode_store.delete_episodes(ann.user_scope()) == 3
+    assert await episode_store.count_episodes(ann.user_scope()) == 0
+    assert ids(await episode_store.list_episodes(bob.user_scope())) == ["c1"]
+
+
+async def test_delete_episodes_of_one_agent_keeps_the_rest_linked(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    bot = ann.model_copy(update={"agent_id": "bot"})
+    helper = ann.model_copy(update={"agent_id": "helper"})
+    for i in range(3):
+        await episode_store.add_episodes(bot, [record(f"bot{i}")])
+        await episode_store.add_episodes(helper, [record(f"helper{i}")])
+
+    assert await episode_store.delete_episodes(bot) == 3
+    assert ids(await episode_store.list_episodes(ann)) == ["helper0", "helper1", "helper2"]
+    around = await episode_store.neighbours(ann, "helper1", before=1, after=1)
+    assert ids(around) == ["helper0", "helper2"]
+    (next_one,) = await episode_store.add_episodes(helper, [record("helper3")])
+    assert next_one.sequence == 7
+    assert ids(await episode_store.neighbours(ann, "helper3", before=1, after=0)) == ["helper2"]
+
+
+# ---------------------------------------------------------------------- neighbours
+
+
+async def test_neighbours_in_session_order(episode_store: EpisodeStore, ann: Scope) -> None:
+    await episode_store.add_episodes(ann, [record(f"e{i}", minutes=-i) for i in range(1, 7)])
+    await episode_store.add_episodes(ann.for_session("s2"), [record("other")])
+
+    assert ids(await episode_store.neighbours(ann, "e3", before=1, after=2)) == ["e2", "e4", "e5"]
+    assert ids(await episode_store.neighbours(ann, "e3", before=9, after=0)) == ["e1", "e2"]
+    assert ids(await episode_store.neighbours(ann, "e1", before=2, after=1)) == ["e2"]
+    assert ids(await episode_store.neighbours(ann, "e6", before=0, after=3)) == []
+    assert await episode_store.neighbours(ann, "e3", before=0, after=0) == []
+    assert ids(await episode_store.neighbours(ann.user_scope(), "e6", before=1, after=1)) == ["e5"]
+
+
+async def test_neighbours_only_inside_the_scope(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    bot = ann.model_copy(update={"agent_id": "bot"})
+    helper = ann.model_copy(update={"agent_id": "helper"})
+    await episode_store.add_episodes(bot, [record("b1")])
+    await episode_store.add_episodes(helper, [record("h1")])
+    await episode_store.add_episodes(bot, [record("b2")])
+    await episode_store.add_episodes(bob, [record("bob1"), record("bob2")])
+
+    assert await episode_store.neighbours(bob, "b1", before=5, after=5) == []
+    assert await episode_store.neighbours(ann, "missing", before=5, after=5) == []
+    assert await episode_store.neighbours(helper, "b1", before=5, after=5) == []
+    assert ids(await episode_store.neighbours(ann, "b1", before=5, after=5)) == ["h1", "b2"]
+    assert ids(await episode_store.neighbours(bot, "b1", before=5, after=5)) == ["b2"]
+
+
+# ---------------------------------------------------------------------- isolation
+
+
+async def test_one_scope_never_sees_another(episode_store: EpisodeStore, ann: Scope) -> None:
+    """Same user id, session id, words and vectors under other tenants, orgs, projects and
+    users: none of it is ever read, counted or changed through Ann's scope."""
+    strangers = {
+        "bob": ann.model_copy(update={"user_id": "bob"}),
+        "tenant": ann.model_copy(update={"tenant": f"{ann.tenant}x"}),
+        "org": ann.model_copy(update={"org_id": "other-org"}),
+        "project": ann.model_copy(update={"project_id": "other-project"}),
+    }
+    secret = "the vault code is swordfish"
+    vector = unit([0.3, 0.1, 0.9, 0.2])
+    for name, scope in strangers.items():
+        await episode_store.add_episodes(
+            scope, [record(f"{name}-{i}", secret, embedding=vector) for i in range(3)]
+        )
+    await episode_store.add_episodes(ann, [record("mine", "nothing to see", embedding=vector)])
+    user = ann.user_scope()
+
+    assert ids(await episode_store.list_episodes(user)) == ["mine"]
+    assert await episode_store.count_episodes(user) == 1
+    assert hit_ids(await episode_store.vector_search(user, vector, 10)) == ["mine"]
+    assert await episode_store.fulltext_search(user, "vault swordfish", 10) == []
+    for name in strangers:
+        assert await episode_store.get_episode(user, f"{name}-1") is None
+        assert await episode_store.neighbours(user, f"{name}-1", before=3, after=3) == []
+        assert await episode_store.delete_episode(user, f"{name}-1") is False
+    assert await episode_store.neighbours(user, "mine", before=3, after=3) == []
+
+    assert await episode_store.delete_episodes(user) == 1
+    for scope in strangers.values():
+        assert await episode_store.count_episodes(scope) == 3
+        assert len(await episode_store.fulltext_search(scope, "swordfish", 10)) == 3
+
+
+# ---------------------------------------------------------------------- vector search
+
+
+async def test_vector_search_is_exact_within_the_scope(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    """Ann's best matches are found even when other scopes hold many closer vectors."""
+    rng = np.random.default_rng(7)
+    query = unit(rng.standard_normal(DIMENSIONS))
+    mine = {f"m{i}": unit(rng.standard_normal(DIMENSIONS)) for i in range(24)}
+    items = list(mine.items())
+    await episode_store.add_episodes(ann, [record(k, embedding=v) for k, v in items[:12]])
+    await episode_store.add_episodes(
+        ann.for_session("s2"), [record(k, embedding=v) for k, v in items[12:]]
+    )
+    for user in ("bob", "carol", "dave"):
+        crowd = ann.model_copy(update={"user_id": user})
+        near = [unit(np.asarray(query) + rng.normal(0, 0.01, DIMENSIONS)) for _ in range(80)]
+        await episode_store.add_episodes(
+            crowd, [record(f"{user}{i}", embedding=v) for i, v in enumerate(near)]
+        )
+
+    def expected(names: Iterable[str], k: int) -> list[tuple[str, float]]:
+        scored = [(name, float(np.dot(mine[name], query))) for name in names]
+        return sorted(scored, key=lambda item: -item[1])[:k]
+
+    for scope, names in [(ann.user_scope(), list(mine)), (ann.for_session("s2"), list(mine)[12:])]:
+        hits = await episode_store.vector_search(scope, query, 5)
+        want = expected(names, 5)
+        assert hit_ids(hits) == [name for name, _ in want]
+        for (_, got), (_, similarity) in zip(hits, want, strict=True):
+            assert got == pytest.approx(similarity, abs=1e-5)
+
+
+async def test_vector_similarity_is_cosine_best_first(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    await episode_store.add_episodes(
+        ann,
+        [
+            record("same", embedding=unit([1, 0, 0, 0])),
+            record("opposite", embedding=unit([-1, 0, 0, 0])),
+            record("orthogonal", embedding=unit([0, 1, 0, 0])),
+            record("diagonal", embedding=unit([1, 1, 0, 0])),
+            record("no-vector"),
+        ],
+    )
+    hits = await episode_store.vector_search(ann, [2.0, 0.0, 0.0, 0.0], 10)
+    assert hit_ids(hits) == ["same", "diagonal", "orthogonal", "opposite"]
+    scores = [score for _, score in hits]
+    assert scores == pytest.approx([1.0, 2**-0.5, 0.0, -1.0], abs=1e-5)
+    assert hit_ids(await episode_store.vector_search(ann, unit([1, 0, 0, 0]), 2)) == [
+        "same",
+        "diagonal",
+    ]
+    assert await episode_store.vector_search(ann, unit([1, 0, 0, 0]), 0) == []
+
+
+async def test_vector_search_refuses_a_wrong_sized_query(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    with pytest.raises(InvalidInputError):
+        await episode_store.vector_search(ann, [1.0, 0.0], 3)
+
+
+async def test_a_lexical_store_has_no_vector_search(
+    open_episode_store: OpenEpisodeStore, ann: Scope
+) -> None:
+    store = await open_episode_store(dimensions=None, model=None)
+    await store.add_episodes(ann, [record("a", "words", embedding=unit([1, 0, 0, 0]))])
+    assert await store.vector_search(ann, unit([1, 0, 0, 0]), 5) == []
+    assert hit_ids(await store.fulltext_search(ann, "words", 5)) == ["a"]
+
+
+async def test_other_vector_settings_are_refused_on_restart(
+    open_episode_store: OpenEpisodeStore, ann: Scope
+) -> None:
+    first = await open_episode_store(dimensions=DIMENSIONS, model=MODEL)
+    await first.add_episodes(ann, [record("a", embedding=unit([1, 0, 0, 0]))])
+    await first.close()
+
+    with pytest.raises(ConfigurationError, match="dimension"):
+        await open_episode_store(dimensions=DIMENSIONS * 2, model=MODEL)
+    with pytest.raises(ConfigurationError, match="other-model"):
+        await open_episode_store(dimensions=DIMENSIONS, model="other-model")
+    same = await open_episode_store(dimensions=DIMENSIONS, model=MODEL)
+    assert hit_ids(await same.vector_search(ann, unit([1, 0, 0, 0]), 1)) == ["a"]
+
+
+# ---------------------------------------------------------------------- full-text search
+
+
+@pytest.fixture
+async def library(episode_store: EpisodeStore, ann: Scope) -> EpisodeStore:
+    texts = {
+        "cat": "The cat sat on the mat.",
+        "dog": "Dogs bark at the mailman.",
+        "both": "My cat and my dog are friends.",
+        "bird": "A bird sings at dawn.",
+        "japanese": "日本語のテキスト",
+        "cafe": "Un café crème, s'il vous plaît",
+        "email": "Write to user@example.com about C++ and C# (urgent!)",
+        "flight": "Flight 2024 leaves from gate 3b on the 1st",
+    }
+    await episode_store.add_episodes(ann, [record(k, v) for k, v in texts.items()])
+    return episode_store
+
+
+async def test_fulltext_matches_any_term_case_and_punctuation_blind(
+    library: EpisodeStore, ann: Scope
+) -> None:
+    assert set(hit_ids(await library.fulltext_search(ann, "CAT? dog!!!", 10))) == {
+        "cat",
+        "dog",
+        "both",
+    }
+    assert hit_ids(await library.fulltext_search(ann, "sings", 10)) == ["bird"]
+    assert hit_ids(await library.fulltext_search(ann, "EXAMPLE", 10)) == ["email"]
+    assert hit_ids(await library.fulltext_search(ann, "CAFÉ", 10)) == ["cafe"]
+    assert hit_ids(await library.fulltext_search(ann, "日本語のテキスト", 10)) == ["japanese"]
+    for term in ("2024", "3B", "1st"):
+        assert hit_ids(await library.fulltext_search(ann, term, 10)) == ["flight"]
+
+
+async def test_fulltext_ranks_more_and_rarer_terms_higher(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    await episode_store.add_episodes(
+        ann,
+        [
+            record("fox-and-dog", "a fox met a dog"),
+            *(record(f"dog{i}", f"a dog number {i}") for i in range(4)),
+            record("fox", "a fox alone"),
+            *(record(f"filler{i}", "nothing here at all") for i in range(4)),
+        ],
+    )
+    hits = await episode_store.fulltext_search(ann, "fox dog", 10)
+    assert hit_ids(hits)[:2] == ["fox-and-dog", "fox"]
+    assert set(hit_ids(hits)[2:]) == {f"dog{i}" for i in range(4)}
+    scores = [score for _, score in hits]
+    assert all(score > 0 for score in scores)
+    assert scores == sorted(scores, reverse=True)
+
+
+async def test_fulltext_respects_k(library: EpisodeStore, ann: Scope) -> None:
+    assert len(await library.fulltext_search(ann, "cat dog bird", 2)) == 2
+    assert await library.fulltext_search(ann, "cat", 0) == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"cat"',
+        "'cat'",
+        "@cat",
+        "cat|",
+        "|cat",
+        "cat*",
+        "-cat",
+        "~cat",
+        "(cat",
+        "cat)",
+        "{cat}",
+        "[cat]",
+        "@text:cat",
+        "$cat",
+        "%cat%",
+        "cat\\",
+        "cat; MATCH (n) DETACH DELETE n",
+        "cat\n\t",
+        "cat OR mailman",
+        "cat -dog",
+    ],
+)
+async def test_fulltext_survives_query_syntax_in_user_text(
+    library: EpisodeStore, ann: Scope, query: str
+) -> None:
+    found = hit_ids(await library.fulltext_search(ann, query, 10))
+    assert "cat" in found
+    assert "bird" not in found
+
+
+@pytest.mark.parametrize(
+    "query", ["", "   ", "!!!", "@|*-()[]{}~\"'\\%$:;", "the of and", "a", "\u2026\u2014\u2013"]
+)
+async def test_fulltext_without_a_usable_term_is_empty(
+    library: EpisodeStore, ann: Scope, query: str
+) -> None:
+    assert await library.fulltext_search(ann, query, 10) == []
+
+
+async def test_fulltext_finds_text_containing_query_syntax(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    nasty = 'he said "hi" | @field:{x} (a|b) -not ~maybe *wild* \\ end'
+    await episode_store.add_episodes(ann, [record("nasty", nasty), record("plain", "hi there")])
+    assert set(hit_ids(await episode_store.fulltext_search(ann, "wild", 5))) == {"nasty"}
+    assert set(hit_ids(await episode_store.fulltext_search(ann, "hi", 5))) == {"nasty", "plain"}
