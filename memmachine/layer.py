@@ -87,7 +87,7 @@ class MemoryLayer:
 
     def _scope(self, user_id: str, session_id: str | None = None) -> Scope:
         try:
-            return Scope(user_id=user_id, session_id=session_id, **self._ids)
+            return Scope.model_validate({"user_id": user_id, "session_id": session_id, **self._ids})
         except ValueError as exc:
             raise InvalidInputError(str(exc), field="user_id") from None
 

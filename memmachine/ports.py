@@ -71,7 +71,12 @@ class EpisodeStore(Protocol):
       failure no record of the batch is stored. Each episode gets ``sequence`` one higher than
       the session's last and is linked to the previous episode of the session. Ids are given
       by the caller; an id that already exists raises ``ConflictError`` and stores nothing.
-      Returns the stored episodes in input order.
+      Returns the stored episodes in input order. The first episode of a session has
+      sequence 1; numbering continues from the session's current last episode.
+      Ids are unique within the user: the same id under another user is another episode
+      and does not conflict (a conflict must not reveal what another scope holds). A
+      repeated id inside the batch raises ``ConflictError``; a vector of the wrong size,
+      non-finite or all zeros raises ``InvalidInputError``; in both cases nothing is stored.
     * ``get_episode`` returns the episode only when it lies inside ``scope``, else ``None``.
     * ``list_episodes`` returns episodes in scope ordered by (timestamp, sequence), oldest
       first, or newest first with ``newest_first``; ``limit``/``offset`` page through them.
@@ -90,7 +95,11 @@ class EpisodeStore(Protocol):
       breaks the query syntax.
     * ``neighbours(scope, episode_id, before, after)`` returns up to ``before`` episodes
       preceding and ``after`` following it in its session, in session order (the episode
-      itself excluded); ``[]`` when the episode is not in scope.
+      itself excluded), only ever episodes inside ``scope``; ``[]`` when the episode is not
+      in scope.
+    * A lexical-only store (started without dimensions) may open a graph built with vectors;
+      its new episodes carry none. A store started with other dimensions or another model
+      than the graph was built with raises ``ConfigurationError``.
     """
 
     name: str
@@ -131,7 +140,12 @@ class ProfileStore(Protocol):
       within (tenant, org, project, user); writing an existing (tag, feature) replaces value,
       confidence, source and metadata, keeps ``id`` and ``created_at`` and moves
       ``updated_at``. All or nothing. Returns the stored facts in input order. ``agent_id``
-      and ``group_id`` of the scope are recorded on new facts.
+      and ``group_id`` of the scope are recorded on new facts and kept on updates; an update
+      also replaces ``source_session_id`` and the embedding. The same (tag, feature) twice in
+      one batch: the last record wins and both positions return the final fact.
+    * For reads and deletes, ``agent_id``/``group_id`` narrow to facts recorded with them and
+      ``session_id`` to facts whose ``source_session_id`` is that session (pass
+      ``scope.user_scope()`` for all of a user's facts).
     * ``get_fact`` / ``delete_fact`` act on one fact by id only inside the user's scope.
     * ``list_facts`` returns the user's facts ordered by (tag, feature), optionally only one
       tag and/or feature; ``limit``/``offset`` page.
@@ -175,7 +189,9 @@ class ProfileStore(Protocol):
 class WorkingMemoryStore(Protocol):
     """Working memory: one session's messages, JSON state and summary, with a TTL.
 
-    Contract (``scope.session_id`` is required everywhere except ``delete_user``):
+    Contract (``scope.session_id`` is required everywhere except ``delete_user``; a session
+    is identified by tenant, org, project, user and session — ``agent_id`` and ``group_id``
+    do not split it):
 
     * ``get(scope, last_n)`` returns the session or ``None`` when it does not exist (never
       written, deleted or expired). With ``last_n`` only the newest ``last_n`` messages are

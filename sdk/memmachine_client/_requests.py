@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from memmachine_client import models as m
+from memmachine_client.errors import BadRequestError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -25,20 +26,26 @@ class Call(Generic[T]):
     params: dict[str, Any] = field(default_factory=dict)
 
 
-def _message(value: MessageLike) -> m.MessageIn:
-    if isinstance(value, str):
-        return m.MessageIn(content=value)
-    if isinstance(value, dict):
-        return m.MessageIn.model_validate(value)
-    return value
+def _raw(value: BaseModel | dict[str, Any] | str) -> dict[str, Any] | BaseModel:
+    """A message given as plain text becomes ``{"content": text}``; the rest is validated
+    as part of the whole request, so error locations name the full path."""
+    return {"content": value} if isinstance(value, str) else value
 
 
-def _working_message(value: m.WorkingMessageIn | dict[str, Any] | str) -> m.WorkingMessageIn:
-    if isinstance(value, str):
-        return m.WorkingMessageIn(content=value)
-    if isinstance(value, dict):
-        return m.WorkingMessageIn.model_validate(value)
-    return value
+def _validate(model: type[T], **fields: Any) -> T:
+    """Validate a request before sending it; bad input raises the same error type (and
+    names the same field) as the server would."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        raise BadRequestError(
+            422,
+            "invalid_input",
+            f"{field}: {first['msg']}",
+            {"error": {"code": "invalid_input", "message": first["msg"], "field": field}},
+        ) from None
 
 
 def _body(model: BaseModel) -> dict[str, Any]:
@@ -72,8 +79,9 @@ class Requests:
         working: bool,
         **ids: str | None,
     ) -> Call[m.AddMemoriesResponse]:
-        request = m.AddMemoriesRequest(
-            messages=[_message(message) for message in messages],
+        request = _validate(
+            m.AddMemoriesRequest,
+            messages=[_raw(message) for message in messages],
             working=working,
             **self._scope(user_id=user_id, session_id=session_id, **ids),
         )
@@ -90,7 +98,8 @@ class Requests:
         expand_context: int,
         **ids: str | None,
     ) -> Call[m.SearchResponse]:
-        request = m.SearchRequest(
+        request = _validate(
+            m.SearchRequest,
             query=query,
             top_k=top_k,
             expand_context=expand_context,
@@ -127,10 +136,9 @@ class Requests:
     def set_profile(
         self, facts: Sequence[FactLike], *, user_id: str | None, session_id: str | None
     ) -> Call[m.ProfileResponse]:
-        request = m.SetProfileRequest(
-            facts=[
-                m.FactIn.model_validate(fact) if isinstance(fact, dict) else fact for fact in facts
-            ],
+        request = _validate(
+            m.SetProfileRequest,
+            facts=list(facts),
             **self._scope(user_id=user_id, session_id=session_id),
         )
         return Call("POST", "/v1/profile", m.ProfileResponse, json=_body(request))
@@ -144,7 +152,9 @@ class Requests:
     def search_profile(
         self, query: str, *, user_id: str | None, top_k: int
     ) -> Call[m.ProfileSearchResponse]:
-        request = m.ProfileSearchRequest(query=query, top_k=top_k, **self._scope(user_id=user_id))
+        request = _validate(
+            m.ProfileSearchRequest, query=query, top_k=top_k, **self._scope(user_id=user_id)
+        )
         return Call("POST", "/v1/profile/search", m.ProfileSearchResponse, json=_body(request))
 
     def delete_fact(self, fact_id: str, *, user_id: str | None) -> Call[BaseModel]:
@@ -171,8 +181,9 @@ class Requests:
         *,
         user_id: str | None,
     ) -> Call[m.WorkingMemoryOut]:
-        request = m.AppendWorkingRequest(
-            messages=[_working_message(message) for message in messages],
+        request = _validate(
+            m.AppendWorkingRequest,
+            messages=[_raw(message) for message in messages],
             **self._scope(user_id=user_id),
         )
         path = f"/v1/sessions/{session_id}/working/messages"
@@ -188,8 +199,9 @@ class Requests:
         summary: str | None,
         expected_version: int | None,
     ) -> Call[m.WorkingMemoryOut]:
-        request = m.PutWorkingRequest(
-            messages=None if messages is None else [_working_message(x) for x in messages],
+        request = _validate(
+            m.PutWorkingRequest,
+            messages=None if messages is None else [_raw(x) for x in messages],
             state=state,
             summary=summary,
             expected_version=expected_version,

@@ -45,6 +45,10 @@ Role = Literal["user", "assistant", "system", "tool"]
 MemoryTypeName = Literal["episodic", "profile", "working"]
 
 
+def _all_memory_types() -> list[MemoryTypeName]:
+    return ["episodic", "profile", "working"]
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -115,9 +119,7 @@ class EpisodeListResponse(_Model):
 class SearchRequest(ScopeFields):
     query: str = Field(min_length=1)
     top_k: int = Field(default=10, ge=1)
-    types: list[MemoryTypeName] = Field(
-        default_factory=lambda: ["episodic", "profile", "working"], min_length=1
-    )
+    types: list[MemoryTypeName] = Field(default_factory=_all_memory_types, min_length=1)
     #: Add up to this many neighbouring turns before and after each episodic hit.
     expand_context: int = Field(default=0, ge=0, le=10)
     #: How many of the session's newest working-memory messages to include.

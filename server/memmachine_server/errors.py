@@ -72,13 +72,12 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
         problems.append(
             {"field": _field_of(tuple(error.get("loc", ()))), "message": error.get("msg", "")}
         )
-    first = problems[0] if problems else {"field": None, "message": "invalid request"}
-    message = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
+    field = str(problems[0]["field"]) if problems else ""
+    reason = str(problems[0]["message"]) if problems else "invalid request"
+    message = f"{field}: {reason}" if field else reason
     return error_response(
         422,
-        ErrorDetail(
-            code="invalid_input", message=message, field=first["field"] or None, errors=problems
-        ),
+        ErrorDetail(code="invalid_input", message=message, field=field or None, errors=problems),
     )
 
 

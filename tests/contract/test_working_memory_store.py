@@ -47,10 +47,11 @@ def redis_service_url() -> str:
     return url
 
 
-#: Fixture names returning a Redis-protocol URL, one per adapter under test. The embedded
-#: FalkorDB server is one line: ``pytest.param("embedded_falkordb_url", id="embedded-falkordb"),``
+#: Fixture names returning a Redis-protocol URL, one per backend under test: the machine's
+#: Redis service and the embedded FalkorDB server (a redis-server reached over a unix socket).
 WORKING_STORE_URLS = [
     pytest.param("redis_service_url", id="redis-service"),
+    pytest.param("embedded_falkordb_url", id="embedded-falkordb"),
 ]
 
 

@@ -97,7 +97,9 @@ def test_memories_survive_a_server_restart(tmp_path: Path, servers: list[Server]
         first.url + "/v1/sessions/home/working", json={"user_id": "ann", "state": {"trip": "Rome"}}
     )
     first.stop()
-    assert first.process.returncode == 0, log.read_text()[-2000:]
+    # uvicorn re-raises the SIGTERM it handled once shutdown is complete
+    assert first.process.returncode in (0, -signal.SIGTERM), log.read_text()[-2000:]
+    assert "Application shutdown complete" in log.read_text()
     # the embedded database child went away with the server
     pidfile = next(data_dir.rglob("*.pid"), None)
     if pidfile is not None and pidfile.read_text().strip():

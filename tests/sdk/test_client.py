@@ -44,11 +44,12 @@ def test_sync_client_round_trip(server_url: str) -> None:
         assert [f.feature for f in mm.get_profile()] == ["plant"]
         assert mm.search_profile("ficus")[0].id == facts[0].id
 
-        wm = mm.put_working("plants", state={"watered": True}, expected_version=2)
-        assert wm.version == 3
+        # the add above appended both messages in one write: version 1
+        wm = mm.put_working("plants", state={"watered": True}, expected_version=1)
+        assert wm.version == 2
         with pytest.raises(ConflictError) as conflict:
-            mm.put_working("plants", state={"watered": False}, expected_version=2)
-        assert conflict.value.current_version == 3
+            mm.put_working("plants", state={"watered": False}, expected_version=1)
+        assert conflict.value.current_version == 2
         appended = mm.append_working("plants", ["reminder set"])
         assert appended.message_count == 3
         assert [m.content for m in mm.get_working("plants", last_n=1).messages] == ["reminder set"]
