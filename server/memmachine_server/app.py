@@ -44,10 +44,7 @@ def create_app(
         await manager.start()
         report = await manager.health()
         if report.mode == "lexical-only":
-            log.warning(
-                "search runs in lexical-only mode: %s",
-                report.embedder.reason or "no embedder",
-            )
+            log.warning("search is %s", report.embedder.reason or "lexical-only: no embedder")
         else:
             log.info("search runs in hybrid mode with %s", report.embedder.model)
         keys = settings.api_key_tenants()

@@ -1,0 +1,82 @@
+"""The Python API without a server: MemoryLayer (blocking) and open_manager (async)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memmachine import InvalidInputError, MemoryLayer, NotFoundError, Scope, open_manager
+from memmachine.config import EmbeddingSettings, Settings
+from memmachine.models import NewMessage
+from tests.conftest import shared_model_dir
+
+
+def embedding() -> EmbeddingSettings:
+    model = shared_model_dir()
+    if model is None:
+        return EmbeddingSettings(provider="none")
+    return EmbeddingSettings(provider="local", model=str(model))
+
+
+def test_memory_layer_stores_and_recalls_and_persists(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, embedding=embedding())
+    with MemoryLayer(session_id="onboarding", settings=settings) as memory:
+        first = memory.store_episodic("ana", "I adopted a beagle called Toast", {"via": "sms"})
+        memory.store_episodic("ana", {"content": "Book the vet for Toast", "role": "assistant"})
+        memory.store_episodic("ben", "I adopted a tabby cat", session_id="other")
+        written = memory.store_profile(
+            "ana", {"pets": {"dog": "beagle"}, "health": {"allergy": "peanuts"}}
+        )
+        assert written == 2
+        memory.store_profile("ana", {"city": "Porto"})
+
+        hits = memory.retrieve_episodic("ana", "beagle Toast")
+        assert hits[0]["id"] == first
+        assert hits[0]["metadata"] == {"via": "sms"}
+        assert hits[0]["session_id"] == "onboarding"
+        assert {hit["content"] for hit in hits} <= {
+            "I adopted a beagle called Toast",
+            "Book the vet for Toast",
+        }
+        assert [hit["content"] for hit in memory.retrieve_episodic("ben", "beagle Toast")] in (
+            [],
+            ["I adopted a tabby cat"],
+        )
+        assert memory.retrieve_profile("ana") == {
+            "pets": {"dog": "beagle"},
+            "health": {"allergy": "peanuts"},
+            "profile": {"city": "Porto"},
+        }
+        with pytest.raises(InvalidInputError):
+            memory.store_episodic("not valid!", "x")
+
+    # a new layer over the same data dir finds everything again
+    with MemoryLayer(settings=settings) as memory:
+        assert memory.retrieve_profile("ana", tag="pets") == {"pets": {"dog": "beagle"}}
+        assert memory.retrieve_episodic("ana", "beagle", top_k=1)[0]["id"] == first
+        report = memory.forget_user("ana")
+        assert (report.episodes_deleted, report.facts_deleted) == (2, 3)
+        assert memory.retrieve_profile("ana") == {}
+        assert len(memory.retrieve_episodic("ben", "tabby cat")) == 1
+
+
+def test_memory_layer_refuses_calls_after_close(tmp_path: Path) -> None:
+    memory = MemoryLayer(settings=Settings(data_dir=tmp_path, embedding=embedding()))
+    memory.close()
+    memory.close()
+    with pytest.raises(RuntimeError):
+        memory.retrieve_profile("ana")
+
+
+async def test_open_manager_async_round_trip(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, embedding=embedding())
+    async with open_manager(settings) as manager:
+        scope = Scope(user_id="zoe", session_id="s1")
+        stored = await manager.add_messages(scope, [NewMessage(content="Zoe's flight is AF123")])
+        assert (await manager.get_episode(scope, stored[0].id)).content == "Zoe's flight is AF123"
+        with pytest.raises(NotFoundError):
+            await manager.get_episode(Scope(user_id="yan"), stored[0].id)
+        health = await manager.health()
+        assert health.status == "ok"
+        assert health.mode == ("hybrid" if shared_model_dir() else "lexical-only")
