@@ -62,6 +62,7 @@ async def build_manager(settings: Settings) -> MemoryManager:
         embedder=embedder,
         embedder_status=embedder_status,
         limits=settings.limits,
+        retrieval=settings.retrieval,
         working_ttl_seconds=settings.working_ttl_seconds,
         resources=resources,
         extra_health=[embedded] if embedded is not None else [],

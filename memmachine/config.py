@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["EmbeddingSettings", "LimitSettings", "Settings"]
+__all__ = ["EmbeddingSettings", "LimitSettings", "RetrievalSettings", "Settings"]
 
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -62,6 +62,20 @@ class LimitSettings(BaseSettings):
     max_request_bytes: int = Field(default=8_000_000, ge=1024)
 
 
+class RetrievalSettings(BaseSettings):
+    """How hybrid search fuses its signals (``MEMMACHINE_RETRIEVAL_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_RETRIEVAL_", extra="ignore")
+
+    #: The k of reciprocal-rank fusion: higher flattens the advantage of the top ranks.
+    rrf_k: int = Field(default=60, ge=1)
+    vector_weight: float = Field(default=1.0, ge=0)
+    fulltext_weight: float = Field(default=1.0, ge=0)
+    #: Each signal contributes max(min_candidates, top_k * candidates_per_result) candidates.
+    candidates_per_result: int = Field(default=3, ge=1)
+    min_candidates: int = Field(default=30, ge=1)
+
+
 class Settings(BaseSettings):
     """Top-level settings (``MEMMACHINE_*``)."""
 
@@ -94,6 +108,7 @@ class Settings(BaseSettings):
 
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 
     def api_key_tenants(self) -> dict[str, str]:
         """Parse ``api_keys`` into {key: tenant}; empty when auth is off."""

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from memmachine.config import LimitSettings
+from memmachine.config import LimitSettings, RetrievalSettings
 from memmachine.errors import InvalidInputError, NotFoundError, PayloadTooLargeError
 from memmachine.models import (
     EmbedderStatus,
@@ -44,11 +44,6 @@ __all__ = ["MemoryManager", "Resource"]
 
 log = logging.getLogger(__name__)
 
-#: How many candidates each signal contributes per requested result.
-CANDIDATES_PER_RESULT = 3
-MIN_CANDIDATES = 30
-RRF_K = 60
-
 
 class Resource(Protocol):
     """Something with a lifecycle the manager starts before, and closes after, its stores."""
@@ -69,6 +64,7 @@ class MemoryManager:
         embedder: Embedder | None,
         embedder_status: EmbedderStatus | None = None,
         limits: LimitSettings | None = None,
+        retrieval: RetrievalSettings | None = None,
         working_ttl_seconds: int | None = 86_400,
         resources: Sequence[Resource] = (),
         extra_health: Sequence[Any] = (),
@@ -79,6 +75,7 @@ class MemoryManager:
         self.embedder = embedder
         self.embedder_status = embedder_status or _status_of(embedder)
         self.limits = limits or LimitSettings()
+        self.retrieval = retrieval or RetrievalSettings()
         self.working_ttl_seconds = working_ttl_seconds
         self._resources = list(resources)
         self._extra_health = list(extra_health)
@@ -210,7 +207,8 @@ class MemoryManager:
         (marked ``context=True``, scored just below the hit they surround).
         """
         self._check_query(query, top_k)
-        candidates = max(MIN_CANDIDATES, top_k * CANDIDATES_PER_RESULT)
+        tuning = self.retrieval
+        candidates = max(tuning.min_candidates, top_k * tuning.candidates_per_result)
         if query_vector is None and self.embedder is not None:
             query_vector = (await self.embedder.embed([query]))[0]
         lexical = self.episodes.fulltext_search(scope, query, candidates)
@@ -227,7 +225,8 @@ class MemoryManager:
             "vector": [episode.id for episode, _ in dense_hits],
             "fulltext": [episode.id for episode, _ in text_hits],
         }
-        fused = reciprocal_rank_fusion(rankings, k=RRF_K)[:top_k]
+        weights = {"vector": tuning.vector_weight, "fulltext": tuning.fulltext_weight}
+        fused = reciprocal_rank_fusion(rankings, k=tuning.rrf_k, weights=weights)[:top_k]
         hits = [
             EpisodeHit(episode=by_id[item.key], score=item.score, ranks=item.ranks)
             for item in fused
