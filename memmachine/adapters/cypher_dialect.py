@@ -23,12 +23,19 @@ Values always travel as query parameters.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from typing import Protocol
 
 from memmachine.errors import ConfigurationError, InvalidInputError
 from memmachine.models import Scope
+from memmachine.retrieval.terms import (
+    MAX_QUERY_TERMS,
+    MAX_TERM_CHARS,
+    STOPWORDS,
+    TERM_PATTERN,
+    document_terms,
+    query_terms,
+)
 
 __all__ = [
     "MAX_QUERY_TERMS",
@@ -47,27 +54,6 @@ _SCOPE_REQUIRED = ("tenant", "org_id", "project_id", "user_id")
 _SCOPE_NARROWING = ("agent_id", "session_id", "group_id")
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: A term is a run of letters and digits (any script); everything else separates terms.
-_TERM = re.compile(r"[^\W_]+")
-
-#: Longer tokens (hashes, base64 blobs) are not indexed and not searched.
-MAX_TERM_CHARS = 64
-#: A query uses at most this many distinct terms (the first ones, in query order).
-MAX_QUERY_TERMS = 32
-
-#: A small English stopword list: words that carry no topic and would match everything.
-STOPWORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just me more most my myself no nor not now of off on once only or
-    other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up
-    very was we were what when where which while who whom why will with would you your yours
-    yourself yourselves s t d ll m re ve
-    """.split()  # noqa: SIM905 - a word list reads better as text
-)
 
 
 def scope_predicate(alias: str, scope: Scope) -> tuple[str, dict[str, str]]:
@@ -89,33 +75,6 @@ def scope_predicate(alias: str, scope: Scope) -> tuple[str, dict[str, str]]:
     return " AND ".join(clauses), params
 
 
-def document_terms(text: str) -> list[str]:
-    """Every indexable term of ``text`` in order, repeats kept (term frequency counts them).
-
-    Text is NFKC-normalised and case-folded; a term is a run of letters/digits of at most
-    :data:`MAX_TERM_CHARS` characters that is not a stopword, plural-folded by
-    :func:`_s_stem`.
-    """
-    terms: list[str] = []
-    for token in _TERM.findall(unicodedata.normalize("NFKC", text).casefold()):
-        if len(token) > MAX_TERM_CHARS or token in STOPWORDS:
-            continue
-        terms.append(_s_stem(token))
-    return terms
-
-
-def query_terms(text: str) -> list[str]:
-    """The distinct terms of a search query, in first-seen order, at most
-    :data:`MAX_QUERY_TERMS`. Empty when nothing searchable is left (only punctuation,
-    stopwords or an empty string)."""
-    seen: dict[str, None] = {}
-    for term in document_terms(text):
-        seen.setdefault(term, None)
-        if len(seen) == MAX_QUERY_TERMS:
-            break
-    return list(seen)
-
-
 def joined_terms(terms: Sequence[str]) -> str:
     """Terms as stored for the full-text index: each wrapped in single spaces.
 
@@ -123,21 +82,6 @@ def joined_terms(terms: Sequence[str]) -> str:
     ``" cat "``: the separators of neighbouring terms never overlap.
     """
     return "".join(f" {term} " for term in terms)
-
-
-def _s_stem(term: str) -> str:
-    """Harman's S-stemmer, for ASCII words longer than three letters: ``-ies`` → ``-y``
-    (not ``-eies``/``-aies``), ``-es`` → ``-e`` (not ``-aes``/``-ees``/``-oes``), ``-s`` → ``''``
-    (not ``-us``/``-ss``). It only folds plurals, so it rarely merges unrelated words."""
-    if len(term) <= 3 or not term.isascii() or not term.isalpha() or not term.endswith("s"):
-        return term
-    if term.endswith("ies") and not term.endswith(("eies", "aies")):
-        return term[:-3] + "y"
-    if term.endswith("es") and not term.endswith(("aes", "ees", "oes")):
-        return term[:-1]
-    if term.endswith(("us", "ss")):
-        return term
-    return term[:-1]
 
 
 def _identifier(name: str) -> str:
@@ -239,7 +183,7 @@ class FalkorDBDialect:
     def fulltext_query(self, terms: Sequence[str]) -> str:
         # RediSearch: terms separated by spaces must all match; ``|`` is a union.
         for term in terms:
-            if not _TERM.fullmatch(term):
+            if not TERM_PATTERN.fullmatch(term):
                 raise InvalidInputError(f"not a normalised search term: {term!r}", "query")
         return "|".join(terms)
 

@@ -14,7 +14,7 @@ The schema lives in :mod:`memmachine.adapters.sql_models`. Behaviour beyond the
 * ``search_facts`` ranks in Python over the user's in-scope facts (a user holds hundreds,
   not millions): BM25 over the tokens of tag, feature and value, and cosine similarity
   between the query embedding and the fact embeddings; the two rankings are fused by
-  reciprocal-rank fusion (see :func:`_fuse`).
+  reciprocal-rank fusion (:mod:`memmachine.retrieval.fusion`).
 * SQLite: the parent directory of the database file is created, the file runs in WAL mode
   with a busy timeout and foreign keys on, and write transactions start with
   ``BEGIN IMMEDIATE`` so concurrent writers queue instead of failing on lock upgrade.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 import time
 import uuid
 from collections import Counter
@@ -74,6 +73,8 @@ from memmachine.errors import (
 )
 from memmachine.models import Fact, FactRecord, Scope, StoreHealth, utc_now
 from memmachine.ports import Lifecycle
+from memmachine.retrieval import reciprocal_rank_fusion
+from memmachine.retrieval.terms import document_terms, query_terms
 
 __all__ = ["SqlProfileStore"]
 
@@ -86,19 +87,6 @@ _UPSERT_ATTEMPTS = 3
 
 _BM25_K1 = 1.2
 _BM25_B = 0.75
-_RRF_K = 60
-
-_TOKEN = re.compile(r"[^\W_]+")
-#: Function words dropped from queries (unless nothing else is left), so "what does the user
-#: drink" does not match every fact containing "the".
-# fmt: off
-_STOPWORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from", "has",
-    "have", "how", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she",
-    "he", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what",
-    "when", "where", "which", "who", "why", "will", "with", "you", "your",
-})
-# fmt: on
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -248,19 +236,20 @@ class SqlProfileStore(Lifecycle):
         fusion, so every fact returned has a score in ``(0, 1]``.
         """
         _check_non_negative(k=k)
-        terms = _query_terms(query)
+        terms = query_terms(query)
         query_vector = _unit_vector(embedding)
         if k == 0 or (not terms and query_vector is None):
             return []
         statement = select(ProfileFactRow).where(*_scope_filter(scope))
         rows = await self._select(statement, "search facts")
-        rankings: list[list[int]] = []
+        rankings: dict[str, list[int]] = {}
         if terms:
-            rankings.append(_bm25_ranking(terms, rows))
+            rankings["lexical"] = _bm25_ranking(terms, rows)
         if query_vector is not None:
-            rankings.append(_cosine_ranking(query_vector, rows))
-        fused = _fuse(rankings)
-        return [(_to_fact(rows[index]), score) for index, score in fused[:k]]
+            rankings["semantic"] = _cosine_ranking(query_vector, rows)
+        # Only signals that found something count, so a fact first in each of them scores 1.
+        fused = reciprocal_rank_fusion({name: found for name, found in rankings.items() if found})
+        return [(_to_fact(rows[item.key]), item.score) for item in fused[:k]]
 
     # ------------------------------------------------------------------ internals
 
@@ -552,21 +541,9 @@ def _to_fact(row: ProfileFactRow) -> Fact:
 # ---------------------------------------------------------------------- ranking
 
 
-def _tokens(text_: str) -> list[str]:
-    """Lower-cased word tokens; punctuation and underscores separate words."""
-    return _TOKEN.findall(text_.casefold())
-
-
-def _query_terms(query: str) -> list[str]:
-    """Distinct query tokens, stopwords dropped unless they are all there is."""
-    tokens = list(dict.fromkeys(_tokens(query)))
-    content = [token for token in tokens if token not in _STOPWORDS]
-    return content or tokens
-
-
 def _bm25_ranking(terms: Sequence[str], rows: Sequence[ProfileFactRow]) -> list[int]:
     """Indexes of ``rows`` with a positive BM25 score for ``terms``, best first."""
-    documents = [Counter(_tokens(f"{row.tag} {row.feature} {row.value}")) for row in rows]
+    documents = [Counter(document_terms(f"{row.tag} {row.feature} {row.value}")) for row in rows]
     if not documents:
         return []
     lengths = [sum(document.values()) for document in documents]
@@ -618,25 +595,3 @@ def _cosine_ranking(query: FloatArray, rows: Sequence[ProfileFactRow]) -> list[i
             scores.append((similarity, index))
     scores.sort(key=lambda pair: (-pair[0], pair[1]))
     return [index for _, index in scores]
-
-
-def _fuse(rankings: Sequence[Sequence[int]]) -> list[tuple[int, float]]:
-    """Reciprocal-rank fusion: ``sum(1 / (60 + rank))`` over the signals that found anything.
-
-    Scores are divided by the best possible (first in every such signal), so 1.0 = first
-    everywhere. Ties go to the better rank in the earlier signal (lexical before semantic).
-    """
-    used = [{index: rank for rank, index in enumerate(ranking, 1)} for ranking in rankings]
-    used = [ranks for ranks in used if ranks]
-    if not used:
-        return []
-    best = len(used) / (_RRF_K + 1)
-    scores: dict[int, float] = {}
-    for ranks in used:
-        for index, rank in ranks.items():
-            scores[index] = scores.get(index, 0.0) + 1.0 / (_RRF_K + rank)
-
-    def order(index: int) -> tuple[float, ...]:
-        return (-scores[index], *(ranks.get(index, math.inf) for ranks in used))
-
-    return [(index, scores[index] / best) for index in sorted(scores, key=order)]
