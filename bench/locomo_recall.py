@@ -11,7 +11,9 @@ same turns, so the comparison holds on a noisy machine:
   "date speaker: text" form each episode is indexed under;
 * ``memmachine`` — the product path: both signals fused by reciprocal rank.
 
-    uv run python bench/locomo_recall.py --model ../shared/models/all-MiniLM-L6-v2
+    uv run python bench/locomo_recall.py [--conversations N] [--set rrf_k=20 ...]
+
+Results and the command that produced them: bench/RESULTS.md.
 
 Content is the turn text plus " [shares image: <caption>]" when a caption exists.
 """

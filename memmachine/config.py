@@ -68,7 +68,7 @@ class RetrievalSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMMACHINE_RETRIEVAL_", extra="ignore")
 
     #: The k of reciprocal-rank fusion: higher flattens the advantage of the top ranks.
-    rrf_k: int = Field(default=60, ge=1)
+    rrf_k: int = Field(default=10, ge=1)
     vector_weight: float = Field(default=1.0, ge=0)
     fulltext_weight: float = Field(default=1.0, ge=0)
     #: Each signal contributes max(min_candidates, top_k * candidates_per_result) candidates.
