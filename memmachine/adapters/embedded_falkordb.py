@@ -57,6 +57,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import BusyLoadingError, RedisError
 
+from memmachine.adapters.health import health_of
 from memmachine.errors import ConfigurationError, StoreUnavailableError
 from memmachine.models import StoreHealth
 from memmachine.ports import Lifecycle
@@ -185,9 +186,9 @@ class EmbeddedFalkorDBServer(Lifecycle):
         """Status, Redis/FalkorDB versions and ``PING`` latency. Never raises."""
         process, client = self._process, self._client
         if process is None or client is None:
-            return self._health("down", "not started")
+            return health_of(self, "down", "not started")
         if process.returncode is not None:
-            return self._health("down", f"embedded server exited with code {process.returncode}")
+            return health_of(self, "down", f"embedded server exited with code {process.returncode}")
         try:
             began = time.perf_counter()
             await client.ping()
@@ -195,12 +196,11 @@ class EmbeddedFalkorDBServer(Lifecycle):
             info = await client.info("server")
             modules = await client.module_list()
         except (RedisError, OSError) as exc:
-            return self._health("down", f"embedded server does not answer: {type(exc).__name__}")
-        return StoreHealth(
-            name=self.name,
-            kind=self.kind,
-            status="ok",
-            detail=f"embedded, pid {process.pid}",
+            return health_of(self, "down", f"embedded server does not answer: {type(exc).__name__}")
+        return health_of(
+            self,
+            "ok",
+            f"embedded, pid {process.pid}",
             version=_version_string(info, modules),
             latency_ms=round(latency, 3),
         )
@@ -326,9 +326,6 @@ class EmbeddedFalkorDBServer(Lifecycle):
         if process is not None and _lexists(self._socket_path):
             # a killed server leaves its socket file behind
             self._socket_path.unlink(missing_ok=True)
-
-    def _health(self, status: Literal["ok", "down", "off"], detail: str) -> StoreHealth:
-        return StoreHealth(name=self.name, kind=self.kind, status=status, detail=detail)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -46,7 +46,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import redis.asyncio as aioredis
 from falkordb.helpers import stringify_param_value
@@ -62,6 +62,7 @@ from memmachine.adapters.cypher_dialect import (
     query_terms,
     scope_predicate,
 )
+from memmachine.adapters.health import health_of
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -192,22 +193,15 @@ class FalkorDBEpisodeStore(Lifecycle):
         vectors = f"{self._dimensions} dims" if self._dimensions else "off"
         detail = f"graph {self._graph!r}, vectors {vectors}"
         if self._client is None:
-            return self._health("down", f"{detail}; not started")
+            return health_of(self, "down", f"{detail}; not started")
         try:
             began = time.perf_counter()
             await self._run("RETURN 1", read_only=True)
             latency = (time.perf_counter() - began) * 1000
             version = await self._version()
         except StoreError as exc:
-            return self._health("down", f"{detail}; {exc.message}")
-        return StoreHealth(
-            name=self.name,
-            kind=self.kind,
-            status="ok",
-            detail=detail,
-            version=version,
-            latency_ms=round(latency, 3),
-        )
+            return health_of(self, "down", f"{detail}; {exc.message}")
+        return health_of(self, "ok", detail, version=version, latency_ms=round(latency, 3))
 
     # ------------------------------------------------------------------ writes
 
@@ -621,9 +615,6 @@ class FalkorDBEpisodeStore(Lifecycle):
         if self._client is None:
             raise StoreUnavailableError("episode store is not started", _STORE)
         return self._client
-
-    def _health(self, status: Literal["ok", "down", "off"], detail: str) -> StoreHealth:
-        return StoreHealth(name=self.name, kind=self.kind, status=status, detail=detail)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
@@ -39,6 +39,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from memmachine.adapters.health import health_of
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -223,7 +224,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         """PING and ``INFO server``: Redis version and round-trip latency. Never raises."""
         client = self._client
         if client is None:
-            return self._health("down", detail="not started")
+            return health_of(self, "down", detail="not started")
         started = time.perf_counter()
         try:
             async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS):
@@ -231,9 +232,10 @@ class RedisWorkingMemoryStore(Lifecycle):
                 latency = (time.perf_counter() - started) * 1000
                 info = await client.info("server")
         except Exception as exc:
-            return self._health("down", detail=_describe(exc))
+            return health_of(self, "down", detail=_describe(exc))
         version = info.get("redis_version")
-        return self._health(
+        return health_of(
+            self,
             "ok",
             detail=f"prefix {self._prefix}",
             version=str(version) if version is not None else None,
@@ -387,23 +389,6 @@ class RedisWorkingMemoryStore(Lifecycle):
         self._require_client()
         assert script is not None  # registered together with the client
         return script
-
-    def _health(
-        self,
-        status: Literal["ok", "down"],
-        *,
-        detail: str | None = None,
-        version: str | None = None,
-        latency_ms: float | None = None,
-    ) -> StoreHealth:
-        return StoreHealth(
-            name=self.name,
-            kind=self.kind,
-            status=status,
-            detail=detail,
-            version=version,
-            latency_ms=latency_ms,
-        )
 
 
 # ---------------------------------------------------------------------- helpers

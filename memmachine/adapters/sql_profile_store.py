@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +63,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from memmachine.adapters.health import health_of
 from memmachine.adapters.sql_models import Base, ProfileFactRow
 from memmachine.errors import (
     ConfigurationError,
@@ -141,18 +142,18 @@ class SqlProfileStore(Lifecycle):
         """Round-trip ``SELECT 1``; report dialect, server version and latency. Never raises."""
         engine = self._engine
         if engine is None:
-            return self._health("down", detail="not started")
+            return health_of(self, "down", detail="not started")
         started = time.perf_counter()
         try:
             async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS), engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
                 info = conn.dialect.server_version_info
         except Exception as exc:
-            return self._health("down", detail=_describe(exc))
+            return health_of(self, "down", detail=_describe(exc))
         latency = (time.perf_counter() - started) * 1000
         version = ".".join(str(part) for part in info) if info else None
         detail = f"{engine.dialect.name}+{engine.dialect.driver}"
-        return self._health("ok", detail=detail, version=version, latency_ms=latency)
+        return health_of(self, "ok", detail=detail, version=version, latency_ms=latency)
 
     # ------------------------------------------------------------------ writes
 
@@ -252,23 +253,6 @@ class SqlProfileStore(Lifecycle):
         return [(_to_fact(rows[item.key]), item.score) for item in fused[:k]]
 
     # ------------------------------------------------------------------ internals
-
-    def _health(
-        self,
-        status: Literal["ok", "down"],
-        *,
-        detail: str | None = None,
-        version: str | None = None,
-        latency_ms: float | None = None,
-    ) -> StoreHealth:
-        return StoreHealth(
-            name=self.name,
-            kind=self.kind,
-            status=status,
-            detail=detail,
-            version=version,
-            latency_ms=latency_ms,
-        )
 
     def _create_engine(self) -> AsyncEngine:
         options: dict[str, Any] = {"echo": self._echo, "json_serializer": _dump_json}
