@@ -1,7 +1,8 @@
 """SQLAlchemy 2 declarative models of the SQL stores (SQLite now, PostgreSQL next).
 
-This module is the single definition of the SQL schema: :class:`SqlProfileStore` creates it
-with ``metadata.create_all`` today and Alembic will autogenerate migrations from the same
+This module is the ORM's view of the SQL schema. The schema itself is created and changed by
+the Alembic migrations in :mod:`memmachine.adapters.migrations` (run by
+:class:`SqlProfileStore` at every start); a test checks that the migrated schema matches
 ``Base.metadata``. Everything here is dialect-neutral; the few dialect differences are
 handled by column types:
 
@@ -11,6 +12,14 @@ handled by column types:
 * ``metadata`` is JSON (``jsonb`` on PostgreSQL).
 * ``embedding`` is a float32 little-endian byte string (``BLOB`` / ``bytea``): 4 bytes per
   dimension, decoded with ``numpy.frombuffer(raw, dtype="<f4")``. ``NULL`` = no embedding.
+* ``search_terms`` holds the terms of tag, feature and value as produced by the shared
+  analyser (:func:`memmachine.retrieval.terms.document_terms`), joined by single spaces. The
+  store writes it with every upsert; lexical search reads it instead of re-analysing text
+  (SQLite: BM25 in Python; PostgreSQL: a generated ``tsvector`` over it, GIN-indexed).
+
+PostgreSQL-only columns that the ORM does not map (the migrations add them, the store
+reads them with explicit SQL): ``search_vector tsvector`` (generated from ``search_terms``)
+and, when the server has pgvector, ``embedding_vec vector`` (a copy of ``embedding``).
 
 Constraint and index names follow :data:`NAMING_CONVENTION` so migrations are stable.
 """
@@ -132,5 +141,7 @@ class ProfileFactRow(Base):
     # ``metadata`` is reserved on declarative classes, hence the attribute name.
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", _json_type())
     embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    #: The analysed terms of tag, feature and value, space-separated (see the module doc).
+    search_terms: Mapped[str] = mapped_column(Text, server_default="")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -1,7 +1,9 @@
-"""Profile memory on SQL through SQLAlchemy 2 async: SQLite (aiosqlite) now, PostgreSQL next.
+"""Profile memory on SQL through SQLAlchemy 2 async: SQLite (aiosqlite) and PostgreSQL (psycopg).
 
-The schema lives in :mod:`memmachine.adapters.sql_models`. Behaviour beyond the
-:class:`~memmachine.ports.ProfileStore` contract:
+The ORM models live in :mod:`memmachine.adapters.sql_models`; the schema is made and changed
+by the Alembic migrations of :mod:`memmachine.adapters.migrations`, run by ``start()`` (a
+no-op at head; PostgreSQL serialises concurrent starts with an advisory lock, SQLite with
+``BEGIN IMMEDIATE``). Behaviour beyond the :class:`~memmachine.ports.ProfileStore` contract:
 
 * Scope: ``tenant``, ``org_id``, ``project_id`` and ``user_id`` always match. For reads and
   deletes ``agent_id`` / ``group_id`` narrow to facts recorded with that agent / group and
@@ -11,10 +13,17 @@ The schema lives in :mod:`memmachine.adapters.sql_models`. Behaviour beyond the
 * Upserts run in one transaction. An update replaces value, confidence, source,
   source_session_id, metadata and embedding. When one batch names the same (tag, feature)
   twice the last record wins and both positions of the result carry the final fact.
-* ``search_facts`` ranks in Python over the user's in-scope facts (a user holds hundreds,
-  not millions): BM25 over the tokens of tag, feature and value, and cosine similarity
-  between the query embedding and the fact embeddings; the two rankings are fused by
-  reciprocal-rank fusion (:mod:`memmachine.retrieval.fusion`).
+* ``search_facts`` fuses two rankings by reciprocal-rank fusion
+  (:mod:`memmachine.retrieval.fusion`), then loads only the ``k`` winners:
+
+  - lexical: BM25 over the analysed terms of tag, feature and value (``search_terms``,
+    written at upsert by the shared analyser). SQLite scores every in-scope fact in Python.
+    PostgreSQL finds the candidates with the GIN-indexed ``search_vector @@ tsquery`` and
+    takes the collection statistics (fact count, mean length, document frequencies) from
+    SQL, so only matching facts travel; the BM25 scores are the same as SQLite's.
+  - semantic: cosine similarity. PostgreSQL with pgvector computes it in SQL
+    (``embedding_vec <=> query``); otherwise the in-scope embeddings of the query's size
+    are fetched as bytes and scored with numpy.
 * SQLite: the parent directory of the database file is created, the file runs in WAL mode
   with a busy timeout and foreign keys on, and write transactions start with
   ``BEGIN IMMEDIATE`` so concurrent writers queue instead of failing on lock upgrade.
@@ -37,16 +46,25 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+from alembic.util.exc import CommandError as AlembicError
 from sqlalchemy import (
     ColumnElement,
     CursorResult,
     Delete,
+    Float,
     Select,
+    bindparam,
+    case,
+    column,
     delete,
     event,
+    func,
+    literal_column,
     select,
     text,
 )
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -62,9 +80,12 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.sql.expression import ColumnClause
 
 from memmachine.adapters.health import health_of
-from memmachine.adapters.sql_models import Base, ProfileFactRow
+from memmachine.adapters.migrations import ADVISORY_LOCK_KEY, upgrade_schema
+from memmachine.adapters.migrations.pgvector import enable_pgvector, set_vectors
+from memmachine.adapters.sql_models import ProfileFactRow
 from memmachine.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -110,23 +131,37 @@ class SqlProfileStore(Lifecycle):
         self._engine: AsyncEngine | None = None
         self._reader: async_sessionmaker[AsyncSession] | None = None
         self._writer: async_sessionmaker[AsyncSession] | None = None
+        #: PostgreSQL with ``embedding_vec`` (pgvector): cosine similarity runs in SQL.
+        self._pgvector = False
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Open the engine and create the tables when missing. Idempotent."""
+        """Open the engine and migrate the schema to the newest revision. Idempotent.
+
+        The upgrade runs in one transaction: on PostgreSQL under a transaction-level
+        advisory lock (a concurrent start waits, then finds the schema at head), on SQLite
+        under ``BEGIN IMMEDIATE``. On PostgreSQL it also enables pgvector when the server
+        gained it after the schema reached head.
+        """
         if self._engine is not None:
             return
         engine = self._create_engine()
         writer_engine = self._writer_engine(engine)
         try:
             async with writer_engine.begin() as conn:
-                await conn.run_sync(Base.metadata.create_all)
-        except SQLAlchemyError as exc:
+                if self.kind == "postgresql":
+                    await conn.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
+                    )
+                await conn.run_sync(upgrade_schema)
+                pgvector = await conn.run_sync(enable_pgvector)
+        except (SQLAlchemyError, AlembicError) as exc:
             await engine.dispose()
             raise StoreUnavailableError(
                 f"profile store cannot start: {_describe(exc)}", store=_STORE
             ) from exc
+        self._pgvector = pgvector
         self._engine = engine
         self._reader = async_sessionmaker(engine, expire_on_commit=False)
         self._writer = async_sessionmaker(writer_engine, expire_on_commit=False)
@@ -169,6 +204,10 @@ class SqlProfileStore(Lifecycle):
             try:
                 async with writer() as session, session.begin():
                     rows = await _upsert_rows(session, scope, prepared)
+                    if self._pgvector:
+                        vectors = {row.id: row.embedding for row in rows}
+                        conn = await session.connection()
+                        await conn.run_sync(set_vectors, list(vectors.items()))
                 return [_to_fact(row) for row in rows]
             except IntegrityError as exc:
                 # A concurrent upsert inserted one of our (tag, feature) first: retry, which
@@ -241,16 +280,25 @@ class SqlProfileStore(Lifecycle):
         query_vector = _unit_vector(embedding)
         if k == 0 or (not terms and query_vector is None):
             return []
-        statement = select(ProfileFactRow).where(*_scope_filter(scope))
-        rows = await self._select(statement, "search facts")
-        rankings: dict[str, list[int]] = {}
-        if terms:
-            rankings["lexical"] = _bm25_ranking(terms, rows)
-        if query_vector is not None:
-            rankings["semantic"] = _cosine_ranking(query_vector, rows)
-        # Only signals that found something count, so a fact first in each of them scores 1.
-        fused = reciprocal_rank_fusion({name: found for name, found in rankings.items() if found})
-        return [(_to_fact(rows[item.key]), item.score) for item in fused[:k]]
+        reader = self._sessions(write=False)
+        with _translate("search facts"):
+            async with reader() as session, session.begin():
+                if self.kind == "postgresql":
+                    rankings = await _postgres_rankings(
+                        session, scope, terms, query_vector, pgvector=self._pgvector
+                    )
+                else:
+                    rankings = await _local_rankings(session, scope, terms, query_vector)
+                # Only signals that found something count, so a fact first in each scores 1.
+                fused = reciprocal_rank_fusion({name: ids for name, ids in rankings.items() if ids})
+                best = fused[:k]
+                found = await session.scalars(
+                    select(ProfileFactRow).where(
+                        ProfileFactRow.id.in_([item.key for item in best]), *_scope_filter(scope)
+                    )
+                )
+                rows = {row.id: row for row in found}
+        return [(_to_fact(rows[item.key]), item.score) for item in best if item.key in rows]
 
     # ------------------------------------------------------------------ internals
 
@@ -392,6 +440,7 @@ def _translate(action: str) -> Iterator[None]:
 class _Prepared:
     record: FactRecord
     embedding: bytes | None
+    search_terms: str
 
 
 def _prepare(index: int, record: FactRecord) -> _Prepared:
@@ -402,15 +451,16 @@ def _prepare(index: int, record: FactRecord) -> _Prepared:
         raise InvalidInputError(
             f"metadata of fact {index} is not JSON: {exc}", field=f"records[{index}].metadata"
         ) from exc
+    terms = " ".join(document_terms(f"{record.tag} {record.feature} {record.value}"))
     if record.embedding is None:
-        return _Prepared(record, None)
+        return _Prepared(record, None, terms)
     vector = np.asarray(record.embedding, dtype="<f4")
     if vector.ndim != 1 or vector.size == 0 or not bool(np.isfinite(vector).all()):
         raise InvalidInputError(
             f"embedding of fact {index} must be a non-empty list of finite floats",
             field=f"records[{index}].embedding",
         )
-    return _Prepared(record, vector.tobytes())
+    return _Prepared(record, vector.tobytes(), terms)
 
 
 def _check_non_negative(**values: int) -> None:
@@ -494,6 +544,7 @@ async def _upsert_rows(
         row.source_session_id = record.source_session_id
         row.meta = dict(record.metadata)
         row.embedding = item.embedding
+        row.search_terms = item.search_terms
         rows.append(row)
     await session.flush()
     return rows
@@ -525,30 +576,43 @@ def _to_fact(row: ProfileFactRow) -> Fact:
 # ---------------------------------------------------------------------- ranking
 
 
-def _bm25_ranking(terms: Sequence[str], rows: Sequence[ProfileFactRow]) -> list[int]:
-    """Indexes of ``rows`` with a positive BM25 score for ``terms``, best first."""
-    documents = [Counter(document_terms(f"{row.tag} {row.feature} {row.value}")) for row in rows]
-    if not documents:
-        return []
-    lengths = [sum(document.values()) for document in documents]
-    average = (sum(lengths) / len(lengths)) or 1.0
-    count = len(documents)
-    idf = {}
-    for term in terms:
-        frequency = sum(1 for document in documents if term in document)
-        idf[term] = math.log(1.0 + (count - frequency + 0.5) / (frequency + 0.5))
-    scores: list[tuple[float, int]] = []
-    for index, (document, length) in enumerate(zip(documents, lengths, strict=True)):
+@dataclass(frozen=True)
+class _Collection:
+    """BM25 collection statistics over the user's in-scope facts."""
+
+    count: int
+    average_length: float
+    document_frequency: dict[str, int]
+
+
+def _bm25_ranking(
+    terms: Sequence[str], candidates: Sequence[tuple[str, str]], collection: _Collection
+) -> list[str]:
+    """Ids of the ``(id, search_terms)`` candidates with a positive BM25 score, best first
+    (ties keep candidate order)."""
+    average = collection.average_length or 1.0
+    idf = {
+        term: math.log(
+            1.0
+            + (collection.count - collection.document_frequency.get(term, 0) + 0.5)
+            / (collection.document_frequency.get(term, 0) + 0.5)
+        )
+        for term in terms
+    }
+    scores: list[tuple[float, int, str]] = []
+    for position, (fact_id, search_terms) in enumerate(candidates):
+        document = Counter(search_terms.split())
+        length = sum(document.values())
+        norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / average)
         score = 0.0
         for term in terms:
             tf = document.get(term, 0)
             if tf:
-                norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / average)
                 score += idf[term] * tf * (_BM25_K1 + 1) / (tf + norm)
         if score > 0:
-            scores.append((score, index))
-    scores.sort(key=lambda pair: (-pair[0], pair[1]))
-    return [index for _, index in scores]
+            scores.append((score, position, fact_id))
+    scores.sort(key=lambda entry: (-entry[0], entry[1]))
+    return [fact_id for _, _, fact_id in scores]
 
 
 def _unit_vector(embedding: Sequence[float] | None) -> FloatArray | None:
@@ -564,18 +628,152 @@ def _unit_vector(embedding: Sequence[float] | None) -> FloatArray | None:
     return vector / norm
 
 
-def _cosine_ranking(query: FloatArray, rows: Sequence[ProfileFactRow]) -> list[int]:
-    """Indexes of ``rows`` whose embedding has positive cosine similarity, best first."""
-    scores: list[tuple[float, int]] = []
-    for index, row in enumerate(rows):
-        if row.embedding is None or len(row.embedding) != query.size * 4:
-            continue
-        vector = np.frombuffer(row.embedding, dtype="<f4")
-        norm = float(np.linalg.norm(vector))
-        if norm == 0.0:
-            continue
-        similarity = float(np.dot(query, vector)) / norm
-        if similarity > 0:
-            scores.append((similarity, index))
-    scores.sort(key=lambda pair: (-pair[0], pair[1]))
-    return [index for _, index in scores]
+def _cosine_ranking(query: FloatArray, embeddings: Sequence[tuple[str, bytes | None]]) -> list[str]:
+    """Ids of the ``(id, embedding bytes)`` facts with positive cosine similarity to the
+    unit vector ``query``, best first (ties keep input order). Embeddings of another size,
+    missing or all zeros are skipped."""
+    size = query.size * 4
+    usable = [(fact_id, raw) for fact_id, raw in embeddings if raw is not None and len(raw) == size]
+    if not usable:
+        return []
+    matrix = np.frombuffer(b"".join(raw for _, raw in usable), dtype="<f4").reshape(
+        len(usable), query.size
+    )
+    norms = np.linalg.norm(matrix, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        similarities = (matrix @ query) / norms
+    order = np.argsort(-np.where(np.isfinite(similarities), similarities, 0.0), kind="stable")
+    return [
+        usable[index][0]
+        for index in order.tolist()
+        if norms[index] > 0 and math.isfinite(similarities[index]) and similarities[index] > 0
+    ]
+
+
+async def _local_rankings(
+    session: AsyncSession, scope: Scope, terms: Sequence[str], query_vector: FloatArray | None
+) -> dict[str, list[str]]:
+    """Both rankings computed in Python over every in-scope fact (SQLite)."""
+    statement = (
+        select(ProfileFactRow.id, ProfileFactRow.search_terms, ProfileFactRow.embedding)
+        .where(*_scope_filter(scope))
+        .order_by(ProfileFactRow.tag, ProfileFactRow.feature)
+    )
+    facts = (await session.execute(statement)).all()
+    rankings: dict[str, list[str]] = {}
+    if terms:
+        documents = [(row.id, row.search_terms) for row in facts]
+        frequency: Counter[str] = Counter()
+        lengths = 0
+        for _, search_terms in documents:
+            words = search_terms.split()
+            lengths += len(words)
+            frequency.update(set(words) & set(terms))
+        collection = _Collection(
+            count=len(documents),
+            average_length=lengths / len(documents) if documents else 0.0,
+            document_frequency=dict(frequency),
+        )
+        rankings["lexical"] = _bm25_ranking(terms, documents, collection)
+    if query_vector is not None:
+        rankings["semantic"] = _cosine_ranking(
+            query_vector, [(row.id, row.embedding) for row in facts]
+        )
+    return rankings
+
+
+# PostgreSQL-only columns, not mapped by the ORM (see sql_models).
+_SEARCH_VECTOR: ColumnClause[Any] = column("search_vector")
+_EMBEDDING_VEC: ColumnClause[Any] = column("embedding_vec")
+
+
+def _tsquery(terms: Sequence[str]) -> str:
+    """``'a' | 'b'``: the terms as quoted tsquery lexemes, taken verbatim (no parser)."""
+    quoted = ("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
+    return " | ".join(quoted)
+
+
+async def _postgres_rankings(
+    session: AsyncSession,
+    scope: Scope,
+    terms: Sequence[str],
+    query_vector: FloatArray | None,
+    *,
+    pgvector: bool,
+) -> dict[str, list[str]]:
+    """Lexical candidates from the ``tsvector`` index with statistics from SQL; semantic
+    ranking by pgvector in SQL, or by numpy over the embeddings of the query's size."""
+    in_scope = _scope_filter(scope)
+    rankings: dict[str, list[str]] = {}
+    if terms:
+        # One scan for the collection statistics: count, mean length, document frequencies.
+        frequencies = [
+            func.count().filter(_SEARCH_VECTOR.op("@@")(sql_cast(_tsquery([term]), TSQUERY)))
+            for term in terms
+        ]
+        mean_length = func.avg(
+            func.cardinality(func.string_to_array(ProfileFactRow.search_terms, " "))
+        )
+        stats = (
+            await session.execute(
+                select(func.count(), func.coalesce(mean_length, 0), *frequencies).where(*in_scope)
+            )
+        ).one()
+        candidates = await session.execute(
+            select(ProfileFactRow.id, ProfileFactRow.search_terms)
+            .where(*in_scope, _SEARCH_VECTOR.op("@@")(sql_cast(_tsquery(terms), TSQUERY)))
+            .order_by(ProfileFactRow.tag, ProfileFactRow.feature)
+        )
+        collection = _Collection(
+            count=int(stats[0]),
+            average_length=float(stats[1]),
+            document_frequency={term: int(n) for term, n in zip(terms, stats[2:], strict=True)},
+        )
+        rankings["lexical"] = _bm25_ranking(
+            terms, [(row.id, row.search_terms) for row in candidates.all()], collection
+        )
+    if query_vector is not None:
+        if pgvector:
+            rankings["semantic"] = await _pgvector_ranking(session, in_scope, query_vector)
+        else:
+            embeddings = await session.execute(
+                select(ProfileFactRow.id, ProfileFactRow.embedding)
+                .where(
+                    *in_scope,
+                    ProfileFactRow.embedding.is_not(None),
+                    func.length(ProfileFactRow.embedding) == query_vector.size * 4,
+                )
+                .order_by(ProfileFactRow.tag, ProfileFactRow.feature)
+            )
+            rankings["semantic"] = _cosine_ranking(
+                query_vector, [(row.id, row.embedding) for row in embeddings.all()]
+            )
+    return rankings
+
+
+async def _pgvector_ranking(
+    session: AsyncSession, in_scope: Sequence[ColumnElement[bool]], query_vector: FloatArray
+) -> list[str]:
+    """Facts by cosine similarity computed by pgvector; only vectors of the query's size are
+    compared (the ``CASE`` keeps ``<=>`` away from other sizes), zero vectors (NaN) dropped."""
+    query = text("CAST(:query_vector AS vector)").bindparams(
+        bindparam("query_vector", [float(x) for x in query_vector], type_=ARRAY(Float))
+    )
+    similarity = case(
+        (
+            func.vector_dims(_EMBEDDING_VEC) == query_vector.size,
+            1.0 - _EMBEDDING_VEC.op("<=>", return_type=Float)(query),
+        ),
+        else_=None,
+    ).label("similarity")
+    scored = (
+        select(ProfileFactRow.id, ProfileFactRow.tag, ProfileFactRow.feature, similarity)
+        .where(*in_scope, _EMBEDDING_VEC.is_not(None))
+        .subquery()
+    )
+    result = await session.execute(
+        select(scored.c.id)
+        .where(scored.c.similarity > 0, scored.c.similarity != literal_column("'NaN'::float8"))
+        .order_by(scored.c.similarity.desc(), scored.c.tag, scored.c.feature)
+    )
+    return [str(fact_id) for fact_id in result.scalars()]
