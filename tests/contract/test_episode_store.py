@@ -2,7 +2,8 @@
 
 Each test gets an empty store of its own (``episode_store`` in ``conftest.py``, one run per
 backend) and works under its own tenant, so even a backend shared by tests cannot leak
-between them.
+between them. Every tenant a test writes under contains the test's ``unique`` token: on a
+backend whose tests share one database (Neo4j) that is how the suite cleans up after it.
 """
 
 from __future__ import annotations

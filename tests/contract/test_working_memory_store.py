@@ -52,6 +52,7 @@ def redis_service_url() -> str:
 WORKING_STORE_URLS = [
     pytest.param("redis_service_url", id="redis-service"),
     pytest.param("embedded_falkordb_url", id="embedded-falkordb"),
+    pytest.param("falkordb_server_url", id="falkordb-server"),
 ]
 
 

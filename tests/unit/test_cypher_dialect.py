@@ -1,4 +1,5 @@
-"""The statements the FalkorDB dialect generates, the scope predicate and the text analysis."""
+"""The statements the FalkorDB and Neo4j dialects generate, the scope predicate and the text
+analysis."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from memmachine.adapters.cypher_dialect import (
     MAX_TERM_CHARS,
     CypherDialect,
     FalkorDBDialect,
+    Neo4jDialect,
     document_terms,
     joined_terms,
     query_terms,
@@ -89,6 +91,121 @@ def test_identifiers_are_checked(dialect: CypherDialect, name: str) -> None:
 def test_already_indexed_errors_are_recognised(dialect: CypherDialect) -> None:
     assert dialect.is_already_indexed("Attribute 'id' is already indexed")
     assert not dialect.is_already_indexed("Invalid input 'X'")
+
+
+# ---------------------------------------------------------------------- Neo4j statements
+
+
+@pytest.fixture
+def neo4j() -> Neo4jDialect:
+    return Neo4jDialect()
+
+
+def test_neo4j_satisfies_the_dialect_protocol(neo4j: Neo4jDialect) -> None:
+    dialect: CypherDialect = neo4j
+    assert dialect.name == "neo4j"
+
+
+def test_neo4j_range_index_is_named_and_idempotent(neo4j: Neo4jDialect) -> None:
+    assert neo4j.range_index("Episode", "user_id") == (
+        "CREATE RANGE INDEX episode_user_id IF NOT EXISTS FOR (n:Episode) ON (n.user_id)"
+    )
+    assert neo4j.range_index("MemMachineMeta", "key") == (
+        "CREATE RANGE INDEX memmachinemeta_key IF NOT EXISTS FOR (n:MemMachineMeta) ON (n.key)"
+    )
+
+
+def test_neo4j_uniqueness_constraints(neo4j: Neo4jDialect) -> None:
+    assert neo4j.unique_constraint("session_key", "Session", ["key"]) == (
+        "CREATE CONSTRAINT session_key IF NOT EXISTS FOR (n:Session) REQUIRE n.key IS UNIQUE"
+    )
+    assert neo4j.unique_constraint("episode_id", "Episode", ["tenant", "user_id", "id"]) == (
+        "CREATE CONSTRAINT episode_id IF NOT EXISTS FOR (n:Episode) "
+        "REQUIRE (n.tenant, n.user_id, n.id) IS UNIQUE"
+    )
+    with pytest.raises(ConfigurationError):
+        neo4j.unique_constraint("nothing", "Episode", [])
+    with pytest.raises(ConfigurationError):
+        neo4j.unique_constraint("x) DROP", "Episode", ["id"])
+
+
+def test_neo4j_fulltext_index_takes_normalised_terms_on_whitespace(neo4j: Neo4jDialect) -> None:
+    assert neo4j.fulltext_index("episode_terms", "Episode", "search_terms") == (
+        "CREATE FULLTEXT INDEX episode_terms IF NOT EXISTS "
+        "FOR (n:Episode) ON EACH [n.search_terms] "
+        "OPTIONS {indexConfig: {`fulltext.analyzer`: 'whitespace', "
+        "`fulltext.eventually_consistent`: false}}"
+    )
+
+
+def test_neo4j_vector_index_is_cosine_with_fixed_dimensions(neo4j: Neo4jDialect) -> None:
+    assert neo4j.vector_index("episode_embedding", "Episode", "embedding", 384) == (
+        "CREATE VECTOR INDEX episode_embedding IF NOT EXISTS "
+        "FOR (n:Episode) ON (n.embedding) "
+        "OPTIONS {indexConfig: {`vector.dimensions`: 384, "
+        "`vector.similarity_function`: 'cosine'}}"
+    )
+
+
+@pytest.mark.parametrize("dimensions", [0, -3, True])
+def test_neo4j_vector_index_needs_positive_dimensions(neo4j: Neo4jDialect, dimensions: int) -> None:
+    with pytest.raises(ConfigurationError):
+        neo4j.vector_index("i", "Episode", "embedding", dimensions)
+
+
+def test_neo4j_vectors_are_lists_and_similarity_is_rescaled(neo4j: Neo4jDialect) -> None:
+    """``vector.similarity.cosine`` reports (1 + cos) / 2; the store reports cos."""
+    assert neo4j.vector_value("r.embedding") == "r.embedding"
+    assert neo4j.cosine_similarity("e.embedding", "vector") == (
+        "(2.0 * vector.similarity.cosine(e.embedding, $vector) - 1.0)"
+    )
+    for cosine in (1.0, 0.5, 0.0, -1.0):
+        neo4j_score = (1 + cosine) / 2
+        assert 2.0 * neo4j_score - 1.0 == pytest.approx(cosine)
+
+
+def test_neo4j_fulltext_candidates_use_the_named_index(neo4j: Neo4jDialect) -> None:
+    assert neo4j.fulltext_candidates("episode_terms", "Episode", "q", "e") == (
+        "CALL db.index.fulltext.queryNodes('episode_terms', $q) YIELD node AS e"
+    )
+
+
+def test_neo4j_fulltext_query_is_a_lucene_disjunction(neo4j: Neo4jDialect) -> None:
+    assert neo4j.fulltext_query(["cat", "dog", "2024", "日本語"]) == (
+        "cat OR dog OR 2024 OR 日本語"
+    )
+    assert neo4j.fulltext_query(query_terms('CAT? "dogs" -mat* title:x AND OR')) == (
+        "cat OR dog OR mat OR title OR x"
+    )
+
+
+@pytest.mark.parametrize(
+    "terms",
+    [[], [""], ["cat dog"], ["cat:dog"], ["cat*"], ["-x"], ['"x"'], ["a_b"], ["AND"], ["Cat"]],
+)
+def test_neo4j_fulltext_query_refuses_raw_text(neo4j: Neo4jDialect, terms: list[str]) -> None:
+    with pytest.raises(InvalidInputError):
+        neo4j.fulltext_query(terms)
+
+
+@pytest.mark.parametrize("name", ["Episode)-[:X]->(m", "e.id", "1abc", "", "a b", "`x`", "n'"])
+def test_neo4j_identifiers_are_checked(neo4j: Neo4jDialect, name: str) -> None:
+    with pytest.raises(ConfigurationError):
+        neo4j.range_index(name, "id")
+    with pytest.raises(ConfigurationError):
+        neo4j.fulltext_index(name, "Episode", "search_terms")
+    with pytest.raises(ConfigurationError):
+        neo4j.vector_index("i", "Episode", name, 3)
+    with pytest.raises(ConfigurationError):
+        neo4j.fulltext_candidates(name, "Episode", "q", "e")
+    with pytest.raises(ConfigurationError):
+        neo4j.cosine_similarity("e.embedding", name)
+
+
+def test_neo4j_existing_schema_is_recognised(neo4j: Neo4jDialect) -> None:
+    assert neo4j.is_already_indexed("An equivalent index already exists, 'Index( id=3 )'")
+    assert neo4j.is_already_indexed("Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists")
+    assert not neo4j.is_already_indexed("Invalid input 'X'")
 
 
 # ---------------------------------------------------------------------- scope predicate
