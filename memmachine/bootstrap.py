@@ -1,49 +1,86 @@
 """The composition root: settings in, a wired (not yet started) MemoryManager out.
 
 This is the only module that knows which adapter serves which port. Adding a backend means
-one settings value, one adapter, and one branch here.
+one settings value, one adapter, and one branch here. :func:`start_manager` starts what it
+built, retrying stores that cannot be reached yet (a container whose databases are still
+booting) with exponential backoff, up to ``MEMMACHINE_STARTUP_TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from memmachine.config import Settings
-from memmachine.errors import ConfigurationError, MemMachineError
+from memmachine.config import (
+    Credentials,
+    Settings,
+    redact_url,
+    resolve_credentials,
+    url_address,
+    with_password,
+    without_userinfo,
+)
+from memmachine.errors import ConfigurationError, MemMachineError, StoreUnavailableError
 from memmachine.manager import MemoryManager, Resource
 from memmachine.models import EmbedderStatus
 from memmachine.ports import Embedder, EpisodeStore, ProfileStore, WorkingMemoryStore
 
 if TYPE_CHECKING:
+    from pydantic import SecretStr
+
     from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
 
 # Adapters are imported inside the functions that choose them, so importing memmachine
 # loads no driver and no model runtime until a manager is actually built.
 
-__all__ = ["build_manager", "open_manager"]
+__all__ = ["build_manager", "open_manager", "start_manager"]
 
 log = logging.getLogger(__name__)
+
+NEO4J_SCHEMES = frozenset({"neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc"})
+FALKORDB_SCHEMES = frozenset({"falkordb", "falkordbs", "falkordb+unix"})
+#: However little startup time is left, one attempt may take this long before it is abandoned.
+_MIN_ATTEMPT_SECONDS = 10.0
 
 
 async def build_manager(settings: Settings) -> MemoryManager:
     """Wire adapters from settings. The embedder is loaded (and, for a remote one, probed)
     here because the episode store needs its dimensions; stores connect in ``start()``."""
-    from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
+    episode_url = _secret(settings.episode_store_url)
+    profile_url = _secret(settings.profile_store_url)
+    working_url = _secret(settings.working_store_url)
+    # Refuse a bad URL before loading a model for nothing.
+    _check_schemes(episode_url, profile_url, working_url)
 
-    data_dir = settings.data_dir.expanduser().resolve()
     embedder, embedder_status = await _embedder(settings)
+    try:
+        return _wire(settings, embedder, embedder_status, episode_url, profile_url, working_url)
+    except BaseException:
+        if embedder is not None:
+            await embedder.close()
+        raise
+
+
+def _wire(
+    settings: Settings,
+    embedder: Embedder | None,
+    embedder_status: EmbedderStatus,
+    episode_url: str | None,
+    profile_url: str | None,
+    working_url: str | None,
+) -> MemoryManager:
+    from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
 
     resources: list[Resource] = []
     embedded: EmbeddedFalkorDBServer | None = None
-    episode_url = _secret(settings.episode_store_url)
-    working_url = _secret(settings.working_store_url)
     if episode_url is None or working_url is None:
-        embedded = EmbeddedFalkorDBServer(data_dir)
+        # Only a store left unset needs the embedded server.
+        embedded = EmbeddedFalkorDBServer(settings.data_dir.expanduser().resolve())
         resources.append(embedded)
 
     episodes = _episode_store(
@@ -53,7 +90,7 @@ async def build_manager(settings: Settings) -> MemoryManager:
         embedder_dims=(embedder.dimensions if embedder else None),
         embedder_model=(embedder.model if embedder else None),
     )
-    profile = _profile_store(_secret(settings.profile_store_url), settings)
+    profile = _profile_store(profile_url, settings)
     working = _working_store(working_url, embedded, settings)
     return MemoryManager(
         episodes=episodes,
@@ -67,6 +104,37 @@ async def build_manager(settings: Settings) -> MemoryManager:
         resources=resources,
         extra_health=[embedded] if embedded is not None else [],
     )
+
+
+def _check_schemes(episode: str | None, profile: str | None, working: str | None) -> None:
+    if episode is not None and _scheme(episode) not in NEO4J_SCHEMES | FALKORDB_SCHEMES:
+        raise ConfigurationError(
+            f"MEMMACHINE_EPISODE_STORE_URL: unsupported scheme {_scheme(episode)!r} "
+            "(use neo4j://, neo4j+s://, neo4j+ssc://, bolt://, bolt+s://, "
+            "falkordb://host:port or falkordb+unix:///path.sock, or leave it unset)"
+        )
+    if profile is not None and _scheme(profile).split("+")[0] not in (
+        "sqlite",
+        "postgresql",
+        "postgres",
+    ):
+        raise ConfigurationError(
+            f"MEMMACHINE_PROFILE_STORE_URL: unsupported scheme {_scheme(profile)!r} "
+            "(use postgresql+psycopg://user@host:5432/db, sqlite+aiosqlite:///path.db, "
+            "or leave it unset)"
+        )
+    if working is not None and _scheme(working) not in ("redis", "rediss", "unix"):
+        raise ConfigurationError(
+            f"MEMMACHINE_WORKING_STORE_URL: unsupported scheme {_scheme(working)!r} "
+            "(use redis://host:port/db or rediss://..., or leave it unset)"
+        )
+
+
+def _scheme(url: str) -> str:
+    try:
+        return urlsplit(url).scheme.lower()
+    except ValueError:
+        return ""
 
 
 async def _embedder(settings: Settings) -> tuple[Embedder | None, EmbedderStatus]:
@@ -101,19 +169,80 @@ def _episode_store(
     embedder_dims: int | None,
     embedder_model: str | None,
 ) -> EpisodeStore:
+    if url is not None and _scheme(url) in NEO4J_SCHEMES:
+        return _neo4j_episode_store(
+            url, settings, embedder_dims=embedder_dims, embedder_model=embedder_model
+        )
+
     from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
 
+    password: str | None = None
     if url is None:
         assert embedded is not None
         redis_url = embedded.url
     else:
+        credentials = _credentials(
+            "EPISODE", url, settings.episode_store_user, settings.episode_store_password
+        )
         redis_url = _falkordb_redis_url(url)
+        if credentials.user and _scheme(redis_url) != "unix" and not urlsplit(redis_url).username:
+            redis_url = _with_user(redis_url, credentials.user)
+        if credentials.password is not None:
+            password = credentials.password.get_secret_value()
     return FalkorDBEpisodeStore(
         redis_url,
         graph_name=settings.graph_name,
         embedding_dimensions=embedder_dims,
         embedding_model=embedder_model,
+        password=password,
     )
+
+
+def _neo4j_episode_store(
+    url: str, settings: Settings, *, embedder_dims: int | None, embedder_model: str | None
+) -> EpisodeStore:
+    """``neo4j://[user:pass@]host:port[/database]``; the driver gets the URL without its
+    userinfo and path, and the credentials and database as arguments."""
+    try:
+        from memmachine.adapters.neo4j_episode_store import Neo4jEpisodeStore
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"MEMMACHINE_EPISODE_STORE_URL={redact_url(url)}: the Neo4j episode store is not "
+            f"available in this installation ({type(exc).__name__}: {exc})"
+        ) from None
+    credentials = _credentials(
+        "EPISODE", url, settings.episode_store_user, settings.episode_store_password
+    )
+    parts = urlsplit(without_userinfo(url))
+    database = parts.path.strip("/") or None
+    driver_url = urlunsplit((parts.scheme, parts.netloc, "", parts.query, ""))
+    password = credentials.password.get_secret_value() if credentials.password else None
+    user = credentials.user or ("neo4j" if password is not None else None)
+    return Neo4jEpisodeStore(
+        driver_url,
+        user=user,
+        password=password,
+        database=database,
+        embedding_dimensions=embedder_dims,
+        embedding_model=embedder_model,
+    )
+
+
+def _credentials(role: str, url: str, user: str | None, password: SecretStr | None) -> Credentials:
+    credentials = resolve_credentials(url, user, password)
+    if credentials.variable_ignored:
+        log.warning(
+            "MEMMACHINE_%s_STORE_PASSWORD is ignored: MEMMACHINE_%s_STORE_URL carries a "
+            "password, and the URL wins",
+            role,
+            role,
+        )
+    return credentials
+
+
+def _with_user(url: str, user: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, f"{quote(user, safe='')}@{parts.netloc}", *parts[2:]))
 
 
 def _falkordb_redis_url(url: str) -> str:
@@ -138,13 +267,13 @@ def _profile_store(url: str | None, settings: Settings) -> ProfileStore:
     if url is None:
         path = settings.data_dir.expanduser().resolve() / "profile.db"
         return SqlProfileStore(f"sqlite+aiosqlite:///{path}")
-    scheme = urlsplit(url).scheme
-    if scheme.startswith("sqlite"):
+    if _scheme(url).startswith("sqlite"):
         return SqlProfileStore(url.replace("sqlite://", "sqlite+aiosqlite://", 1))
-    raise ConfigurationError(
-        f"MEMMACHINE_PROFILE_STORE_URL: unsupported scheme {scheme!r} "
-        "(use sqlite+aiosqlite:///path.db, or leave it unset)"
-    )
+    # postgresql+psycopg:// or postgresql:// (the store gives a bare one its async driver)
+    credentials = _credentials("PROFILE", url, None, settings.profile_store_password)
+    if credentials.password is not None and resolve_credentials(url).password is None:
+        url = with_password(url, credentials.password.get_secret_value())
+    return SqlProfileStore(url)
 
 
 def _working_store(
@@ -152,22 +281,128 @@ def _working_store(
 ) -> WorkingMemoryStore:
     from memmachine.adapters.redis_working_memory_store import RedisWorkingMemoryStore
 
+    password: str | None = None
     if url is None:
         assert embedded is not None
         url = embedded.url
-    elif urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-        raise ConfigurationError(
-            "MEMMACHINE_WORKING_STORE_URL: use redis://host:port/db or rediss://…, "
-            "or leave it unset"
+    else:
+        credentials = _credentials("WORKING", url, None, settings.working_store_password)
+        if credentials.password is not None and resolve_credentials(url).password is None:
+            password = credentials.password.get_secret_value()
+    return RedisWorkingMemoryStore(url, key_prefix=settings.working_key_prefix, password=password)
+
+
+# ---------------------------------------------------------------------- startup
+
+
+async def start_manager(manager: MemoryManager, settings: Settings) -> None:
+    """Start ``manager``'s resources and stores in order. A part that raises
+    ``StoreUnavailableError`` is tried again with exponential backoff until the shared
+    ``startup_timeout_seconds`` budget is spent; then ``StoreUnavailableError`` names the
+    store and its host:port (never a password), and every part started so far is closed."""
+    deadline = time.monotonic() + settings.startup_timeout_seconds
+    targets = _targets(manager, settings)
+    secrets = settings.secrets()
+
+    # The one resource bootstrap adds to a manager is the embedded FalkorDB server.
+    embedded = ("embedded FalkorDB", str(settings.data_dir.expanduser().resolve() / "falkordb"))
+
+    async def start_part(part: Resource) -> None:
+        label, address = targets.get(id(part), embedded)
+        await _start_with_retries(
+            part,
+            label=label,
+            address=address,
+            deadline=deadline,
+            base=settings.startup_backoff_base_seconds,
+            cap=settings.startup_backoff_max_seconds,
+            secrets=secrets,
         )
-    return RedisWorkingMemoryStore(url, key_prefix=settings.working_key_prefix)
+
+    await manager.start(start_part)
+
+
+def _targets(manager: MemoryManager, settings: Settings) -> dict[int, tuple[str, str]]:
+    """{id(part): (what it is, where it is)} for the messages of :func:`start_manager`."""
+    data_dir = settings.data_dir.expanduser().resolve()
+    embedded = f"embedded FalkorDB in {data_dir / 'falkordb'}"
+    episode = _secret(settings.episode_store_url)
+    profile = _secret(settings.profile_store_url)
+    working = _secret(settings.working_store_url)
+    targets: dict[int, tuple[str, str]] = {
+        id(manager.episodes): ("episode store", url_address(episode) if episode else embedded),
+        id(manager.profile): (
+            "profile store",
+            url_address(profile) if profile else str(data_dir / "profile.db"),
+        ),
+        id(manager.working): ("working store", url_address(working) if working else embedded),
+    }
+    return targets
+
+
+async def _start_with_retries(
+    part: Resource,
+    *,
+    label: str,
+    address: str,
+    deadline: float,
+    base: float,
+    cap: float,
+    secrets: list[str],
+) -> None:
+    began = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        remaining = deadline - time.monotonic()
+        try:
+            async with asyncio.timeout(max(remaining, _MIN_ATTEMPT_SECONDS)):
+                await part.start()
+        except StoreUnavailableError as exc:
+            last: StoreUnavailableError = exc
+        except TimeoutError:
+            await _close_after_failure(part)
+            last = StoreUnavailableError("connecting timed out", store=getattr(part, "name", label))
+        else:
+            if attempt > 1:
+                log.info("%s at %s is up after %d attempts", label, address, attempt)
+            return
+        remaining = deadline - time.monotonic()
+        reason = _scrub(last.message, secrets)
+        if remaining <= 0:
+            elapsed = time.monotonic() - began
+            raise StoreUnavailableError(
+                f"{label} at {address} is unreachable after {attempt} attempt"
+                f"{'s' if attempt != 1 else ''} in {elapsed:.1f}s: {reason}",
+                store=last.store,
+            ) from None
+        delay = min(cap, base * 2 ** (attempt - 1), remaining)
+        log.warning(
+            "%s at %s is not reachable yet (%s); retrying in %.1fs", label, address, reason, delay
+        )
+        await asyncio.sleep(delay)
+
+
+async def _close_after_failure(part: Resource) -> None:
+    try:
+        await part.close()
+    except Exception:  # best effort after an abandoned attempt
+        log.debug("closing %r after a failed start failed", part, exc_info=True)
+
+
+def _scrub(message: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        if secret:
+            message = message.replace(secret, "***")
+    return message
 
 
 @asynccontextmanager
 async def open_manager(settings: Settings | None = None) -> AsyncIterator[MemoryManager]:
     """Build, start and finally close a manager: ``async with open_manager() as memory:``."""
-    manager = await build_manager(settings or Settings())
-    await manager.start()
+    settings = settings or Settings()
+    manager = await build_manager(settings)
+    await start_manager(manager, settings)
     try:
         yield manager
     finally:

@@ -17,7 +17,7 @@ from typing import Any, Self, TypeVar
 
 from pydantic import SecretStr
 
-from memmachine.bootstrap import build_manager
+from memmachine.bootstrap import build_manager, start_manager
 from memmachine.config import Settings
 from memmachine.errors import InvalidInputError
 from memmachine.manager import MemoryManager
@@ -76,7 +76,7 @@ class MemoryLayer:
 
     async def _open(self) -> MemoryManager:
         manager = await build_manager(self.settings)
-        await manager.start()
+        await start_manager(manager, self.settings)
         return manager
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from memmachine.config import LimitSettings, RetrievalSettings
@@ -83,11 +83,17 @@ class MemoryManager:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> None:
-        """Start resources, then stores; on any failure close what started and re-raise."""
+    async def start(self, start_part: Callable[[Resource], Awaitable[None]] | None = None) -> None:
+        """Start resources, then stores; on any failure close what started and re-raise.
+
+        ``start_part`` starts one part in place of ``part.start()`` (the composition root
+        passes one that retries unreachable stores with backoff)."""
         for part in [*self._resources, self.episodes, self.profile, self.working]:
             try:
-                await part.start()
+                if start_part is None:
+                    await part.start()
+                else:
+                    await start_part(part)
             except BaseException:
                 await self.close()
                 raise

@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import Depends, FastAPI
 
-from memmachine.bootstrap import build_manager
+from memmachine.bootstrap import build_manager, start_manager
 from memmachine.config import Settings
 from memmachine.manager import MemoryManager
 from memmachine_client import models as wire
@@ -32,26 +32,34 @@ def package_version() -> str:
 
 
 def create_app(
-    settings: Settings | None = None, *, manager_factory: ManagerFactory = build_manager
+    settings: Settings | None = None,
+    *,
+    manager_factory: ManagerFactory = build_manager,
+    manager: MemoryManager | None = None,
 ) -> FastAPI:
-    """Build the app. The manager is built and started when the app starts (lifespan) and
-    closed when it stops; nothing connects before that."""
+    """Build the app. The manager is built and started (retrying stores that are not up
+    yet) when the app starts (lifespan) and closed when it stops; nothing connects before
+    that. A ``manager`` the caller already started is used as is, and closed by the app."""
     settings = settings or Settings()
+    given = manager
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        manager = await manager_factory(settings)
-        await manager.start()
-        report = await manager.health()
-        if report.mode == "lexical-only":
-            log.warning("search is %s", report.embedder.reason or "lexical-only: no embedder")
+        if given is not None:
+            manager = given
         else:
-            log.info("search runs in hybrid mode with %s", report.embedder.model)
-        keys = settings.api_key_tenants()
-        if not keys and settings.host not in ("127.0.0.1", "localhost", "::1"):
-            log.warning("no MEMMACHINE_API_KEYS set while listening on %s", settings.host)
-        app.state.memmachine = AppState(settings=settings, manager=manager, api_keys=keys)
+            manager = await manager_factory(settings)
+            await start_manager(manager, settings)
         try:
+            report = await manager.health()
+            if report.mode == "lexical-only":
+                log.warning("search is %s", report.embedder.reason or "lexical-only: no embedder")
+            else:
+                log.info("search runs in hybrid mode with %s", report.embedder.model)
+            keys = settings.api_key_tenants()
+            if not keys and settings.host not in ("127.0.0.1", "localhost", "::1"):
+                log.warning("no MEMMACHINE_API_KEYS set while listening on %s", settings.host)
+            app.state.memmachine = AppState(settings=settings, manager=manager, api_keys=keys)
             yield
         finally:
             await manager.close()

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from memmachine.config import Settings
+from memmachine.errors import MemMachineError
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    """Build and start the manager (retrying stores that are still booting), then serve.
 
-    from memmachine_server.app import create_app
-
+    The stores are up before the port opens. A store still unreachable when the startup
+    timeout runs out, or settings that cannot work, end the command with one line on
+    stderr and exit status 1, never a traceback."""
     overrides: dict[str, object] = {}
     if args.host is not None:
         overrides["host"] = args.host
@@ -23,22 +29,78 @@ def _serve(args: argparse.Namespace) -> int:
         overrides["port"] = args.port
     if args.data_dir is not None:
         overrides["data_dir"] = args.data_dir
-    settings = Settings(**overrides)  # type: ignore[arg-type]
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+    except MemMachineError as exc:
+        return _fail(exc.message)
+    except ValidationError as exc:
+        return _fail(_settings_problem(exc))
     _configure_logging(settings.log_level)
+    log = logging.getLogger("memmachine")
+    for store, where in settings.describe().items():
+        log.info("%s store: %s", store, where)
+    try:
+        return asyncio.run(_run(settings))
+    except KeyboardInterrupt:  # pragma: no cover - Ctrl-C during startup
+        return 130
+
+
+async def _run(settings: Settings) -> int:
+    import uvicorn
+
+    from memmachine.bootstrap import build_manager, start_manager
+    from memmachine_server.app import create_app
+
+    # A SIGTERM while stores are still being waited for (``docker stop``) cancels startup,
+    # which closes what started (the embedded database child included) instead of dying.
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        manager = await build_manager(settings)
+        await start_manager(manager, settings)  # closes whatever started when it fails
+    except MemMachineError as exc:
+        return _fail(exc.message)
+    except asyncio.CancelledError:
+        print("memmachine: startup interrupted", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings, manager=manager),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            lifespan="on",
+        )
+    )
     logging.getLogger("memmachine").info(
         "memmachine serving on http://%s:%d (data in %s)",
         settings.host,
         settings.port,
         settings.data_dir.resolve(),
     )
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-        lifespan="on",
-    )
-    return 0
+    try:
+        await server.serve()
+    finally:
+        await manager.close()  # the app closed it already unless startup failed; idempotent
+    return 0 if server.started else 1
+
+
+def _fail(message: str) -> int:
+    print(f"memmachine: cannot start: {message}", file=sys.stderr)
+    return 1
+
+
+def _settings_problem(exc: ValidationError) -> str:
+    """The first invalid setting as ``MEMMACHINE_NAME: message`` (the value is not shown,
+    it may be a secret)."""
+    error = exc.errors()[0]
+    name = "_".join(str(part) for part in error["loc"]).upper()
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"invalid setting MEMMACHINE_{name}: {error['msg']}{more}"
 
 
 def _version(args: argparse.Namespace) -> int:

@@ -1,0 +1,220 @@
+"""docker/ checked without a Docker engine: the compose file's shape, its variables against
+Settings, the images' install commands against the lock file, and the entrypoint script run
+with a fake command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from memmachine.config import CONFIG_FILE_VARIABLE, Settings, resolve_credentials
+from tests.conftest import REPO_ROOT
+
+DOCKER = REPO_ROOT / "docker"
+ENTRYPOINT = DOCKER / "entrypoint.sh"
+
+
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    return data
+
+
+def settings_variables() -> set[str]:
+    """Every environment variable Settings reads (top level and sections)."""
+    names = {CONFIG_FILE_VARIABLE}
+    for name, info in Settings.model_fields.items():
+        section = info.annotation
+        if isinstance(section, type) and hasattr(section, "model_config"):
+            prefix = str(section.model_config.get("env_prefix", ""))
+            names |= {f"{prefix}{inner}".upper() for inner in section.model_fields}
+        else:
+            names.add(f"MEMMACHINE_{name}".upper())
+    return names
+
+
+# --------------------------------------------------------------------------- compose.yaml
+
+
+def test_compose_has_the_four_services_with_health_checks_and_volumes() -> None:
+    services = compose()["services"]
+    assert set(services) == {"neo4j", "postgres", "redis", "memmachine"}
+    assert services["neo4j"]["image"].startswith("neo4j:5")
+    assert services["postgres"]["image"] == "pgvector/pgvector:pg16"
+    assert services["redis"]["image"].startswith("redis:7")
+    for name, service in services.items():
+        check = service["healthcheck"]
+        assert check["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert {"interval", "timeout", "retries"} <= set(check), name
+        assert service.get("volumes"), name
+    assert "cypher-shell" in " ".join(services["neo4j"]["healthcheck"]["test"])
+    assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
+    assert "redis-cli ping" in " ".join(services["redis"]["healthcheck"]["test"])
+    assert "NEO4J_AUTH" in services["neo4j"]["environment"]
+    declared = set(compose()["volumes"])
+    for service in services.values():
+        for volume in service["volumes"]:
+            source = volume.split(":", 1)[0]
+            assert source in declared
+
+
+def test_memmachine_waits_for_healthy_stores_and_points_at_them() -> None:
+    service = compose()["services"]["memmachine"]
+    assert service["depends_on"] == {
+        name: {"condition": "service_healthy"} for name in ("neo4j", "postgres", "redis")
+    }
+    env = service["environment"]
+    assert env["MEMMACHINE_EPISODE_STORE_URL"].startswith("neo4j://neo4j:7687")
+    assert env["MEMMACHINE_PROFILE_STORE_URL"].startswith("postgresql+psycopg://")
+    assert "@postgres:5432/" in env["MEMMACHINE_PROFILE_STORE_URL"]
+    assert env["MEMMACHINE_WORKING_STORE_URL"].startswith("redis://redis:6379")
+    # passwords come from their own variables, not from the URLs
+    for url in ("EPISODE", "PROFILE", "WORKING"):
+        assert resolve_credentials(env[f"MEMMACHINE_{url}_STORE_URL"]).password is None
+        assert env[f"MEMMACHINE_{url}_STORE_PASSWORD"]
+    assert float(env["MEMMACHINE_STARTUP_TIMEOUT_SECONDS"]) > 0
+    assert service["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}
+    assert (REPO_ROOT / "docker" / "Dockerfile").is_file()
+
+
+def test_every_memmachine_variable_in_compose_is_a_setting() -> None:
+    known = settings_variables()
+    env = compose()["services"]["memmachine"]["environment"]
+    unknown = {name for name in env if name.startswith("MEMMACHINE_")} - known
+    assert not unknown, f"compose sets variables Settings does not read: {unknown}"
+    assert {
+        "MEMMACHINE_EPISODE_STORE_USER",
+        "MEMMACHINE_EPISODE_STORE_PASSWORD",
+        "MEMMACHINE_PROFILE_STORE_PASSWORD",
+        "MEMMACHINE_WORKING_STORE_PASSWORD",
+        "MEMMACHINE_STARTUP_TIMEOUT_SECONDS",
+        "MEMMACHINE_STARTUP_BACKOFF_BASE_SECONDS",
+        "MEMMACHINE_STARTUP_BACKOFF_MAX_SECONDS",
+    } <= known
+
+
+def test_compose_passwords_agree_between_services() -> None:
+    services = compose()["services"]
+    env = services["memmachine"]["environment"]
+    neo4j_password = services["neo4j"]["environment"]["NEO4J_AUTH"].split("/", 1)[1]
+    assert env["MEMMACHINE_EPISODE_STORE_PASSWORD"] == neo4j_password
+    assert env["MEMMACHINE_EPISODE_STORE_USER"] == "neo4j"
+    postgres = services["postgres"]["environment"]
+    assert env["MEMMACHINE_PROFILE_STORE_PASSWORD"] == postgres["POSTGRES_PASSWORD"]
+    assert f"//{postgres['POSTGRES_USER']}@" in env["MEMMACHINE_PROFILE_STORE_URL"]
+    assert env["MEMMACHINE_PROFILE_STORE_URL"].endswith(f"/{postgres['POSTGRES_DB']}")
+    assert env["MEMMACHINE_WORKING_STORE_PASSWORD"] in services["redis"]["command"]
+
+
+# --------------------------------------------------------------------------- the images
+
+
+def test_images_install_the_server_from_the_lock_and_use_the_entrypoint() -> None:
+    cpu = (DOCKER / "Dockerfile").read_text()
+    gpu = (DOCKER / "Dockerfile.gpu").read_text()
+    assert "uv sync --locked --no-dev --package memmachine-server\n" in cpu
+    assert "--extra gpu" not in cpu
+    assert "uv sync --locked --no-dev --package memmachine-server --extra gpu" in gpu
+    assert "nvidia/cuda:" in gpu
+    for text in (cpu, gpu):
+        assert "COPY docker/entrypoint.sh /usr/local/bin/memmachine-entrypoint" in text
+        assert 'ENTRYPOINT ["memmachine-entrypoint"]' in text
+        assert 'CMD ["memmachine", "serve"]' in text
+        assert "HEALTHCHECK" in text
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH")
+def test_the_default_install_has_no_torch_and_the_gpu_extra_has_it() -> None:
+    def export(*extra: str) -> str:
+        command = ["uv", "export", "--locked", "--no-dev", "--no-hashes"]
+        result = subprocess.run(
+            [*command, "--package", "memmachine-server", *extra],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return result.stdout
+
+    def packages(text: str) -> set[str]:
+        return {
+            line.split("==")[0].strip().lower()
+            for line in text.splitlines()
+            if "==" in line and not line.startswith("#")
+        }
+
+    default = packages(export())
+    assert "torch" not in default
+    assert "sentence-transformers" not in default
+    gpu = packages(export("--extra", "gpu"))
+    assert {"torch", "sentence-transformers"} <= gpu
+
+
+# --------------------------------------------------------------------------- entrypoint
+
+
+def run_entrypoint(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {"PATH": os.environ["PATH"]}
+    return subprocess.run(
+        ["sh", str(ENTRYPOINT), *args],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_entrypoint_execs_the_given_command() -> None:
+    result = run_entrypoint("sh", "-c", 'echo "ran $0 $#"; exit 3', "x")
+    assert (result.returncode, result.stdout.strip()) == (3, "ran x 0")
+
+
+def test_entrypoint_reads_file_variables_as_docker_secrets(tmp_path: Path) -> None:
+    secret = tmp_path / "neo4j_password"
+    secret.write_text("s3cr3t with spaces\n")
+    result = run_entrypoint(
+        "sh",
+        "-c",
+        'printf "%s|%s" "$MEMMACHINE_EPISODE_STORE_PASSWORD" '
+        '"${MEMMACHINE_EPISODE_STORE_PASSWORD_FILE-unset}"',
+        env={"MEMMACHINE_EPISODE_STORE_PASSWORD_FILE": str(secret)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "s3cr3t with spaces|unset"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"MEMMACHINE_API_KEYS": "a=b", "MEMMACHINE_API_KEYS_FILE": "/dev/null"},
+            "both MEMMACHINE_API_KEYS and MEMMACHINE_API_KEYS_FILE are set",
+        ),
+        ({"MEMMACHINE_API_KEYS_FILE": "/nonexistent/x"}, "cannot read /nonexistent/x"),
+        ({"MEMMACHINE_CONFIG": "/nonexistent/c.yaml"}, "MEMMACHINE_CONFIG: cannot read"),
+    ],
+)
+def test_entrypoint_refuses_unusable_variables(env: dict[str, str], message: str) -> None:
+    result = run_entrypoint("true", env=env)
+    assert result.returncode == 64
+    assert message in result.stderr
+
+
+def test_entrypoint_passes_options_to_memmachine_serve(tmp_path: Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "memmachine").write_text('#!/bin/sh\necho "memmachine $*"\n')
+    (fake / "memmachine").chmod(0o755)
+    path = f"{fake}:{os.environ['PATH']}"
+    assert run_entrypoint("--port", "9000", env={"PATH": path}).stdout == (
+        "memmachine serve --port 9000\n"
+    )
+    assert run_entrypoint(env={"PATH": path}).stdout == "memmachine serve\n"
