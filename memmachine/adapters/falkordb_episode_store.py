@@ -37,11 +37,8 @@ from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from memmachine.adapters.cypher_dialect import (
-    FULLTEXT_INDEX,
-    CypherEpisodeStore,
-    FalkorDBDialect,
-)
+from memmachine.adapters.cypher_dialect import FalkorDBDialect
+from memmachine.adapters.cypher_episode_store import FULLTEXT_INDEX, CypherEpisodeStore
 from memmachine.adapters.health import health_of
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import StoreHealth

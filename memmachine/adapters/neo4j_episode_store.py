@@ -37,7 +37,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from neo4j import READ_ACCESS, AsyncDriver, AsyncGraphDatabase, RoutingControl, basic_auth
 from neo4j import exceptions as neo4j_errors
 
-from memmachine.adapters.cypher_dialect import FULLTEXT_INDEX, CypherEpisodeStore, Neo4jDialect
+from memmachine.adapters.cypher_dialect import Neo4jDialect
+from memmachine.adapters.cypher_episode_store import FULLTEXT_INDEX, CypherEpisodeStore
 from memmachine.adapters.health import health_of
 from memmachine.errors import (
     ConfigurationError,

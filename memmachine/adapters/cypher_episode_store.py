@@ -1,0 +1,572 @@
+"""The :class:`~memmachine.ports.EpisodeStore` behaviour for Cypher graph engines, written once.
+
+Graph model, sequence numbering, ``NEXT`` links, BM25 in the query, exact in-scope cosine
+and the embedding-settings check live here, over a
+:class:`~memmachine.adapters.cypher_dialect.CypherDialect`. An engine's adapter subclasses
+:class:`CypherEpisodeStore` and supplies the connection: ``start``/``close``/``health``,
+``_run`` (one parameterised query, driver errors mapped to the project's errors) and its
+schema.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from memmachine.adapters.cypher_dialect import (
+    CypherDialect,
+    joined_terms,
+    scope_predicate,
+)
+from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError
+from memmachine.models import Episode, EpisodeRecord, Scope, utc_now
+from memmachine.ports import Lifecycle
+from memmachine.retrieval.terms import document_terms, query_terms
+
+__all__ = ["FULLTEXT_INDEX", "CypherEpisodeStore"]
+
+
+_STORE = "episodic"
+_SCHEMA_VERSION = 1
+_META_KEY = "episode_store"
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+#: Name of the full-text index over ``Episode.search_terms`` (where the engine names it).
+FULLTEXT_INDEX = "episode_terms"
+
+#: Episode properties returned by every read, in this order (see :func:`_episode_from_row`).
+_EPISODE_FIELDS = (
+    "id",
+    "tenant",
+    "org_id",
+    "project_id",
+    "user_id",
+    "agent_id",
+    "session_id",
+    "group_id",
+    "role",
+    "producer",
+    "content",
+    "timestamp",
+    "metadata",
+    "sequence",
+    "created_at",
+)
+
+
+class CypherEpisodeStore(Lifecycle):
+    """:class:`~memmachine.ports.EpisodeStore` over any Cypher engine, given its dialect.
+
+    Graph model::
+
+        (:Session {key, tenant, org_id, project_id, user_id, session_id, created_at,
+                   updated_at})-[:HAS_EPISODE]->(:Episode)
+        (:Episode)-[:NEXT]->(:Episode)                       session order
+        (:MemMachineMeta {key, schema_version, embedding_dimensions, embedding_model})
+
+    Every ``Episode`` node carries its whole scope (tenant, org_id, project_id, user_id,
+    agent_id, session_id, group_id) and id, role, producer, content, timestamp and created_at
+    (integer microseconds since the Unix epoch, UTC), metadata (a JSON string: neither engine
+    has map properties), sequence, search_text (as given), search_terms and term_count (the
+    normalised terms the full-text index holds) and, when the store has vectors, embedding.
+
+    Ids are unique per user (tenant, org, project, user): the same id under another user is
+    another episode, so a conflict never reveals what another scope holds.
+
+    Search:
+
+    * ``vector_search`` scores every in-scope episode with cosine similarity in the query
+      itself (an exact scan through the ``user_id`` index), so no other scope can crowd a
+      result out.
+    * ``fulltext_search`` takes candidates from the full-text index (any query term) and
+      ranks them with BM25 (k1 = 1.2, b = 0.75) computed in the query from the scope's own
+      statistics, so scores agree across engines and are not skewed by other scopes.
+
+    Subclasses provide ``start``/``close``/``health`` and :meth:`_run`, which maps driver
+    errors to ``StoreUnavailableError`` / ``StoreError`` (and a uniqueness violation to
+    ``ConflictError``).
+    """
+
+    name = _STORE
+    kind: str
+
+    def __init__(
+        self,
+        dialect: CypherDialect,
+        *,
+        embedding_dimensions: int | None,
+        embedding_model: str | None,
+    ) -> None:
+        if embedding_dimensions is not None and (
+            isinstance(embedding_dimensions, bool) or embedding_dimensions < 1
+        ):
+            raise ConfigurationError(
+                f"embedding_dimensions must be positive, got {embedding_dimensions}"
+            )
+        self._dialect = dialect
+        self._dimensions = embedding_dimensions
+        self._model = embedding_model
+
+    @property
+    def embedding_dimensions(self) -> int | None:
+        return self._dimensions
+
+    @property
+    def _location(self) -> str:
+        """Where the episodes live, for messages (``graph 'memmachine'``)."""
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    async def _run(
+        self,
+        cypher: str,
+        params: Mapping[str, object] | None = None,
+        *,
+        read_only: bool = False,
+    ) -> list[list[Any]]:
+        """Run one parameterised query in one transaction; the rows of its result."""
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    # ------------------------------------------------------------------ writes
+
+    async def add_episodes(self, scope: Scope, records: Sequence[EpisodeRecord]) -> list[Episode]:
+        """Append ``records`` to the session, atomically, in one query (see the port)."""
+        if scope.session_id is None:
+            raise InvalidInputError("adding episodes needs a session_id", "session_id")
+        if not records:
+            return []
+        ids = [record.id for record in records]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ConflictError(f"episode ids repeated in the batch: {', '.join(repeated)}")
+        rows = [self._record_row(position, record) for position, record in enumerate(records)]
+        now = utc_now()
+        owner, owner_params = scope_predicate("d", scope.user_scope())
+        params: dict[str, object] = {
+            **owner_params,
+            **_owner_params(scope),
+            "ids": ids,
+            "records": rows,
+            "session_key": _session_key(scope),
+            "now": _micros(now),
+        }
+        embedding = ""
+        if self._dimensions is not None:
+            vector = self._dialect.vector_value("r.embedding")
+            embedding = (
+                f"SET e.embedding = CASE WHEN r.embedding IS NULL THEN NULL ELSE {vector} END"
+            )
+        # The session node is the lock: its update serialises appends to one session, so
+        # each reads the last sequence after the previous append committed.
+        try:
+            result = await self._run(
+                f"""
+                OPTIONAL MATCH (d:Episode) WHERE d.id IN $ids AND {owner}
+                WITH count(d) AS duplicates
+                WHERE duplicates = 0
+                MERGE (s:Session {{key: $session_key}})
+                ON CREATE SET s.tenant = $owner_tenant, s.org_id = $owner_org_id,
+                    s.project_id = $owner_project_id, s.user_id = $owner_user_id,
+                    s.session_id = $owner_session_id, s.created_at = $now
+                SET s.updated_at = $now
+                WITH s
+                OPTIONAL MATCH (s)-[:HAS_EPISODE]->(p:Episode)
+                WITH s, p ORDER BY p.sequence DESC LIMIT 1
+                WITH s, p, coalesce(p.sequence, 0) AS base
+                UNWIND $records AS r
+                CREATE (s)-[:HAS_EPISODE]->(e:Episode {{
+                    tenant: $owner_tenant, org_id: $owner_org_id,
+                    project_id: $owner_project_id, user_id: $owner_user_id,
+                    agent_id: $owner_agent_id, session_id: $owner_session_id,
+                    group_id: $owner_group_id, id: r.id, role: r.role, producer: r.producer,
+                    content: r.content, timestamp: r.timestamp, metadata: r.metadata,
+                    sequence: base + r.position, created_at: $now,
+                    search_text: r.search_text, search_terms: r.search_terms,
+                    term_count: r.term_count
+                }})
+                {embedding}
+                WITH p, base, e ORDER BY e.sequence
+                WITH p, base, collect(e) AS created
+                WITH base, CASE WHEN p IS NULL THEN created ELSE [p] + created END AS chain
+                FOREACH (i IN range(0, size(chain) - 2) |
+                    FOREACH (a IN [chain[i]] | FOREACH (b IN [chain[i + 1]] |
+                        CREATE (a)-[:NEXT]->(b))))
+                RETURN base
+                """,
+                params,
+            )
+        except ConflictError:
+            result = []  # a concurrent batch won the id: report it like any existing id
+        if not result:
+            await self._raise_conflict(scope, ids)
+        base = int(result[0][0])
+        return [
+            Episode(
+                id=record.id,
+                scope=scope,
+                role=record.role,
+                producer=record.producer,
+                content=record.content,
+                timestamp=record.timestamp,
+                metadata=record.metadata,
+                sequence=base + position + 1,
+                created_at=_from_micros(_micros(now)),
+            )
+            for position, record in enumerate(records)
+        ]
+
+    async def delete_episode(self, scope: Scope, episode_id: str) -> bool:
+        """Delete one in-scope episode, link its neighbours, drop an emptied session."""
+        where, params = scope_predicate("e", scope)
+        result = await self._run(
+            f"""
+            MATCH (s:Session)-[:HAS_EPISODE]->(e:Episode)
+            WHERE e.id = $episode_id AND {where}
+            OPTIONAL MATCH (p:Episode)-[:NEXT]->(e)
+            OPTIONAL MATCH (e)-[:NEXT]->(n:Episode)
+            DETACH DELETE e
+            WITH s, p, n
+            FOREACH (a IN CASE WHEN p IS NULL OR n IS NULL THEN [] ELSE [p] END |
+                CREATE (a)-[:NEXT]->(n))
+            WITH s
+            OPTIONAL MATCH (s)-[:HAS_EPISODE]->(rest:Episode)
+            WITH s, count(rest) AS remaining
+            FOREACH (x IN CASE WHEN remaining = 0 THEN [s] ELSE [] END | DELETE x)
+            RETURN 1
+            """,
+            {**params, "episode_id": episode_id},
+        )
+        return bool(result)
+
+    async def delete_episodes(self, scope: Scope) -> int:
+        """Delete every in-scope episode; relink what is left of each touched session and
+        drop the sessions left empty. Returns how many episodes were deleted."""
+        where, params = scope_predicate("e", scope)
+        result = await self._run(
+            f"""
+            MATCH (s:Session)-[:HAS_EPISODE]->(e:Episode) WHERE {where}
+            WITH s, collect(e) AS doomed
+            FOREACH (x IN doomed | DETACH DELETE x)
+            WITH s, size(doomed) AS deleted
+            OPTIONAL MATCH (s)-[:HAS_EPISODE]->(r:Episode)
+            WITH s, deleted, r ORDER BY r.sequence
+            WITH s, deleted, collect(r) AS rest
+            FOREACH (i IN range(0, size(rest) - 2) |
+                FOREACH (a IN [rest[i]] | FOREACH (b IN [rest[i + 1]] |
+                    MERGE (a)-[:NEXT]->(b))))
+            FOREACH (x IN CASE WHEN size(rest) = 0 THEN [s] ELSE [] END | DELETE x)
+            RETURN sum(deleted)
+            """,
+            params,
+        )
+        return int(result[0][0]) if result and result[0][0] is not None else 0
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_episode(self, scope: Scope, episode_id: str) -> Episode | None:
+        where, params = scope_predicate("e", scope)
+        rows = await self._run(
+            f"MATCH (e:Episode) WHERE e.id = $episode_id AND {where} "
+            f"RETURN {_columns('e')} LIMIT 1",
+            {**params, "episode_id": episode_id},
+            read_only=True,
+        )
+        return _episode_from_row(rows[0]) if rows else None
+
+    async def list_episodes(
+        self, scope: Scope, *, limit: int = 100, offset: int = 0, newest_first: bool = False
+    ) -> list[Episode]:
+        """In-scope episodes by (timestamp, sequence, id), oldest first unless
+        ``newest_first``."""
+        if offset < 0:
+            raise InvalidInputError("offset must not be negative", "offset")
+        if limit <= 0:
+            return []
+        where, params = scope_predicate("e", scope)
+        order = "DESC" if newest_first else "ASC"
+        rows = await self._run(
+            f"MATCH (e:Episode) WHERE {where} "
+            f"WITH e ORDER BY e.timestamp {order}, e.sequence {order}, e.id {order} "
+            f"SKIP $offset LIMIT $limit "
+            f"RETURN {_columns('e')}",
+            {**params, "offset": offset, "limit": limit},
+            read_only=True,
+        )
+        return [_episode_from_row(row) for row in rows]
+
+    async def count_episodes(self, scope: Scope) -> int:
+        where, params = scope_predicate("e", scope)
+        rows = await self._run(
+            f"MATCH (e:Episode) WHERE {where} RETURN count(e)", params, read_only=True
+        )
+        return int(rows[0][0])
+
+    async def neighbours(
+        self, scope: Scope, episode_id: str, *, before: int, after: int
+    ) -> list[Episode]:
+        """Up to ``before``/``after`` in-scope episodes around ``episode_id`` in its session,
+        in session order, the episode itself excluded."""
+        before, after = max(before, 0), max(after, 0)
+        if before == 0 and after == 0:
+            return []
+        anchor, params = scope_predicate("e", scope)
+        other, _ = scope_predicate("x", scope)
+        rows = await self._run(
+            f"""
+            MATCH (s:Session)-[:HAS_EPISODE]->(e:Episode)
+            WHERE e.id = $episode_id AND {anchor}
+            MATCH (s)-[:HAS_EPISODE]->(x:Episode)
+            WHERE x.sequence <> e.sequence AND {other}
+            WITH e, x ORDER BY x.sequence
+            WITH e, collect(x) AS around
+            WITH [y IN around WHERE y.sequence < e.sequence] AS earlier,
+                 [y IN around WHERE y.sequence > e.sequence] AS later
+            WITH earlier[CASE WHEN size(earlier) > $before
+                              THEN size(earlier) - $before ELSE 0 END..]
+                 + later[..$after] AS picked
+            UNWIND picked AS x
+            RETURN {_columns("x")}
+            """,
+            {**params, "episode_id": episode_id, "before": before, "after": after},
+            read_only=True,
+        )
+        return sorted((_episode_from_row(row) for row in rows), key=lambda e: e.sequence)
+
+    # ------------------------------------------------------------------ search
+
+    async def vector_search(
+        self, scope: Scope, embedding: Sequence[float], k: int
+    ) -> list[tuple[Episode, float]]:
+        """The ``k`` in-scope episodes most similar to ``embedding`` (exact cosine scan)."""
+        if self._dimensions is None or k <= 0:
+            return []
+        vector = _checked_vector(embedding, self._dimensions, "embedding")
+        where, params = scope_predicate("e", scope)
+        similarity = self._dialect.cosine_similarity("e.embedding", "vector")
+        rows = await self._run(
+            f"""
+            MATCH (e:Episode) WHERE {where} AND e.embedding IS NOT NULL
+            WITH e, {similarity} AS score
+            ORDER BY score DESC, e.id ASC LIMIT $k
+            RETURN {_columns("e")}, score
+            """,
+            {**params, "vector": vector, "k": k},
+            read_only=True,
+        )
+        hits = [(_episode_from_row(row), float(row[-1])) for row in rows]
+        return sorted(hits, key=lambda hit: -hit[1])
+
+    async def fulltext_search(
+        self, scope: Scope, query: str, k: int
+    ) -> list[tuple[Episode, float]]:
+        """In-scope episodes matching any query term, ranked by BM25 over the scope."""
+        terms = query_terms(query)
+        if not terms or k <= 0:
+            return []
+        where, params = scope_predicate("e", scope)
+        in_scope, _ = scope_predicate("s", scope)
+        candidates = self._dialect.fulltext_candidates(
+            FULLTEXT_INDEX, "Episode", "fulltext_query", "e"
+        )
+        rows = await self._run(
+            f"""
+            MATCH (s:Episode) WHERE {in_scope}
+            WITH count(s) AS documents, avg(s.term_count) AS average_length
+            {candidates}
+            WHERE {where}
+            WITH documents, average_length, e,
+                 [t IN $terms | size(split(e.search_terms, ' ' + t + ' ')) - 1] AS tf
+            WITH documents, average_length, collect(e) AS matches, collect(tf) AS tfs
+            WITH documents, average_length, matches, tfs,
+                 [i IN range(0, size($terms) - 1) | size([f IN tfs WHERE f[i] > 0])] AS df
+            WITH average_length, matches, tfs,
+                 [n IN df | log(1.0 + (documents - n + 0.5) / (n + 0.5))] AS idf
+            UNWIND range(0, size(matches) - 1) AS m
+            WITH matches[m] AS e, tfs[m] AS tf, idf,
+                 $k1 * (1.0 - $b + $b * matches[m].term_count / average_length) AS norm
+            WITH e, reduce(total = 0.0, i IN range(0, size(idf) - 1) |
+                 total + idf[i] * tf[i] * ($k1 + 1.0) / (tf[i] + norm)) AS score
+            WHERE score > 0
+            WITH e, score ORDER BY score DESC, e.timestamp DESC, e.id ASC LIMIT $k
+            RETURN {_columns("e")}, score
+            """,
+            {
+                **params,
+                "fulltext_query": self._dialect.fulltext_query(terms),
+                "terms": terms,
+                "k": k,
+                "k1": _BM25_K1,
+                "b": _BM25_B,
+            },
+            read_only=True,
+        )
+        hits = [(_episode_from_row(row), float(row[-1])) for row in rows]
+        return sorted(hits, key=lambda hit: -hit[1])
+
+    # ------------------------------------------------------------------ internals
+
+    def _record_row(self, position: int, record: EpisodeRecord) -> dict[str, object]:
+        """One ``$records`` entry: the record's properties as stored."""
+        terms = document_terms(record.search_text)
+        row: dict[str, object] = {
+            "position": position + 1,
+            "id": record.id,
+            "role": record.role,
+            "producer": record.producer,
+            "content": record.content,
+            "timestamp": _micros(record.timestamp),
+            "metadata": json.dumps(record.metadata, ensure_ascii=False, separators=(",", ":")),
+            "search_text": record.search_text,
+            "search_terms": joined_terms(terms),
+            "term_count": len(terms),
+            "embedding": None,
+        }
+        if self._dimensions is not None and record.embedding is not None:
+            row["embedding"] = _checked_vector(
+                record.embedding, self._dimensions, f"records.{position}.embedding"
+            )
+        return row
+
+    async def _raise_conflict(self, scope: Scope, ids: list[str]) -> None:
+        where, params = scope_predicate("d", scope.user_scope())
+        rows = await self._run(
+            f"MATCH (d:Episode) WHERE d.id IN $ids AND {where} RETURN d.id",
+            {**params, "ids": ids},
+            read_only=True,
+        )
+        existing = sorted(str(row[0]) for row in rows) or ids
+        raise ConflictError(f"episode ids already exist: {', '.join(existing)}")
+
+    async def _check_meta(self) -> None:
+        """Record the embedding settings on first use; refuse different ones later."""
+        rows = await self._run(
+            """
+            MERGE (m:MemMachineMeta {key: $key})
+            ON CREATE SET m.schema_version = $schema_version, m.created_at = $now
+            WITH m
+            SET m.embedding_model = CASE
+                WHEN $dimensions IS NOT NULL AND (m.embedding_dimensions IS NULL
+                     OR m.embedding_dimensions = $dimensions)
+                THEN coalesce(m.embedding_model, $model) ELSE m.embedding_model END
+            WITH m
+            SET m.embedding_dimensions = coalesce(m.embedding_dimensions, $dimensions)
+            RETURN m.embedding_dimensions, m.embedding_model, m.schema_version
+            """,
+            {
+                "key": _META_KEY,
+                "schema_version": _SCHEMA_VERSION,
+                "now": _micros(utc_now()),
+                "dimensions": self._dimensions,
+                "model": self._model,
+            },
+        )
+        stored_dimensions, stored_model, schema_version = rows[0]
+        if schema_version is not None and int(schema_version) > _SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"{self._location} was written by a newer memmachine "
+                f"(episode schema {schema_version}, this one knows {_SCHEMA_VERSION})"
+            )
+        if self._dimensions is None:
+            return
+        built = (
+            f"{self._location} holds {stored_dimensions}-dimensional vectors"
+            f" from {stored_model or 'an unnamed model'}"
+        )
+        wanted = f"this store is configured for {self._dimensions} dimensions" + (
+            f" from {self._model}" if self._model else ""
+        )
+        advice = "use the same embedding model, another graph or database, or re-embed the episodes"
+        if stored_dimensions is not None and int(stored_dimensions) != self._dimensions:
+            raise ConfigurationError(f"{built}; {wanted}: {advice}")
+        if stored_model and self._model and stored_model != self._model:
+            raise ConfigurationError(f"{built}; {wanted}: {advice}")
+
+
+# ---------------------------------------------------------------------- store helpers
+
+
+def _columns(alias: str) -> str:
+    return ", ".join(f"{alias}.{field} AS {field}" for field in _EPISODE_FIELDS)
+
+
+def _owner_params(scope: Scope) -> dict[str, object]:
+    """The scope written onto new episodes and sessions, as ``$owner_<field>``."""
+    return {f"owner_{field}": getattr(scope, field) for field in _EPISODE_FIELDS[1:8]}
+
+
+def _session_key(scope: Scope) -> str:
+    # identifiers cannot contain "/", so the key is unambiguous
+    return "/".join(
+        str(part)
+        for part in (scope.tenant, scope.org_id, scope.project_id, scope.user_id, scope.session_id)
+    )
+
+
+def _episode_from_row(row: Sequence[Any]) -> Episode:
+    (
+        episode_id,
+        tenant,
+        org_id,
+        project_id,
+        user_id,
+        agent_id,
+        session_id,
+        group_id,
+        role,
+        producer,
+        content,
+        timestamp,
+        metadata,
+        sequence,
+        created_at,
+    ) = row[: len(_EPISODE_FIELDS)]
+    return Episode(
+        id=episode_id,
+        scope=Scope(
+            tenant=tenant,
+            org_id=org_id,
+            project_id=project_id,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            group_id=group_id,
+        ),
+        role=role,
+        producer=producer,
+        content=content,
+        timestamp=_from_micros(int(timestamp)),
+        metadata=json.loads(metadata) if metadata else {},
+        sequence=int(sequence),
+        created_at=_from_micros(int(created_at)),
+    )
+
+
+def _checked_vector(values: Sequence[float], dimensions: int, field: str) -> list[float]:
+    """``values`` as floats, checked: right length, finite, not all zero."""
+    if len(values) != dimensions:
+        raise InvalidInputError(
+            f"expected a vector of {dimensions} dimensions, got {len(values)}", field
+        )
+    vector = [float(value) for value in values]
+    if not all(math.isfinite(value) for value in vector):
+        raise InvalidInputError("vector values must be finite numbers", field)
+    if not any(vector):
+        raise InvalidInputError("a zero vector has no direction", field)
+    return vector
+
+
+def _micros(value: datetime) -> int:
+    """Microseconds since the Unix epoch (naive datetimes are taken as UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    micros: int = (value - _EPOCH) // _MICROSECOND
+    return micros
+
+
+def _from_micros(value: int) -> datetime:
+    return _EPOCH + value * _MICROSECOND
