@@ -57,9 +57,16 @@ WORKING_STORE_URLS = [
 
 
 @pytest.fixture(params=WORKING_STORE_URLS)
-async def working_url(request: pytest.FixtureRequest, unique: str) -> AsyncIterator[str]:
+def backend_url(request: pytest.FixtureRequest) -> str:
+    """The adapter's URL. Resolved in a sync fixture: an async one would ask for the
+    (async, session-scoped) server fixtures from inside a running event loop."""
+    return str(request.getfixturevalue(request.param))
+
+
+@pytest.fixture
+async def working_url(backend_url: str, unique: str) -> AsyncIterator[str]:
     """The adapter's URL; afterwards every key of the test's prefixes is deleted."""
-    url = str(request.getfixturevalue(request.param))
+    url = backend_url
     yield url
     client = redis.asyncio.Redis.from_url(url)
     try:
