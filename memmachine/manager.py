@@ -359,12 +359,18 @@ class MemoryManager:
 
     # ------------------------------------------------------------------ working
 
-    async def get_working(self, scope: Scope, *, last_n: int | None = None) -> WorkingMemory:
-        """The session's working memory; a session never written reads as empty, version 0."""
+    async def get_working(
+        self,
+        scope: Scope,
+        *,
+        last_n: int | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> WorkingMemory:
+        """The session's working memory (the newest ``last_n`` messages, or a page of them);
+        a session never written reads as empty, version 0."""
         session_scope = _require_session(scope)
-        if last_n is not None and last_n < 0:
-            raise InvalidInputError("last_n must be >= 0", field="last_n")
-        memory = await self.working.get(session_scope, last_n=last_n)
+        memory = await self.working.get(session_scope, last_n=last_n, offset=offset, limit=limit)
         return memory or WorkingMemory(scope=session_scope)
 
     async def append_working(

@@ -208,6 +208,8 @@ class WorkingMemory(BaseModel):
     scope: Scope
     messages: list[WorkingMessage] = Field(default_factory=list)
     message_count: int = 0
+    #: Position of ``messages[0]`` in the whole session (for paging).
+    first_index: int = 0
     state: JsonDict = Field(default_factory=dict)
     summary: str | None = None
     version: int = 0

@@ -193,9 +193,12 @@ class WorkingMemoryStore(Protocol):
     is identified by tenant, org, project, user and session — ``agent_id`` and ``group_id``
     do not split it):
 
-    * ``get(scope, last_n)`` returns the session or ``None`` when it does not exist (never
-      written, deleted or expired). With ``last_n`` only the newest ``last_n`` messages are
-      returned, still oldest first; ``message_count`` is always the full count.
+    * ``get(scope, last_n=None, offset=0, limit=None)`` returns the session or ``None`` when
+      it does not exist (never written, deleted or expired). Messages are always oldest
+      first. With ``last_n`` only the newest ``last_n`` are returned; otherwise the page
+      ``messages[offset:offset + limit]`` (``limit=None`` = to the end). Giving ``last_n``
+      with ``offset``/``limit`` is an ``InvalidInputError``. ``message_count`` is always the
+      full count and ``first_index`` the position of the first returned message.
     * Every write creates the session when missing, increments ``version`` by exactly one,
       sets ``updated_at`` and (re)starts the TTL of all the session's keys at ``ttl_seconds``
       (``None`` = never expire).
@@ -218,7 +221,9 @@ class WorkingMemoryStore(Protocol):
     async def close(self) -> None: ...
     async def health(self) -> StoreHealth: ...
 
-    async def get(self, scope: Scope, *, last_n: int | None = None) -> WorkingMemory | None: ...
+    async def get(
+        self, scope: Scope, *, last_n: int | None = None, offset: int = 0, limit: int | None = None
+    ) -> WorkingMemory | None: ...
     async def append(
         self, scope: Scope, messages: Sequence[WorkingMessage], *, ttl_seconds: int | None
     ) -> WorkingMemory: ...

@@ -244,10 +244,12 @@ class RedisWorkingMemoryStore(Lifecycle):
 
     # ------------------------------------------------------------------ reads
 
-    async def get(self, scope: Scope, *, last_n: int | None = None) -> WorkingMemory | None:
-        """The session, or ``None``; with ``last_n`` only the newest messages, oldest first."""
-        if last_n is not None and last_n < 0:
-            raise InvalidInputError(f"last_n must be >= 0, got {last_n}", field="last_n")
+    async def get(
+        self, scope: Scope, *, last_n: int | None = None, offset: int = 0, limit: int | None = None
+    ) -> WorkingMemory | None:
+        """The session, or ``None``; messages oldest first, either the newest ``last_n`` or
+        the page ``[offset:offset + limit]`` (one LRANGE inside the read transaction)."""
+        start, stop = _window(last_n, offset, limit)
         client = self._require_client()
         meta_key, messages_key = self._session_keys(scope)
         with _translate("read the session"):
@@ -255,20 +257,23 @@ class RedisWorkingMemoryStore(Lifecycle):
                 pipe.hgetall(meta_key)
                 pipe.llen(messages_key)
                 pipe.pttl(meta_key)
-                if last_n != 0:
-                    pipe.lrange(messages_key, -last_n if last_n else 0, -1)
+                if start is not None:
+                    pipe.lrange(messages_key, start, stop)
                 replies = await pipe.execute()
         meta: dict[str, str] = replies[0]
         if not meta:
             return None
+        count = int(replies[1])
+        first = max(count + start, 0) if start is not None and start < 0 else (start or 0)
         with _corrupt_data_guard(scope):
             return WorkingMemory(
                 scope=scope,
                 messages=[
                     WorkingMessage.model_validate_json(raw)
-                    for raw in (replies[3] if last_n != 0 else [])
+                    for raw in (replies[3] if start is not None else [])
                 ],
-                message_count=int(replies[1]),
+                message_count=count,
+                first_index=min(first, count),
                 state=_load_state(meta.get("state")),
                 summary=meta.get("summary"),
                 version=int(meta.get("version", 0)),
@@ -392,6 +397,21 @@ class RedisWorkingMemoryStore(Lifecycle):
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _window(last_n: int | None, offset: int, limit: int | None) -> tuple[int | None, int]:
+    """LRANGE bounds for a read: ``(start, stop)``, or ``(None, 0)`` when no message is
+    wanted. Negative numbers are refused naming the field."""
+    for name, value in (("last_n", last_n), ("offset", offset), ("limit", limit)):
+        if value is not None and value < 0:
+            raise InvalidInputError(f"{name} must be >= 0, got {value}", field=name)
+    if last_n is not None:
+        if offset or limit is not None:
+            raise InvalidInputError("give last_n or offset/limit, not both", field="last_n")
+        return (None, 0) if last_n == 0 else (-last_n, -1)
+    if limit == 0:
+        return None, 0
+    return offset, -1 if limit is None else offset + limit - 1
 
 
 def _dump_messages(messages: Sequence[WorkingMessage]) -> list[str]:

@@ -203,9 +203,19 @@ class MemMachineClient(_Base):
         return self._get(call).deleted
 
     def get_working(
-        self, session_id: str, *, user_id: str | None = None, last_n: int | None = None
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        last_n: int | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
     ) -> m.WorkingMemoryOut:
-        return self._get(self._calls.get_working(session_id, user_id=user_id, last_n=last_n))
+        """Working memory: all messages, the newest ``last_n``, or a page (offset/limit)."""
+        call = self._calls.get_working(
+            session_id, user_id=user_id, last_n=last_n, offset=offset, limit=limit
+        )
+        return self._get(call)
 
     def append_working(
         self, session_id: str, messages: WorkingMessages, *, user_id: str | None = None
@@ -388,9 +398,17 @@ class AsyncMemMachineClient(_Base):
         return (await self._get(call)).deleted
 
     async def get_working(
-        self, session_id: str, *, user_id: str | None = None, last_n: int | None = None
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        last_n: int | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
     ) -> m.WorkingMemoryOut:
-        call = self._calls.get_working(session_id, user_id=user_id, last_n=last_n)
+        call = self._calls.get_working(
+            session_id, user_id=user_id, last_n=last_n, offset=offset, limit=limit
+        )
         return await self._get(call)
 
     async def append_working(

@@ -168,9 +168,15 @@ class Requests:
         return Call("DELETE", "/v1/profile", m.DeletedResponse, params=params)
 
     def get_working(
-        self, session_id: str, *, user_id: str | None, last_n: int | None
+        self,
+        session_id: str,
+        *,
+        user_id: str | None,
+        last_n: int | None,
+        offset: int | None = None,
+        limit: int | None = None,
     ) -> Call[m.WorkingMemoryOut]:
-        params = _params(**self._scope(user_id=user_id), last_n=last_n)
+        params = _params(**self._scope(user_id=user_id), last_n=last_n, offset=offset, limit=limit)
         path = f"/v1/sessions/{session_id}/working"
         return Call("GET", path, m.WorkingMemoryOut, params=params)
 

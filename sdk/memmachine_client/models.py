@@ -197,6 +197,8 @@ class WorkingMemoryOut(_Model):
     session_id: str
     messages: list[WorkingMessageOut]
     message_count: int
+    #: Position of ``messages[0]`` in the whole session (for paging with offset/limit).
+    first_index: int = 0
     state: dict[str, Any]
     summary: str | None
     #: 0 for a session never written; grows by one with every write.

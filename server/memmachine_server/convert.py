@@ -67,6 +67,7 @@ def working_out(memory: WorkingMemory) -> wire.WorkingMemoryOut:
             for message in memory.messages
         ],
         message_count=memory.message_count,
+        first_index=memory.first_index,
         state=memory.state,
         summary=memory.summary,
         version=memory.version,

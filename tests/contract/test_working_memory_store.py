@@ -431,6 +431,41 @@ async def test_last_n_returns_the_newest_messages_in_order(
         await working_store.get(scope, last_n=-1)
 
 
+async def test_offset_and_limit_page_through_a_long_session(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.append(scope, msgs(*(f"m{i}" for i in range(25))), ttl_seconds=TTL)
+    pages = []
+    offset = 0
+    while True:
+        page = await working_store.get(scope, offset=offset, limit=10)
+        assert page is not None
+        assert page.first_index == offset
+        assert page.message_count == 25
+        if not page.messages:
+            break
+        pages.append(contents(page))
+        offset += len(page.messages)
+    assert [len(p) for p in pages] == [10, 10, 5]
+    assert [text for page in pages for text in page] == [f"m{i}" for i in range(25)]
+
+    tail = await working_store.get(scope, offset=20)
+    assert tail is not None
+    assert contents(tail) == [f"m{i}" for i in range(20, 25)]
+    newest = await working_store.get(scope, last_n=3)
+    assert newest is not None
+    assert newest.first_index == 22
+    empty = await working_store.get(scope, offset=5, limit=0)
+    assert empty is not None
+    assert empty.messages == []
+    with pytest.raises(InvalidInputError) as both:
+        await working_store.get(scope, last_n=3, offset=1)
+    assert both.value.field == "last_n"
+    with pytest.raises(InvalidInputError) as negative:
+        await working_store.get(scope, offset=-1)
+    assert negative.value.field == "offset"
+
+
 # --------------------------------------------------------------------------- TTL
 
 

@@ -265,6 +265,20 @@ def test_working_memory_versions_window_and_conflicts(api: TestClient) -> None:
     assert api.delete(base, params=user).status_code == 404
 
 
+def test_working_memory_pages_with_offset_and_limit(api: TestClient) -> None:
+    base = "/v1/sessions/long/working"
+    user = {"user_id": "pat-paging"}
+    api.post(
+        f"{base}/messages", json={**user, "messages": [{"content": f"t{i}"} for i in range(7)]}
+    )
+    page = api.get(base, params={**user, "offset": 3, "limit": 2}).json()
+    assert [m["content"] for m in page["messages"]] == ["t3", "t4"]
+    assert (page["first_index"], page["message_count"]) == (3, 7)
+    response = api.get(base, params={**user, "offset": 3, "last_n": 2})
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "last_n"
+
+
 def test_added_messages_also_land_in_working_memory(api: TestClient) -> None:
     add(api, "jay-wm", "chat", "hello there", "general kenobi")
     memory = api.get("/v1/sessions/chat/working", params={"user_id": "jay-wm"}).json()

@@ -23,11 +23,14 @@ async def get_working(
     tenant: Tenant,
     manager: Manager,
     last_n: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int | None, Query(ge=0, le=100_000)] = None,
 ) -> wire.WorkingMemoryOut:
-    """The session's messages (or the newest ``last_n``), state, summary and version.
-    A session never written reads as empty with version 0."""
+    """The session's messages — all, the newest ``last_n``, or the page ``offset``/``limit``
+    — with state, summary and version. A session never written reads as empty, version 0."""
     scope = resolve_scope(request, tenant, session_id=session_id)
-    return working_out(await manager.get_working(scope, last_n=last_n))
+    memory = await manager.get_working(scope, last_n=last_n, offset=offset, limit=limit)
+    return working_out(memory)
 
 
 @router.post("/sessions/{session_id}/working/messages", response_model=wire.WorkingMemoryOut)
