@@ -32,13 +32,15 @@ no-op at head; PostgreSQL serialises concurrent starts with an advisory lock, SQ
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import math
+import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -141,15 +143,15 @@ class SqlProfileStore(Lifecycle):
 
         The upgrade runs in one transaction: on PostgreSQL under a transaction-level
         advisory lock (a concurrent start waits, then finds the schema at head), on SQLite
-        under ``BEGIN IMMEDIATE``. On PostgreSQL it also enables pgvector when the server
-        gained it after the schema reached head.
+        under a file lock (see :meth:`_start_lock`) and ``BEGIN IMMEDIATE``. On PostgreSQL
+        it also enables pgvector when the server gained it after the schema reached head.
         """
         if self._engine is not None:
             return
         engine = self._create_engine()
         writer_engine = self._writer_engine(engine)
         try:
-            async with writer_engine.begin() as conn:
+            async with self._start_lock(), writer_engine.begin() as conn:
                 if self.kind == "postgresql":
                     await conn.execute(
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
@@ -327,6 +329,24 @@ class SqlProfileStore(Lifecycle):
             _configure_sqlite(engine)
         return engine
 
+    @asynccontextmanager
+    async def _start_lock(self) -> AsyncIterator[None]:
+        """On SQLite, one start at a time per database file, across threads and processes.
+
+        ``flock`` on a sibling ``<file>.lock`` (it conflicts even between two descriptors of
+        one process). Inside it the first connection switches the file to WAL and migrates;
+        later starts find both done. SQLite's own locks cannot do this: the WAL switch may
+        fail with "database is locked" without waiting for the busy timeout.
+        """
+        if self.kind != "sqlite" or self._url.database is None:
+            yield
+            return
+        fd = await asyncio.to_thread(_lock_beside, self._url.database)
+        try:
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
     def _writer_engine(self, engine: AsyncEngine) -> AsyncEngine:
         if self.kind == "sqlite":
             return engine.execution_options(**{_SQLITE_BEGIN_OPTION: "IMMEDIATE"})
@@ -383,8 +403,10 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            # The busy timeout first: switching to WAL needs a lock that a connection opening
+            # at the same moment may hold, and without a timeout SQLite fails at once.
             cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
         finally:
@@ -394,6 +416,19 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(_SQLITE_BEGIN_OPTION, "DEFERRED")
         conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _lock_beside(database: str) -> int:
+    """Open ``<database>.lock`` (creating its directory) and block until it is ours."""
+    path = Path(database).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _dump_json(value: Any) -> str:
