@@ -27,8 +27,14 @@ from memmachine.config import (
 )
 from memmachine.errors import ConfigurationError, MemMachineError, StoreUnavailableError
 from memmachine.manager import MemoryManager, Resource
-from memmachine.models import EmbedderStatus
-from memmachine.ports import Embedder, EpisodeStore, ProfileStore, WorkingMemoryStore
+from memmachine.models import EmbedderStatus, RerankerStatus
+from memmachine.ports import (
+    Embedder,
+    EpisodeStore,
+    ProfileStore,
+    Reranker,
+    WorkingMemoryStore,
+)
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -50,7 +56,8 @@ _MIN_ATTEMPT_SECONDS = 10.0
 
 async def build_manager(settings: Settings) -> MemoryManager:
     """Wire adapters from settings. The embedder is loaded (and, for a remote one, probed)
-    here because the episode store needs its dimensions; stores connect in ``start()``."""
+    here because the episode store needs its dimensions, and the reranker is loaded here so
+    that one that cannot load leaves search unreranked; stores connect in ``start()``."""
     episode_url = _secret(settings.episode_store_url)
     profile_url = _secret(settings.profile_store_url)
     working_url = _secret(settings.working_store_url)
@@ -58,9 +65,22 @@ async def build_manager(settings: Settings) -> MemoryManager:
     _check_schemes(episode_url, profile_url, working_url)
 
     embedder, embedder_status = await _embedder(settings)
+    reranker: Reranker | None = None
     try:
-        return _wire(settings, embedder, embedder_status, episode_url, profile_url, working_url)
+        reranker, reranker_status = await _reranker(settings)
+        return _wire(
+            settings,
+            embedder,
+            embedder_status,
+            reranker,
+            reranker_status,
+            episode_url,
+            profile_url,
+            working_url,
+        )
     except BaseException:
+        if reranker is not None:
+            await reranker.close()
         if embedder is not None:
             await embedder.close()
         raise
@@ -70,6 +90,8 @@ def _wire(
     settings: Settings,
     embedder: Embedder | None,
     embedder_status: EmbedderStatus,
+    reranker: Reranker | None,
+    reranker_status: RerankerStatus,
     episode_url: str | None,
     profile_url: str | None,
     working_url: str | None,
@@ -98,6 +120,8 @@ def _wire(
         working=working,
         embedder=embedder,
         embedder_status=embedder_status,
+        reranker=reranker,
+        reranker_status=reranker_status,
         limits=settings.limits,
         retrieval=settings.retrieval,
         working_ttl_seconds=settings.working_ttl_seconds,
@@ -152,6 +176,32 @@ async def _embedder(settings: Settings) -> tuple[Embedder | None, EmbedderStatus
             log.warning("search runs lexical-only: %s", reason)
             choice = EmbedderChoice(None, reason)
     return choice.embedder, choice.status()
+
+
+async def _reranker(settings: Settings) -> tuple[Reranker | None, RerankerStatus]:
+    """Load the cross-encoder named by ``MEMMACHINE_RERANKER_MODEL``. One that cannot be had
+    leaves search without reranking, with the reason logged and reported by /health."""
+    config = settings.reranker
+    if config.model is None or not config.model.strip():
+        return None, RerankerStatus(
+            enabled=False, reason="no reranker configured (MEMMACHINE_RERANKER_MODEL is unset)"
+        )
+    from memmachine.adapters.cross_encoder_reranker import CrossEncoderReranker
+
+    reranker = CrossEncoderReranker(
+        config.model.strip(),
+        device=config.device,
+        batch_size=config.batch_size,
+        max_length=config.max_length,
+    )
+    try:
+        await reranker.start()
+    except MemMachineError as exc:
+        await reranker.close()
+        reason = f"the reranker could not start ({exc.message})"
+        log.warning("search results are not reranked: %s", reason)
+        return None, RerankerStatus(enabled=False, model=reranker.model, reason=reason)
+    return reranker, RerankerStatus(enabled=True, model=reranker.model)
 
 
 def _secret(value: object) -> str | None:

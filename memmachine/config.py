@@ -10,8 +10,8 @@ Precedence, highest first:
 
 The file's keys mirror the settings: top-level fields by name (``episode_store_url``), or
 grouped by their first words (``episode_store: {url: ..., password: ...}``,
-``startup: {timeout_seconds: 30}``), and the sections ``embedding``, ``limits`` and
-``retrieval`` as nested mappings. An unknown key in the file is an error, not a silent no-op.
+``startup: {timeout_seconds: 30}``), and the sections ``embedding``, ``reranker``, ``limits``
+and ``retrieval`` as nested mappings. An unknown key in the file is an error, not a silent no-op.
 
 Store credentials come from the URL's userinfo or from their own variables
 (``MEMMACHINE_EPISODE_STORE_USER`` / ``_PASSWORD``, ``MEMMACHINE_PROFILE_STORE_PASSWORD``,
@@ -46,6 +46,7 @@ __all__ = [
     "Credentials",
     "EmbeddingSettings",
     "LimitSettings",
+    "RerankerSettings",
     "RetrievalSettings",
     "Settings",
     "redact_url",
@@ -184,12 +185,16 @@ class EmbeddingSettings(_Section):
     model_config = SettingsConfigDict(env_prefix="MEMMACHINE_EMBEDDING_", extra="ignore")
     yaml_section: ClassVar[str | None] = "embedding"
 
-    #: ``local`` = ONNX model on this machine, ``openai`` = any OpenAI-compatible endpoint,
-    #: ``none`` = lexical-only search.
-    provider: Literal["local", "openai", "none"] = "local"
+    #: ``local`` = ONNX model on this machine, ``torch`` = a sentence-transformers model run
+    #: by torch (needs the server's ``gpu`` extra), ``openai`` = any OpenAI-compatible
+    #: endpoint, ``none`` = lexical-only search.
+    provider: Literal["local", "torch", "openai", "none"] = "local"
     #: local: a model directory (``onnx/model.onnx`` + ``tokenizer.json``) or a hub model name
-    #: downloaded once into ``cache_dir``. openai: the model name sent to the endpoint.
+    #: downloaded once into ``cache_dir``. torch: a sentence-transformers model directory or
+    #: hub name. openai: the model name sent to the endpoint.
     model: str = DEFAULT_EMBEDDING_MODEL
+    #: torch only: ``cuda``, ``cuda:1``, ``cpu``, ...; unset = CUDA when available, else CPU.
+    device: str | None = None
     onnx_file: str = "onnx/model.onnx"
     max_tokens: int = Field(default=256, ge=8, le=8192)
     batch_size: int = Field(default=64, ge=1, le=2048)
@@ -208,6 +213,23 @@ class EmbeddingSettings(_Section):
         if self.provider == "openai" and self.model == DEFAULT_EMBEDDING_MODEL:
             self.model = DEFAULT_OPENAI_EMBEDDING_MODEL
         return self
+
+
+class RerankerSettings(_Section):
+    """The optional cross-encoder that reorders episode search results
+    (``MEMMACHINE_RERANKER_*``; needs the server's ``gpu`` extra)."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_RERANKER_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "reranker"
+
+    #: A cross-encoder model directory or hub name (e.g.
+    #: ``cross-encoder/ms-marco-MiniLM-L6-v2``); unset = no reranking.
+    model: str | None = None
+    #: ``cuda``, ``cuda:1``, ``cpu``, ...; unset = CUDA when available, else CPU.
+    device: str | None = None
+    batch_size: int = Field(default=32, ge=1, le=2048)
+    #: Query and text together are truncated to this many tokens.
+    max_length: int = Field(default=512, ge=8, le=8192)
 
 
 class LimitSettings(_Section):
@@ -238,6 +260,8 @@ class RetrievalSettings(_Section):
     #: Each signal contributes max(min_candidates, top_k * candidates_per_result) candidates.
     candidates_per_result: int = Field(default=3, ge=1)
     min_candidates: int = Field(default=30, ge=1)
+    #: With a reranker: how many of the best fused hits it scores (at least ``top_k``).
+    rerank_candidates: int = Field(default=30, ge=1)
 
 
 class Settings(_Section):
@@ -285,6 +309,7 @@ class Settings(_Section):
     startup_backoff_max_seconds: float = Field(default=5.0, gt=0)
 
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 

@@ -2,7 +2,8 @@
 
 It owns no storage itself. It validates input against the limits, assigns ids and times,
 embeds text, fans a request out to the episode, profile and working-memory stores, fuses
-search signals, and keeps multi-store writes all-or-nothing by compensating on failure.
+search signals (and, with a reranker, reorders the best of them), and keeps multi-store
+writes all-or-nothing by compensating on failure.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from memmachine.config import LimitSettings, RetrievalSettings
-from memmachine.errors import InvalidInputError, NotFoundError, PayloadTooLargeError
+from memmachine.errors import InvalidInputError, NotFoundError, PayloadTooLargeError, StoreError
 from memmachine.models import (
     EmbedderStatus,
     Episode,
@@ -29,6 +31,7 @@ from memmachine.models import (
     HealthReport,
     MemoryType,
     NewMessage,
+    RerankerStatus,
     Scope,
     SearchResult,
     StoreHealth,
@@ -37,7 +40,7 @@ from memmachine.models import (
     as_utc,
     utc_now,
 )
-from memmachine.ports import Embedder, EpisodeStore, ProfileStore, WorkingMemoryStore
+from memmachine.ports import Embedder, EpisodeStore, ProfileStore, Reranker, WorkingMemoryStore
 from memmachine.retrieval import episode_search_text, reciprocal_rank_fusion
 
 __all__ = ["MemoryManager", "Resource"]
@@ -63,6 +66,8 @@ class MemoryManager:
         working: WorkingMemoryStore,
         embedder: Embedder | None,
         embedder_status: EmbedderStatus | None = None,
+        reranker: Reranker | None = None,
+        reranker_status: RerankerStatus | None = None,
         limits: LimitSettings | None = None,
         retrieval: RetrievalSettings | None = None,
         working_ttl_seconds: int | None = 86_400,
@@ -74,6 +79,8 @@ class MemoryManager:
         self.working = working
         self.embedder = embedder
         self.embedder_status = embedder_status or _status_of(embedder)
+        self.reranker = reranker
+        self.reranker_status = reranker_status or _reranker_status_of(reranker)
         self.limits = limits or LimitSettings()
         self.retrieval = retrieval or RetrievalSettings()
         self.working_ttl_seconds = working_ttl_seconds
@@ -84,10 +91,17 @@ class MemoryManager:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, start_part: Callable[[Resource], Awaitable[None]] | None = None) -> None:
-        """Start resources, then stores; on any failure close what started and re-raise.
+        """Start the reranker (a no-op when it is already loaded), resources, then stores; on
+        any failure close what started and re-raise.
 
-        ``start_part`` starts one part in place of ``part.start()`` (the composition root
-        passes one that retries unreachable stores with backoff)."""
+        ``start_part`` starts one resource or store in place of ``part.start()`` (the
+        composition root passes one that retries unreachable stores with backoff)."""
+        if self.reranker is not None:
+            try:
+                await self.reranker.start()
+            except BaseException:
+                await self.close()
+                raise
         for part in [*self._resources, self.episodes, self.profile, self.working]:
             try:
                 if start_part is None:
@@ -100,7 +114,10 @@ class MemoryManager:
             self._started.append(part)
 
     async def close(self) -> None:
-        """Close stores, the embedder and resources in reverse order; safe to call twice."""
+        """Close the reranker, the embedder, then stores and resources in reverse order; safe
+        to call twice."""
+        if self.reranker is not None:
+            await _close_quietly(self.reranker)
         if self.embedder is not None:
             await _close_quietly(self.embedder)
         while self._started:
@@ -124,6 +141,7 @@ class MemoryManager:
             mode="hybrid" if self.embedder is not None else "lexical-only",
             embedder=self.embedder_status,
             stores=stores,
+            reranker=self.reranker_status,
         )
 
     # ------------------------------------------------------------------ episodic
@@ -207,7 +225,18 @@ class MemoryManager:
         expand_context: int = 0,
         query_vector: Sequence[float] | None = None,
     ) -> list[EpisodeHit]:
-        """Hybrid search: dense similarity and full-text, fused by reciprocal rank.
+        """Hybrid search: dense similarity and full-text, fused by reciprocal rank, then
+        reranked when the manager has a reranker.
+
+        Without a reranker a hit's ``score`` is the fused score in [0, 1] (1.0 = first in
+        every signal). With one, the best ``max(top_k, retrieval.rerank_candidates)`` fused
+        hits are scored by the reranker against their indexed text (``"<date> <speaker>:
+        <content>"``), reordered by that score (equal scores keep the fused order), cut to
+        ``top_k`` and given ``ranks["rerank"]`` (1-based); ``score`` is then the reranker's
+        score min-max scaled over those candidates: 1.0 = the reranker's best, 0.0 = its
+        worst, and 1.0 for all when it scored them all alike. A failing reranker raises
+        ``StoreError`` (``store="reranker"``): the search fails rather than silently
+        returning another order.
 
         ``expand_context`` adds up to that many neighbouring turns before and after each hit
         (marked ``context=True``, scored just below the hit they surround).
@@ -232,14 +261,53 @@ class MemoryManager:
             "fulltext": [episode.id for episode, _ in text_hits],
         }
         weights = {"vector": tuning.vector_weight, "fulltext": tuning.fulltext_weight}
-        fused = reciprocal_rank_fusion(rankings, k=tuning.rrf_k, weights=weights)[:top_k]
+        pool = top_k if self.reranker is None else max(top_k, tuning.rerank_candidates)
+        fused = reciprocal_rank_fusion(rankings, k=tuning.rrf_k, weights=weights)[:pool]
         hits = [
             EpisodeHit(episode=by_id[item.key], score=item.score, ranks=item.ranks)
             for item in fused
         ]
+        if self.reranker is not None and hits:
+            hits = await self._rerank(self.reranker, query, hits, top_k)
         if expand_context > 0 and hits:
             hits = await self._expand(scope, hits, expand_context)
         return hits
+
+    @staticmethod
+    async def _rerank(
+        reranker: Reranker, query: str, hits: list[EpisodeHit], top_k: int
+    ) -> list[EpisodeHit]:
+        """Reorder ``hits`` by the reranker's scores and keep the best ``top_k``; see
+        :meth:`search_episodes` for what the scores become."""
+        texts = [
+            episode_search_text(
+                hit.episode.content,
+                timestamp=hit.episode.timestamp,
+                producer=hit.episode.producer,
+                role=hit.episode.role,
+            )
+            for hit in hits
+        ]
+        scores = await reranker.score(query, texts)
+        if len(scores) != len(hits):
+            raise StoreError(
+                f"the reranker returned {len(scores)} scores for {len(hits)} texts",
+                store="reranker",
+            )
+        if not all(math.isfinite(score) for score in scores):
+            raise StoreError("the reranker returned a score that is not finite", store="reranker")
+        low, high = min(scores), max(scores)
+        spread = high - low
+        # sorted() is stable: equal reranker scores keep the fused order.
+        order = sorted(range(len(hits)), key=lambda index: -scores[index])[:top_k]
+        out: list[EpisodeHit] = []
+        for position, index in enumerate(order, start=1):
+            hit = hits[index]
+            scaled = (scores[index] - low) / spread if spread > 0 else 1.0
+            out.append(
+                hit.model_copy(update={"score": scaled, "ranks": {**hit.ranks, "rerank": position}})
+            )
+        return out
 
     async def _expand(self, scope: Scope, hits: list[EpisodeHit], width: int) -> list[EpisodeHit]:
         neighbour_lists = await asyncio.gather(
@@ -534,7 +602,13 @@ def _status_of(embedder: Embedder | None) -> EmbedderStatus:
     return EmbedderStatus(enabled=True, model=embedder.model, dimensions=embedder.dimensions)
 
 
-async def _close_quietly(part: Resource | Embedder) -> None:
+def _reranker_status_of(reranker: Reranker | None) -> RerankerStatus:
+    if reranker is None:
+        return RerankerStatus(enabled=False, reason="no reranker configured")
+    return RerankerStatus(enabled=True, model=reranker.model)
+
+
+async def _close_quietly(part: Resource | Embedder | Reranker) -> None:
     started = time.monotonic()
     try:
         await part.close()

@@ -26,6 +26,7 @@ __all__ = [
     "Identifier",
     "MemoryType",
     "NewMessage",
+    "RerankerStatus",
     "Role",
     "Scope",
     "SearchResult",
@@ -257,8 +258,19 @@ class EmbedderStatus(BaseModel):
     reason: str | None = None
 
 
+class RerankerStatus(BaseModel):
+    """Whether episode search results are reranked, by which model, or why not."""
+
+    enabled: bool
+    model: str | None = None
+    reason: str | None = None
+
+
 class HealthReport(BaseModel):
     status: Literal["ok", "degraded"]
     mode: Literal["hybrid", "lexical-only"]
     embedder: EmbedderStatus
     stores: dict[str, StoreHealth]
+    reranker: RerankerStatus = Field(
+        default_factory=lambda: RerankerStatus(enabled=False, reason="no reranker configured")
+    )

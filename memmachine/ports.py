@@ -35,7 +35,14 @@ from memmachine.models import (
     WorkingMessage,
 )
 
-__all__ = ["Embedder", "EpisodeStore", "Lifecycle", "ProfileStore", "WorkingMemoryStore"]
+__all__ = [
+    "Embedder",
+    "EpisodeStore",
+    "Lifecycle",
+    "ProfileStore",
+    "Reranker",
+    "WorkingMemoryStore",
+]
 
 
 class Lifecycle:
@@ -259,4 +266,26 @@ class Embedder(Protocol):
 
     async def start(self) -> None: ...
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores how relevant each text is to a query, reading both together (a cross-encoder).
+
+    Contract: ``start()`` loads the model (idempotent: a started reranker stays as it is) and
+    raises ``ConfigurationError`` when the model or its runtime cannot be had; ``close()``
+    releases it and may be called twice. ``score(query, texts)`` returns one finite float per
+    text, in input order, higher = more relevant to ``query``; the scale is the model's own
+    and only the order of the scores within one call means something. An empty ``texts``
+    returns ``[]``. Batching is the reranker's business. Failures while scoring (including a
+    call before ``start()`` or after ``close()``) raise ``StoreError`` with
+    ``store="reranker"``. ``model`` identifies the model; ``name`` is ``"reranker"``.
+    """
+
+    name: str
+    model: str
+
+    async def start(self) -> None: ...
+    async def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
     async def close(self) -> None: ...

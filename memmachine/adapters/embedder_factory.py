@@ -7,6 +7,8 @@
   reason is returned for ``/health``.
 * ``provider=openai``: an :class:`OpenAIEmbedder`, not yet started; the caller awaits
   ``start()`` (which probes ``dimensions`` when they are not configured) and ``close()``.
+* ``provider=torch``: a :class:`SentenceTransformersEmbedder` (the ``gpu`` extra), not yet
+  started; the caller awaits ``start()``, which imports torch and loads the model.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from memmachine.adapters.model_files import default_cache_dir, resolve_model_dir
 from memmachine.adapters.onnx_embedder import OnnxEmbedder
 from memmachine.adapters.openai_embedder import OpenAIEmbedder
+from memmachine.adapters.sentence_transformers_embedder import SentenceTransformersEmbedder
 from memmachine.config import EmbeddingSettings
 from memmachine.errors import ConfigurationError
 from memmachine.models import EmbedderStatus
@@ -65,6 +68,15 @@ def choose_embedder(settings: EmbeddingSettings) -> EmbedderChoice:
             timeout=settings.request_timeout_seconds,
         )
         return EmbedderChoice(embedder)
+    if settings.provider == "torch":
+        return EmbedderChoice(
+            SentenceTransformersEmbedder(
+                settings.model,
+                device=settings.device,
+                batch_size=settings.batch_size,
+                cache_dir=settings.cache_dir,
+            )
+        )
     # A hub model keeps its hub name; a local directory is named after the directory.
     model_name = None if Path(settings.model).expanduser().is_dir() else settings.model
     try:

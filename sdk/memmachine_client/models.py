@@ -29,6 +29,7 @@ __all__ = [
     "ProfileSearchRequest",
     "ProfileSearchResponse",
     "PutWorkingRequest",
+    "RerankerOut",
     "ScopeFields",
     "SearchRequest",
     "SearchResponse",
@@ -255,12 +256,20 @@ class EmbedderOut(_Model):
     reason: str | None = None
 
 
+class RerankerOut(_Model):
+    enabled: bool
+    model: str | None = None
+    reason: str | None = None
+
+
 class HealthResponse(_Model):
     status: Literal["ok", "degraded"]
     version: str
     mode: Literal["hybrid", "lexical-only"]
     embedder: EmbedderOut
     stores: dict[str, StoreHealthOut]
+    #: Whether episode search results are reranked (absent from servers that predate it).
+    reranker: RerankerOut | None = None
 
 
 class ErrorDetail(_Model):

@@ -13,7 +13,9 @@ from pydantic import SecretStr
 from memmachine.adapters.embedder_factory import build_embedder, choose_embedder
 from memmachine.adapters.onnx_embedder import OnnxEmbedder
 from memmachine.adapters.openai_embedder import OpenAIEmbedder
-from memmachine.config import EmbeddingSettings
+from memmachine.adapters.sentence_transformers_embedder import SentenceTransformersEmbedder
+from memmachine.bootstrap import build_manager
+from memmachine.config import EmbeddingSettings, Settings
 
 
 @pytest.fixture(autouse=True)
@@ -96,3 +98,46 @@ async def test_openai_provider_is_built_but_not_started() -> None:
     assert embedder.base_url == "http://127.0.0.1:9/v1"
     assert choice.status().dimensions == 256
     await embedder.close()
+
+
+def test_torch_provider_is_chosen_by_the_environment_and_built_but_not_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MEMMACHINE_EMBEDDING_PROVIDER", "torch")
+    monkeypatch.setenv("MEMMACHINE_EMBEDDING_MODEL", "sentence-transformers/all-mpnet-base-v2")
+    monkeypatch.setenv("MEMMACHINE_EMBEDDING_DEVICE", "cuda:1")
+    monkeypatch.setenv("MEMMACHINE_EMBEDDING_BATCH_SIZE", "16")
+    choice = choose_embedder(EmbeddingSettings())
+    embedder = choice.embedder
+    assert isinstance(embedder, SentenceTransformersEmbedder)
+    assert embedder.model == "sentence-transformers/all-mpnet-base-v2"
+    assert (embedder.device, embedder.batch_size, embedder.dimensions) == ("cuda:1", 16, 0)
+
+
+async def test_a_torch_embedder_that_cannot_start_leaves_search_lexical_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        embedding=EmbeddingSettings(provider="torch", model=str(tmp_path / "no-model")),
+    )
+    with caplog.at_level(logging.WARNING, logger="memmachine.bootstrap"):
+        manager = await build_manager(settings)  # wired, not started: nothing connects
+    try:
+        assert manager.embedder is None
+        assert manager.embedder_status.reason is not None
+        assert "could not start" in manager.embedder_status.reason
+        assert any("lexical-only" in record.getMessage() for record in caplog.records)
+    finally:
+        await manager.close()
+
+
+def test_reranker_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().reranker.model is None
+    monkeypatch.setenv("MEMMACHINE_RERANKER_MODEL", "cross-encoder/ms-marco-MiniLM-L6-v2")
+    monkeypatch.setenv("MEMMACHINE_RERANKER_DEVICE", "cpu")
+    monkeypatch.setenv("MEMMACHINE_RETRIEVAL_RERANK_CANDIDATES", "50")
+    settings = Settings()
+    assert settings.reranker.model == "cross-encoder/ms-marco-MiniLM-L6-v2"
+    assert settings.reranker.device == "cpu"
+    assert settings.retrieval.rerank_candidates == 50

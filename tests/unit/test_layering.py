@@ -24,6 +24,9 @@ FORBIDDEN = {
     "aiosqlite",
     "onnxruntime",
     "tokenizers",
+    "torch",
+    "sentence_transformers",
+    "transformers",
     "httpx",
     "memmachine_server",
     "memmachine_client",
@@ -58,7 +61,7 @@ def test_importing_memmachine_loads_no_driver() -> None:
     code = (
         "import sys, memmachine\n"
         "loaded = sorted(m for m in ('redis', 'falkordb', 'sqlalchemy', 'onnxruntime', "
-        "'fastapi', 'torch') if m in sys.modules)\n"
+        "'fastapi', 'torch', 'sentence_transformers', 'transformers') if m in sys.modules)\n"
         "print(','.join(loaded))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
