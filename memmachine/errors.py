@@ -12,7 +12,8 @@ CLI) map a small, closed set of types to responses and never see a driver's trac
     ├── ConflictError              a stale version or a clash             (HTTP 409)
     ├── ConfigurationError         settings that cannot work              (startup)
     └── StoreError                 a storage backend failed               (HTTP 503)
-        └── StoreUnavailableError  a store cannot be reached at all
+        ├── StoreUnavailableError  a store cannot be reached at all
+        └── ModelOutputError       a language model kept answering unusably
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "ConflictError",
     "InvalidInputError",
     "MemMachineError",
+    "ModelOutputError",
     "NotFoundError",
     "PayloadTooLargeError",
     "StoreError",
@@ -90,3 +92,14 @@ class StoreError(MemMachineError):
 
 class StoreUnavailableError(StoreError):
     code = "store_unavailable"
+
+
+class ModelOutputError(StoreError):
+    """A language model's reply could not be used (invalid JSON, wrong shape) even after
+    repair and retries; ``raw`` keeps the last reply for the dead-letter record."""
+
+    code = "model_output_error"
+
+    def __init__(self, message: str, store: str = "llm", raw: str | None = None) -> None:
+        super().__init__(message, store)
+        self.raw = raw

@@ -21,8 +21,11 @@ Common rules for every store:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Literal, Protocol, Self, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, Field
 
 from memmachine.models import (
     Episode,
@@ -36,8 +39,13 @@ from memmachine.models import (
 )
 
 __all__ = [
+    "ChatMessage",
     "Embedder",
     "EpisodeStore",
+    "Job",
+    "JobQueue",
+    "JobStatus",
+    "LanguageModel",
     "Lifecycle",
     "ProfileStore",
     "Reranker",
@@ -289,3 +297,120 @@ class Reranker(Protocol):
     async def start(self) -> None: ...
     async def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
     async def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------- language model
+
+ChatMessage = dict[str, str]
+"""One chat message: ``{"role": "system" | "user" | "assistant", "content": "..."}``."""
+
+ResultT = TypeVar("ResultT", bound=BaseModel)
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """A chat model behind any OpenAI-compatible endpoint (off the hot path only).
+
+    Contract:
+
+    * ``start()`` opens the client (no request is sent); ``close()`` may be called twice.
+    * ``complete(messages, max_tokens)`` returns the assistant's text.
+    * ``complete_structured(messages, result_type)`` returns a validated ``result_type``.
+      The reply is parsed as JSON (a fenced or surrounded JSON object is extracted, small
+      syntax slips are repaired); a reply that still does not validate is sent back to the
+      model with the validation error, up to ``retries`` more times; then
+      ``ModelOutputError`` (carrying the last raw reply) is raised.
+    * Transport failures (unreachable, 5xx, 429 after bounded backoff) raise
+      ``StoreError(store="llm")`` without the API key in the message.
+    """
+
+    name: str
+    model: str
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
+    ) -> str: ...
+    async def complete_structured(
+        self,
+        messages: Sequence[ChatMessage],
+        result_type: type[ResultT],
+        *,
+        retries: int = 2,
+    ) -> ResultT: ...
+
+
+# --------------------------------------------------------------------------- jobs
+
+JobStatus = Literal["queued", "running", "done", "dead"]
+
+
+class Job(BaseModel):
+    """A unit of background work (extraction, compaction...) and its state."""
+
+    id: str
+    kind: str
+    #: Who the work is for; API reads of jobs are confined to it like any other memory.
+    scope: Scope
+    payload: dict[str, Any] = Field(default_factory=dict)
+    #: Enqueueing the same key again returns the existing job instead of adding one.
+    idempotency_key: str
+    status: JobStatus = "queued"
+    attempts: int = 0
+    max_attempts: int = 5
+    last_error: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    #: A queued job is not claimed before this time (retry backoff).
+    available_at: datetime
+
+
+@runtime_checkable
+class JobQueue(Protocol):
+    """A durable queue of background jobs with retries and a dead-letter list.
+
+    Contract:
+
+    * ``enqueue(scope, kind, payload, idempotency_key, max_attempts)`` stores a queued job
+      and returns it; a key already enqueued (in any status) returns that job unchanged.
+    * ``claim(worker, kinds, lease_seconds)`` hands one available queued job (oldest first,
+      ``available_at`` passed) to ``worker`` as ``running``, with ``attempts`` + 1, or
+      returns ``None``. A running job whose lease expired (its worker died) becomes
+      claimable again: no job is lost when a worker crashes.
+    * ``complete(job_id, worker)`` marks it ``done``; ``fail(job_id, worker, error)`` puts
+      it back ``queued`` with exponential backoff and jitter, or ``dead`` after
+      ``max_attempts``. Both are refused (``ConflictError``) when ``worker`` no longer holds
+      the lease, so a job is never completed twice.
+    * ``get(scope, job_id)`` returns the job only inside its user's scope; ``list_jobs``
+      filters by status; ``replay(scope, job_id)`` requeues a dead job with attempts reset.
+    * Jobs survive a restart of the process and of the backing store's server when it
+      persists (the embedded server does).
+    """
+
+    name: str
+    kind: str
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def health(self) -> StoreHealth: ...
+
+    async def enqueue(
+        self,
+        scope: Scope,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        idempotency_key: str,
+        max_attempts: int = 5,
+    ) -> Job: ...
+    async def claim(
+        self, worker: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 60.0
+    ) -> Job | None: ...
+    async def complete(self, job_id: str, worker: str) -> Job: ...
+    async def fail(self, job_id: str, worker: str, error: str) -> Job: ...
+    async def get(self, scope: Scope, job_id: str) -> Job | None: ...
+    async def list_jobs(
+        self, scope: Scope, *, status: JobStatus | None = None, limit: int = 100
+    ) -> list[Job]: ...
+    async def replay(self, scope: Scope, job_id: str) -> Job: ...
