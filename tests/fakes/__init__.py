@@ -1,0 +1,1 @@
+"""Fakes at the network edge: loopback servers that speak model providers' protocols."""
