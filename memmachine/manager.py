@@ -15,7 +15,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from memmachine.config import LimitSettings, RetrievalSettings
 from memmachine.errors import InvalidInputError, NotFoundError, PayloadTooLargeError, StoreError
@@ -42,6 +42,7 @@ from memmachine.models import (
 )
 from memmachine.ports import Embedder, EpisodeStore, ProfileStore, Reranker, WorkingMemoryStore
 from memmachine.retrieval import episode_search_text, reciprocal_rank_fusion
+from memmachine.safety import Redactor, SafetySettings, looks_like_injection, merge_counts
 
 __all__ = ["MemoryManager", "Resource"]
 
@@ -73,6 +74,7 @@ class MemoryManager:
         working_ttl_seconds: int | None = 86_400,
         resources: Sequence[Resource] = (),
         extra_health: Sequence[Any] = (),
+        safety: SafetySettings | None = None,
     ) -> None:
         self.episodes = episodes
         self.profile = profile
@@ -87,6 +89,7 @@ class MemoryManager:
         self._resources = list(resources)
         self._extra_health = list(extra_health)
         self._started: list[Resource] = []
+        self.safety = safety or SafetySettings()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -123,6 +126,18 @@ class MemoryManager:
         while self._started:
             await _close_quietly(self._started.pop())
 
+    @property
+    def safety(self) -> SafetySettings:
+        """Write-path safety: PII redaction and the injection guard (see :meth:`add_messages`,
+        :meth:`set_facts`, :meth:`append_working`, :meth:`put_working`). Assigning new
+        settings takes effect on the next write."""
+        return self._safety
+
+    @safety.setter
+    def safety(self, value: SafetySettings) -> None:
+        self._safety = value
+        self._redactor = Redactor(value.pii_kinds) if value.redact_pii else None
+
     async def __aenter__(self) -> MemoryManager:
         await self.start()
         return self
@@ -153,9 +168,16 @@ class MemoryManager:
 
         With ``working`` the same messages are appended to the session's working memory.
         All or nothing: if any part fails, the episodes written by this call are removed.
+
+        With ``safety.redact_pii`` the content and the metadata's string values are redacted
+        before they are embedded or stored, and ``metadata["redacted"]`` counts what was
+        replaced per kind. With ``safety.block_injected_facts`` a message that reads as an
+        instruction to the model is still stored (it is a record of what was said) with
+        ``metadata["suspected_injection"]`` giving the reason, so extraction can skip it.
         """
         session_scope = _require_session(scope)
         self._check_messages(messages)
+        messages = [self._sanitize_message(message) for message in messages]
         now = utc_now()
         records = []
         for message in messages:
@@ -369,9 +391,16 @@ class MemoryManager:
     # ------------------------------------------------------------------ profile
 
     async def set_facts(self, scope: Scope, facts: Sequence[FactRecord]) -> list[Fact]:
-        """Upsert facts for the user; one fact per (tag, feature). All or nothing."""
+        """Upsert facts for the user; one fact per (tag, feature). All or nothing.
+
+        With ``safety.block_injected_facts`` a fact whose value (or tag, or feature) reads as
+        an instruction to the model is refused (``InvalidInputError`` naming
+        ``facts.<i>.value``) and nothing is stored. With ``safety.redact_pii`` tag, feature,
+        value and metadata string values are redacted and ``metadata["redacted"]`` counts
+        what was replaced."""
         self._check_facts(facts)
-        records = [fact.model_copy() for fact in facts]
+        self._check_injected_facts(facts)
+        records = [self._sanitize_fact(fact) for fact in facts]
         if self.embedder is not None and records:
             vectors = await self.embedder.embed([_fact_text(fact) for fact in records])
             for record, vector in zip(records, vectors, strict=True):
@@ -444,8 +473,11 @@ class MemoryManager:
     async def append_working(
         self, scope: Scope, messages: Sequence[WorkingMessage]
     ) -> WorkingMemory:
+        """Append messages to the session's working memory (redacted like
+        :meth:`add_messages`)."""
         session_scope = _require_session(scope)
         self._check_messages(messages)
+        messages = [self._sanitize_message(message) for message in messages]
         return await self.working.append(
             session_scope, messages, ttl_seconds=self.working_ttl_seconds
         )
@@ -473,6 +505,13 @@ class MemoryManager:
             )
         if expected_version is not None and expected_version < 0:
             raise InvalidInputError("expected_version must be >= 0", field="expected_version")
+        if messages is not None:
+            messages = [self._sanitize_message(message) for message in messages]
+        if self._redactor is not None:
+            if state is not None:
+                state = self._redactor.redact_json(state).value
+            if summary is not None:
+                summary = self._redactor.redact(summary).text
         return await self.working.put(
             session_scope,
             messages=messages,
@@ -513,6 +552,61 @@ class MemoryManager:
         )
         return ForgetReport(
             episodes_deleted=episodes, facts_deleted=facts, sessions_deleted=sessions
+        )
+
+    # ------------------------------------------------------------------ safety
+
+    def _sanitize_message(self, message: _Message) -> _Message:
+        """``message`` with its content and metadata redacted and the findings recorded in
+        its metadata; the same object when there is nothing to change."""
+        content, metadata = message.content, dict(message.metadata)
+        found: dict[str, int] = {}
+        if self._redactor is not None:
+            text = self._redactor.redact(content)
+            values = self._redactor.redact_json(metadata)
+            content, metadata = text.text, values.value
+            found = merge_counts(text.found, values.found)
+        if found:
+            metadata["redacted"] = found
+        reason = looks_like_injection(content) if self._safety.block_injected_facts else None
+        if reason is not None:
+            metadata["suspected_injection"] = reason
+        if content == message.content and metadata == message.metadata:
+            return message
+        return message.model_copy(update={"content": content, "metadata": metadata})
+
+    def _check_injected_facts(self, facts: Sequence[FactRecord]) -> None:
+        if not self._safety.block_injected_facts:
+            return
+        for index, fact in enumerate(facts):
+            for name in ("value", "feature", "tag"):
+                reason = looks_like_injection(getattr(fact, name))
+                if reason is not None:
+                    raise InvalidInputError(
+                        f"fact {index} {name} looks like an instruction to the model "
+                        f"({reason}); it is not stored as a fact",
+                        field=f"facts.{index}.{name}",
+                    )
+
+    def _sanitize_fact(self, fact: FactRecord) -> FactRecord:
+        if self._redactor is None:
+            return fact.model_copy()
+        redactor = self._redactor
+        tag, feature, value = (
+            redactor.redact(text) for text in (fact.tag, fact.feature, fact.value)
+        )
+        metadata = redactor.redact_json(fact.metadata)
+        found = merge_counts(tag.found, feature.found, value.found, metadata.found)
+        new_metadata: dict[str, Any] = metadata.value
+        if found:
+            new_metadata["redacted"] = found
+        return fact.model_copy(
+            update={
+                "tag": tag.text,
+                "feature": feature.text,
+                "value": value.text,
+                "metadata": new_metadata,
+            }
         )
 
     # ------------------------------------------------------------------ validation
@@ -574,6 +668,9 @@ class MemoryManager:
             raise InvalidInputError(
                 f"top_k must be between 1 and {self.limits.max_top_k}", field="top_k"
             )
+
+
+_Message = TypeVar("_Message", NewMessage, WorkingMessage)
 
 
 def _require_session(scope: Scope) -> Scope:
