@@ -1,0 +1,578 @@
+"""Background jobs on Redis (redis-py asyncio): Redis, or the embedded FalkorDB's redis-server.
+
+Design: sorted sets, not streams. A stream's consumer group hands out entries in arrival
+order and tracks pending ones, but a retry that must wait (exponential backoff) has no place
+in it; it would need a second delayed structure anyway, and idempotency, per-user listing
+and the dead-letter list are separate keys either way. A sorted set scored by
+``available_at`` is a queue that holds delayed jobs naturally: "claimable" is a score range,
+FIFO is score order (ties broken by the sequential, zero-padded job id). Durability is the
+server's: Redis persistence in production, AOF + RDB on the embedded server.
+
+Key layout (``P`` = ``{key_prefix}:jobs``; ids never contain ``:``)::
+
+    P:seq                                   counter behind job ids (j000000000000042)
+    P:job:{id}                              hash: the job (see _FIELDS) + owner, worker, lease
+    P:kinds                                 set of kinds ever enqueued
+    P:queued:{kind}                         zset id -> available_at (ms): claimable from then
+    P:running                               zset id -> lease deadline (ms)
+    P:u:{tenant}:{org}:{project}:{user}:idem           hash idempotency key -> id
+    P:u:{tenant}:{org}:{project}:{user}:all            zset id -> seq (every job of the user)
+    P:u:{tenant}:{org}:{project}:{user}:{status}       zset id -> seq, one per status
+
+State machine (every transition is one Lua script, so atomic; times are the server's clock,
+so workers on other machines agree on leases)::
+
+    enqueue ─► queued ──claim──► running ──complete──► done
+                 ▲                  │
+                 │   fail, attempts < max (available_at = now + backoff)
+                 ├──────────────────┤
+                 │   lease expired, attempts < max (reclaimed inside claim)
+                 │                  │
+                 │                  └── fail / lease expired, attempts = max ──► dead
+                 └──────────────── replay (attempts reset) ◄───────────────────── dead
+
+``claim`` first moves every running job whose lease passed back to ``queued`` (or ``dead``
+when that was its last attempt, ``last_error`` naming the lost worker), so no reaper process
+is needed. A worker still holds its lease after the deadline until another ``claim`` reclaims
+it; once reclaimed, its ``complete``/``fail`` is refused with :class:`ConflictError`, so a
+job is completed at most once. Backoff after the n-th failed attempt is full jitter:
+uniform in ``[0, min(backoff_max, backoff_base * 2**(n-1))]``.
+
+Jobs are confined to the user key of their scope (tenant, org, project, user): an
+idempotency key is unique per user, and ``get``/``list_jobs``/``replay`` never see another
+user's jobs. Done jobs are kept (their idempotency key stays taken). The scripts touch keys
+they build themselves, so the queue targets standalone Redis, not Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, cast, get_args
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from memmachine.adapters.health import health_of
+from memmachine.errors import (
+    ConfigurationError,
+    ConflictError,
+    InvalidInputError,
+    MemMachineError,
+    NotFoundError,
+    StoreError,
+    StoreUnavailableError,
+)
+from memmachine.models import ID_PATTERN, Scope, StoreHealth
+from memmachine.ports import Job, JobStatus, Lifecycle
+
+__all__ = ["RedisJobQueue", "backoff_ceiling_seconds"]
+
+_STORE = "jobs"
+_SCHEMES = ("redis", "rediss", "unix")
+_CONNECT_TIMEOUT_SECONDS = 5.0
+_SOCKET_TIMEOUT_SECONDS = 10.0
+_HEALTH_TIMEOUT_SECONDS = 5.0
+_MAX_ERROR_CHARS = 8_000
+_MAX_IDEMPOTENCY_KEY_CHARS = 512
+_MAX_LIST = 1_000
+_STATUSES: tuple[str, ...] = get_args(JobStatus)
+
+# Shared head of every script. ARGV[1] = P ('{prefix}:jobs').
+_COMMON = """
+local P = ARGV[1]
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function job_key(id) return P .. ':job:' .. id end
+local function move(id, from, to)
+  local f = redis.call('HMGET', job_key(id), 'owner', 'seq')
+  redis.call('ZREM', f[1] .. ':' .. from, id)
+  redis.call('ZADD', f[1] .. ':' .. to, f[2], id)
+  redis.call('HSET', job_key(id), 'status', to)
+end
+local function requeue(id, available)
+  local kind = redis.call('HGET', job_key(id), 'kind')
+  redis.call('HSET', job_key(id), 'available', available)
+  redis.call('ZADD', P .. ':queued:' .. kind, available, id)
+end
+local function release(id, now)
+  redis.call('ZREM', P .. ':running', id)
+  redis.call('HDEL', job_key(id), 'worker', 'lease')
+  redis.call('HSET', job_key(id), 'updated', now)
+end
+"""
+
+# ARGV[2] = owner key, [3] = idempotency key, [4] = kind, [5] = scope JSON,
+# [6] = payload JSON, [7] = max_attempts. Returns {created (0/1), job hash}.
+_ENQUEUE = (
+    _COMMON
+    + """
+local owner, idem, kind = ARGV[2], ARGV[3], ARGV[4]
+local existing = redis.call('HGET', owner .. ':idem', idem)
+if existing and redis.call('EXISTS', job_key(existing)) == 1 then
+  return {0, redis.call('HGETALL', job_key(existing))}
+end
+local seq = redis.call('INCR', P .. ':seq')
+local id = string.format('j%015d', seq)
+local now = now_ms()
+redis.call('HSET', job_key(id), 'id', id, 'kind', kind, 'scope', ARGV[5], 'payload', ARGV[6],
+  'idem', idem, 'status', 'queued', 'attempts', 0, 'max_attempts', ARGV[7],
+  'created', now, 'updated', now, 'available', now, 'owner', owner, 'seq', seq)
+redis.call('HSET', owner .. ':idem', idem, id)
+redis.call('ZADD', owner .. ':all', seq, id)
+redis.call('ZADD', owner .. ':queued', seq, id)
+redis.call('ZADD', P .. ':queued:' .. kind, now, id)
+redis.call('SADD', P .. ':kinds', kind)
+return {1, redis.call('HGETALL', job_key(id))}
+"""
+)
+
+# ARGV[2] = worker, [3] = lease in ms, [4..] = kinds (none = every kind).
+# Returns the claimed job hash, or an empty array.
+_CLAIM = (
+    _COMMON
+    + """
+local now = now_ms()
+local expired = redis.call('ZRANGEBYSCORE', P .. ':running', '-inf', now, 'LIMIT', 0, 1000)
+for _, id in ipairs(expired) do
+  local f = redis.call('HMGET', job_key(id), 'status', 'worker', 'attempts', 'max_attempts')
+  release(id, now)
+  if f[1] == 'running' then
+    redis.call('HSET', job_key(id), 'last_error',
+      'lease of worker ' .. (f[2] or '?') .. ' expired before the job finished')
+    if tonumber(f[3]) >= tonumber(f[4]) then
+      move(id, 'running', 'dead')
+    else
+      move(id, 'running', 'queued')
+      requeue(id, now)
+    end
+  end
+end
+local kinds = {}
+if #ARGV >= 4 then
+  for i = 4, #ARGV do kinds[#kinds + 1] = ARGV[i] end
+else
+  kinds = redis.call('SMEMBERS', P .. ':kinds')
+end
+while true do
+  local best_id, best_score, best_kind = nil, nil, nil
+  for _, kind in ipairs(kinds) do
+    local head = redis.call('ZRANGEBYSCORE', P .. ':queued:' .. kind, '-inf', now,
+      'WITHSCORES', 'LIMIT', 0, 1)
+    if #head > 0 then
+      local score = tonumber(head[2])
+      if best_id == nil or score < best_score or (score == best_score and head[1] < best_id) then
+        best_id, best_score, best_kind = head[1], score, kind
+      end
+    end
+  end
+  if best_id == nil then return {} end
+  redis.call('ZREM', P .. ':queued:' .. best_kind, best_id)
+  if redis.call('HGET', job_key(best_id), 'status') == 'queued' then
+    local lease = now + tonumber(ARGV[3])
+    redis.call('HINCRBY', job_key(best_id), 'attempts', 1)
+    redis.call('HSET', job_key(best_id), 'worker', ARGV[2], 'lease', lease, 'updated', now)
+    redis.call('ZADD', P .. ':running', lease, best_id)
+    move(best_id, 'queued', 'running')
+    return redis.call('HGETALL', job_key(best_id))
+  end
+  -- a stale entry (job gone or not queued): dropped, look again
+end
+"""
+)
+
+# Checks shared by complete and fail: ARGV[2] = id, [3] = worker.
+# {-1} = no such job, {-2, status, holder} = the worker does not hold the lease.
+_HOLDER_CHECK = """
+local id, worker = ARGV[2], ARGV[3]
+if redis.call('EXISTS', job_key(id)) == 0 then return {-1} end
+local held = redis.call('HMGET', job_key(id), 'status', 'worker')
+if held[1] ~= 'running' or held[2] ~= worker then
+  return {-2, held[1] or '', held[2] or ''}
+end
+local now = now_ms()
+"""
+
+_COMPLETE = (
+    _COMMON
+    + _HOLDER_CHECK
+    + """
+release(id, now)
+move(id, 'running', 'done')
+return {1, redis.call('HGETALL', job_key(id))}
+"""
+)
+
+# ARGV[4] = error text, [5] = jitter fraction in [0, 1], [6] = base ms, [7] = max ms.
+_FAIL = (
+    _COMMON
+    + _HOLDER_CHECK
+    + """
+local f = redis.call('HMGET', job_key(id), 'attempts', 'max_attempts')
+local attempts, max_attempts = tonumber(f[1]), tonumber(f[2])
+release(id, now)
+redis.call('HSET', job_key(id), 'last_error', ARGV[4])
+if attempts >= max_attempts then
+  move(id, 'running', 'dead')
+else
+  local ceiling = math.min(tonumber(ARGV[7]), tonumber(ARGV[6]) * 2 ^ (attempts - 1))
+  move(id, 'running', 'queued')
+  requeue(id, now + math.floor(tonumber(ARGV[5]) * ceiling))
+end
+return {1, redis.call('HGETALL', job_key(id))}
+"""
+)
+
+# ARGV[2] = id, [3] = owner key. {-1} = not the owner's, {-2, status} = not dead.
+_REPLAY = (
+    _COMMON
+    + """
+local id = ARGV[2]
+local f = redis.call('HMGET', job_key(id), 'owner', 'status')
+if f[1] ~= ARGV[3] then return {-1} end
+if f[2] ~= 'dead' then return {-2, f[2]} end
+local now = now_ms()
+redis.call('HSET', job_key(id), 'attempts', 0, 'updated', now)
+move(id, 'dead', 'queued')
+requeue(id, now)
+return {1, redis.call('HGETALL', job_key(id))}
+"""
+)
+
+
+def backoff_ceiling_seconds(attempts: int, base: float, maximum: float) -> float:
+    """The longest delay after the ``attempts``-th failed attempt: ``min(max, base *
+    2**(attempts-1))``; the actual delay is uniform in ``[0, ceiling]`` (full jitter)."""
+    return float(min(maximum, base * 2 ** max(attempts - 1, 0)))
+
+
+class RedisJobQueue(Lifecycle):
+    """:class:`~memmachine.ports.JobQueue` on Redis.
+
+    ``url`` is ``redis://``, ``rediss://`` or ``unix:///path.sock`` (the embedded FalkorDB
+    server); ``password`` overrides one in the URL. ``key_prefix`` starts every key so that
+    deployments can share a server. A failed job waits a random delay up to
+    ``min(backoff_max_seconds, backoff_base_seconds * 2**(attempts-1))`` before its next try.
+    """
+
+    name = _STORE
+    kind = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_prefix: str = "mm",
+        password: str | None = None,
+        backoff_base_seconds: float = 1.0,
+        backoff_max_seconds: float = 300.0,
+    ) -> None:
+        scheme = urlsplit(url).scheme
+        if scheme not in _SCHEMES:
+            raise ConfigurationError(
+                f"job queue URL must start with redis://, rediss:// or unix://, not {scheme!r}"
+            )
+        if not re.fullmatch(ID_PATTERN, key_prefix):
+            raise ConfigurationError(f"job queue key prefix {key_prefix!r} must match {ID_PATTERN}")
+        if backoff_base_seconds < 0 or backoff_max_seconds < 0:
+            raise ConfigurationError("job queue backoff seconds must be >= 0")
+        self._url = url
+        self._base = f"{key_prefix}:jobs"
+        self._password = password
+        self._backoff_base_ms = backoff_base_seconds * 1000
+        self._backoff_max_ms = backoff_max_seconds * 1000
+        self._random = random.Random()  # jitter only; not security sensitive
+        self._client: Redis | None = None
+        self._scripts: dict[str, AsyncScript] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Connect and check the server answers. Idempotent."""
+        if self._client is not None:
+            return
+        options: dict[str, Any] = {
+            "decode_responses": True,
+            "socket_connect_timeout": _CONNECT_TIMEOUT_SECONDS,
+            "socket_timeout": _SOCKET_TIMEOUT_SECONDS,
+        }
+        if self._password is not None:
+            options["password"] = self._password
+        try:
+            client = Redis.from_url(self._url, **options)
+        except (ValueError, RedisError) as exc:
+            # The message may quote the URL, password included.
+            raise ConfigurationError(
+                f"job queue URL cannot be used ({type(exc).__name__})"
+            ) from exc
+        try:
+            await client.ping()
+        except RedisError as exc:
+            await client.aclose()
+            raise StoreUnavailableError(
+                f"job queue cannot reach Redis: {_describe(exc)}", store=_STORE
+            ) from exc
+        self._client = client
+        self._scripts = {
+            name: client.register_script(source)
+            for name, source in (
+                ("enqueue", _ENQUEUE),
+                ("claim", _CLAIM),
+                ("complete", _COMPLETE),
+                ("fail", _FAIL),
+                ("replay", _REPLAY),
+            )
+        }
+
+    async def close(self) -> None:
+        """Close the client and its pool. Safe to call twice."""
+        client, self._client = self._client, None
+        self._scripts = {}
+        if client is not None:
+            await client.aclose()
+
+    async def health(self) -> StoreHealth:
+        """PING and ``INFO server``: Redis version and round-trip latency. Never raises."""
+        client = self._client
+        if client is None:
+            return health_of(self, "down", detail="not started")
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS):
+                await client.ping()
+                latency = (time.perf_counter() - started) * 1000
+                info = await client.info("server")
+        except Exception as exc:
+            return health_of(self, "down", detail=_describe(exc))
+        version = info.get("redis_version")
+        return health_of(
+            self,
+            "ok",
+            detail=f"prefix {self._base}",
+            version=str(version) if version is not None else None,
+            latency_ms=latency,
+        )
+
+    # ------------------------------------------------------------------ producer side
+
+    async def enqueue(
+        self,
+        scope: Scope,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        idempotency_key: str,
+        max_attempts: int = 5,
+    ) -> Job:
+        """Store a queued job; a key already enqueued by this user returns that job as is."""
+        if not re.fullmatch(ID_PATTERN, kind):
+            raise InvalidInputError(f"job kind {kind!r} must match {ID_PATTERN}", field="kind")
+        if not idempotency_key or len(idempotency_key) > _MAX_IDEMPOTENCY_KEY_CHARS:
+            raise InvalidInputError(
+                f"idempotency_key must be 1-{_MAX_IDEMPOTENCY_KEY_CHARS} characters",
+                field="idempotency_key",
+            )
+        if max_attempts < 1:
+            raise InvalidInputError(
+                f"max_attempts must be >= 1, got {max_attempts}", field="max_attempts"
+            )
+        try:
+            payload_json = json.dumps(payload, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"job payload is not JSON: {exc}", field="payload") from exc
+        args = [
+            self._base,
+            self._owner(scope),
+            idempotency_key,
+            kind,
+            scope.model_dump_json(),
+            payload_json,
+            str(max_attempts),
+        ]
+        with _translate("enqueue a job"):
+            reply = await self._script("enqueue")(args=args)
+        return _job(reply[1])
+
+    # ------------------------------------------------------------------ worker side
+
+    async def claim(
+        self, worker: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 60.0
+    ) -> Job | None:
+        """The oldest available queued job of ``kinds`` (all when ``None``), now running
+        for ``worker`` until ``lease_seconds`` pass; expired leases are reclaimed first."""
+        if not worker:
+            raise InvalidInputError("worker must not be empty", field="worker")
+        if lease_seconds <= 0:
+            raise InvalidInputError(
+                f"lease_seconds must be > 0, got {lease_seconds}", field="lease_seconds"
+            )
+        if kinds is not None and not kinds:
+            return None
+        args = [self._base, worker, str(max(1, round(lease_seconds * 1000))), *(kinds or ())]
+        with _translate("claim a job"):
+            reply = await self._script("claim")(args=args)
+        return _job(reply) if reply else None
+
+    async def complete(self, job_id: str, worker: str) -> Job:
+        """Mark the job ``done``; :class:`ConflictError` unless ``worker`` holds its lease."""
+        with _translate("complete a job"):
+            reply = await self._script("complete")(args=[self._base, job_id, worker])
+        return _checked(reply, job_id, worker)
+
+    async def fail(self, job_id: str, worker: str, error: str) -> Job:
+        """Record ``error``; requeue with backoff, or ``dead`` after the last attempt.
+        :class:`ConflictError` unless ``worker`` holds the lease."""
+        args = [
+            self._base,
+            job_id,
+            worker,
+            error[:_MAX_ERROR_CHARS],
+            repr(self._random.random()),
+            repr(self._backoff_base_ms),
+            repr(self._backoff_max_ms),
+        ]
+        with _translate("fail a job"):
+            reply = await self._script("fail")(args=args)
+        return _checked(reply, job_id, worker)
+
+    # ------------------------------------------------------------------ inspection
+
+    async def get(self, scope: Scope, job_id: str) -> Job | None:
+        """The job when it belongs to the scope's user, else ``None``."""
+        client = self._require_client()
+        with _translate("read a job"):
+            fields = cast(dict[str, str], await client.hgetall(self._job_key(job_id)))
+        if not fields or fields.get("owner") != self._owner(scope):
+            return None
+        return _job_of(fields)
+
+    async def list_jobs(
+        self, scope: Scope, *, status: JobStatus | None = None, limit: int = 100
+    ) -> list[Job]:
+        """The user's jobs, newest first, of ``status`` when given."""
+        if status is not None and status not in _STATUSES:
+            raise InvalidInputError(f"unknown job status {status!r}", field="status")
+        if not 1 <= limit <= _MAX_LIST:
+            raise InvalidInputError(f"limit must be 1-{_MAX_LIST}, got {limit}", field="limit")
+        client = self._require_client()
+        index = f"{self._owner(scope)}:{status or 'all'}"
+        with _translate("list jobs"):
+            ids = cast(list[str], await client.zrevrange(index, 0, limit - 1))
+            async with client.pipeline(transaction=False) as pipe:
+                for job_id in ids:
+                    pipe.hgetall(self._job_key(job_id))
+                rows: list[dict[str, str]] = await pipe.execute()
+        return [
+            job
+            for job in (_job_of(row) for row in rows if row)
+            if status is None or job.status == status
+        ]
+
+    async def replay(self, scope: Scope, job_id: str) -> Job:
+        """Requeue the user's dead job with attempts reset (``last_error`` is kept).
+        :class:`NotFoundError` outside its scope, :class:`ConflictError` when not dead."""
+        with _translate("replay a job"):
+            reply = await self._script("replay")(args=[self._base, job_id, self._owner(scope)])
+        code = int(reply[0])
+        if code == -1:
+            raise NotFoundError(f"job {job_id!r} not found")
+        if code == -2:
+            raise ConflictError(f"job {job_id!r} is {reply[1]}, only dead jobs can be replayed")
+        return _job(reply[1])
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _owner(self, scope: Scope) -> str:
+        return f"{self._base}:u:{scope.tenant}:{scope.org_id}:{scope.project_id}:{scope.user_id}"
+
+    def _job_key(self, job_id: str) -> str:
+        return f"{self._base}:job:{job_id}"
+
+    def _require_client(self) -> Redis:
+        if self._client is None:
+            raise StoreError("job queue is not started", store=_STORE)
+        return self._client
+
+    def _script(self, name: str) -> AsyncScript:
+        self._require_client()
+        return self._scripts[name]
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _checked(reply: list[Any], job_id: str, worker: str) -> Job:
+    """The job from a complete/fail reply, or the error its code means."""
+    code = int(reply[0])
+    if code == -1:
+        raise NotFoundError(f"job {job_id!r} not found")
+    if code == -2:
+        status, holder = reply[1], reply[2]
+        held = f"held by worker {holder!r}" if holder else "not held by any worker"
+        raise ConflictError(
+            f"worker {worker!r} does not hold the lease of job {job_id!r} ({status}, {held})"
+        )
+    return _job(reply[1])
+
+
+def _job(flat: list[str]) -> Job:
+    """A job from a script's ``HGETALL`` reply (a flat field/value list)."""
+    return _job_of(dict(zip(flat[::2], flat[1::2], strict=True)))
+
+
+def _job_of(fields: dict[str, str]) -> Job:
+    try:
+        return Job(
+            id=fields["id"],
+            kind=fields["kind"],
+            scope=Scope.model_validate_json(fields["scope"]),
+            payload=json.loads(fields["payload"]),
+            idempotency_key=fields["idem"],
+            status=fields["status"],  # type: ignore[arg-type]  # validated by pydantic
+            attempts=int(fields["attempts"]),
+            max_attempts=int(fields["max_attempts"]),
+            last_error=fields.get("last_error"),
+            created_at=_time(fields["created"]),
+            updated_at=_time(fields["updated"]),
+            available_at=_time(fields["available"]),
+        )
+    except (KeyError, ValueError) as exc:
+        raise StoreError(
+            f"job {fields.get('id', '?')!r} is unreadable: {_describe(exc)}", store=_STORE
+        ) from exc
+
+
+def _time(ms: str) -> datetime:
+    return datetime.fromtimestamp(int(ms) / 1000, UTC)
+
+
+def _describe(exc: BaseException) -> str:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
+
+
+@contextmanager
+def _translate(action: str) -> Iterator[None]:
+    """Turn redis-py exceptions into :class:`StoreError`; let ours through."""
+    try:
+        yield
+    except MemMachineError:
+        raise
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise StoreUnavailableError(
+            f"job queue could not {action}: {_describe(exc)}", store=_STORE
+        ) from exc
+    except RedisError as exc:
+        raise StoreError(f"job queue could not {action}: {_describe(exc)}", store=_STORE) from exc

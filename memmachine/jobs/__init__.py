@@ -1,0 +1,8 @@
+"""Background jobs: the worker that runs them and its settings (the queue is a port)."""
+
+from __future__ import annotations
+
+from memmachine.jobs.settings import JobSettings
+from memmachine.jobs.worker import Handler, Worker, describe_failure
+
+__all__ = ["Handler", "JobSettings", "Worker", "describe_failure"]
