@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from memmachine.config import (
+    LLM_OFF_REASON,
     Credentials,
+    LlmSettings,
     Settings,
     redact_url,
     resolve_credentials,
@@ -31,6 +33,7 @@ from memmachine.models import EmbedderStatus, RerankerStatus
 from memmachine.ports import (
     Embedder,
     EpisodeStore,
+    LanguageModel,
     ProfileStore,
     Reranker,
     WorkingMemoryStore,
@@ -124,6 +127,7 @@ def _wire(
         reranker_status=reranker_status,
         limits=settings.limits,
         retrieval=settings.retrieval,
+        safety=settings.safety,
         working_ttl_seconds=settings.working_ttl_seconds,
         resources=resources,
         extra_health=[embedded] if embedded is not None else [],
@@ -457,3 +461,21 @@ async def open_manager(settings: Settings | None = None) -> AsyncIterator[Memory
         yield manager
     finally:
         await manager.close()
+
+
+def build_language_model(settings: LlmSettings) -> tuple[LanguageModel | None, str]:
+    """The configured language model, not yet started, and ``""``; or ``None`` and the reason
+    it is off. The caller awaits ``start()`` and ``close()``."""
+    if not settings.enabled or settings.model is None:
+        return None, LLM_OFF_REASON
+    from memmachine.adapters.openai_language_model import OpenAILanguageModel
+
+    api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+    model = OpenAILanguageModel(
+        settings.base_url,
+        settings.model,
+        api_key=api_key,
+        timeout=settings.timeout_seconds,
+        max_retries=settings.max_retries,
+    )
+    return model, ""

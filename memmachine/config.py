@@ -24,22 +24,25 @@ Nothing here opens a connection; :mod:`memmachine.bootstrap` turns settings into
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import yaml
-from pydantic import Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
 from memmachine.errors import ConfigurationError
+from memmachine.safety.pii import PII_KINDS
 
 __all__ = [
     "CONFIG_FILE_VARIABLE",
@@ -264,6 +267,107 @@ class RetrievalSettings(_Section):
     rerank_candidates: int = Field(default=30, ge=1)
 
 
+#: Shown by /health and the API when no language model is configured.
+LLM_OFF_REASON = "no LLM configured (set MEMMACHINE_LLM_MODEL and MEMMACHINE_LLM_BASE_URL)"
+
+
+class LlmSettings(_Section):
+    """The OpenAI-compatible chat endpoint (OpenAI, Azure, vLLM, Ollama, LiteLLM...)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMMACHINE_LLM_", extra="ignore", populate_by_name=True
+    )
+    yaml_section: ClassVar[str | None] = "llm"
+
+    #: The API root, e.g. ``http://localhost:11434/v1``; unset with an API key = OpenAI.
+    base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("MEMMACHINE_LLM_BASE_URL", "OPENAI_BASE_URL")
+    )
+    #: The model name sent to the endpoint, e.g. ``gpt-4o-mini`` or ``llama3.1:8b``.
+    model: str | None = Field(
+        default=None, validation_alias=AliasChoices("MEMMACHINE_LLM_MODEL", "OPENAI_MODEL")
+    )
+    #: Sent as a bearer token; local servers usually need none.
+    api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("MEMMACHINE_LLM_API_KEY", "OPENAI_API_KEY")
+    )
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    #: Retries of a failed request (connection errors, timeouts, 429, 5xx), with backoff.
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+    @property
+    def enabled(self) -> bool:
+        """True when a model and a base URL or an API key are configured."""
+        has_key = self.api_key is not None and bool(self.api_key.get_secret_value())
+        return bool(self.model) and (bool(self.base_url) or has_key)
+
+
+class SafetySettings(_Section):
+    """PII redaction and the memory-poisoning guard on every write (``MEMMACHINE_SAFETY_*``).
+
+    ``pii_kinds`` takes a JSON list or a comma-separated string
+    (``MEMMACHINE_SAFETY_PII_KINDS=email,phone``); see :mod:`memmachine.safety.pii` for
+    the kinds.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_SAFETY_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "safety"
+
+    #: Replace personal data with ``[EMAIL]``-style tokens before anything is stored.
+    redact_pii: bool = True
+    #: Which detectors run when ``redact_pii`` is on.
+    pii_kinds: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(PII_KINDS))
+    #: Refuse facts that read as instructions to the model, and mark such episodes.
+    block_injected_facts: bool = True
+
+    @field_validator("pii_kinds", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("pii_kinds")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(PII_KINDS))
+        if unknown:
+            raise ValueError(f"unknown PII kind(s) {unknown}; choose from {list(PII_KINDS)}")
+        return value
+
+
+class JobSettings(_Section):
+    """Where jobs are queued and how they are retried (``MEMMACHINE_JOBS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_JOBS_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "jobs"
+
+    #: Unset = the working store's Redis (the embedded server by default); ``redis://``,
+    #: ``rediss://`` or ``unix:///path.sock`` = that server.
+    url: SecretStr | None = None
+    #: Overrides a password in ``url``.
+    password: SecretStr | None = None
+    #: Prefix of every key of the queue, so deployments can share a server.
+    key_prefix: str = Field(default="mm", pattern=r"^[\w.@+\-=#~|]{1,128}$")
+    #: A failed job waits a random delay in [0, min(max, base * 2**(attempts-1))] seconds.
+    backoff_base_seconds: float = Field(default=1.0, ge=0)
+    backoff_max_seconds: float = Field(default=300.0, ge=0)
+    #: Tries before a job is parked in the dead-letter list.
+    max_attempts: int = Field(default=5, ge=1, le=100)
+    #: How long a worker holds a job; a job still running then is handed to another worker.
+    #: Handlers must finish within it (the lease is not renewed).
+    lease_seconds: float = Field(default=300.0, gt=0)
+    #: Run a worker inside ``memmachine serve``; off = run ``memmachine worker`` separately.
+    in_process_worker: bool = True
+    #: Jobs one worker process runs at once.
+    concurrency: int = Field(default=1, ge=1, le=64)
+    #: Sleep between polls of an empty queue.
+    poll_interval_seconds: float = Field(default=0.5, gt=0, le=60)
+
+
 class Settings(_Section):
     """Top-level settings (``MEMMACHINE_*``)."""
 
@@ -312,6 +416,9 @@ class Settings(_Section):
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    safety: SafetySettings = Field(default_factory=SafetySettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
 
     def api_key_tenants(self) -> dict[str, str]:
         """Parse ``api_keys`` into {key: tenant}; empty when auth is off."""

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from memmachine.config import LimitSettings, RetrievalSettings
+from memmachine.config import LimitSettings, RetrievalSettings, SafetySettings
 from memmachine.errors import InvalidInputError, NotFoundError, PayloadTooLargeError, StoreError
 from memmachine.models import (
     EmbedderStatus,
@@ -42,7 +42,7 @@ from memmachine.models import (
 )
 from memmachine.ports import Embedder, EpisodeStore, ProfileStore, Reranker, WorkingMemoryStore
 from memmachine.retrieval import episode_search_text, reciprocal_rank_fusion
-from memmachine.safety import Redactor, SafetySettings, looks_like_injection, merge_counts
+from memmachine.safety import Redactor, looks_like_injection, merge_counts
 
 __all__ = ["MemoryManager", "Resource"]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from memmachine.jobs.settings import JobSettings
 from memmachine.jobs.worker import Handler, Worker, describe_failure
 
 __all__ = ["Handler", "JobSettings", "Worker", "describe_failure"]

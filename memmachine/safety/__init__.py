@@ -13,14 +13,12 @@ from memmachine.safety.pii import (
     ssn_is_valid,
 )
 from memmachine.safety.poisoning import looks_like_injection
-from memmachine.safety.settings import SafetySettings
 
 __all__ = [
     "PII_KINDS",
     "JsonRedactionResult",
     "RedactionResult",
     "Redactor",
-    "SafetySettings",
     "iban_is_valid",
     "looks_like_injection",
     "luhn_is_valid",

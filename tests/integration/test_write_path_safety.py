@@ -19,10 +19,7 @@ import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 
 from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
-from memmachine.bootstrap import build_manager
-from memmachine.config import Settings
-from memmachine.manager import MemoryManager
-from memmachine.safety import SafetySettings
+from memmachine.config import SafetySettings
 from memmachine_server.app import create_app
 from tests.server.conftest import make_settings
 
@@ -43,14 +40,7 @@ def start_app(tmp_path: Path) -> Iterator[StartApp]:
 
     def start(safety: SafetySettings) -> tuple[TestClient, Path]:
         data_dir = (tmp_path / f"app{len(opened)}").resolve()
-        settings = make_settings(data_dir)
-
-        async def factory(settings: Settings) -> MemoryManager:
-            manager = await build_manager(settings)
-            manager.safety = safety
-            return manager
-
-        client = TestClient(create_app(settings, manager_factory=factory))
+        client = TestClient(create_app(make_settings(data_dir, safety=safety)))
         client.__enter__()
         opened.append(client)
         return client, data_dir

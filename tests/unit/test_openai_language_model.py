@@ -15,8 +15,9 @@ from memmachine.adapters.openai_language_model import (
     parse_json_reply,
     repair_json,
 )
+from memmachine.bootstrap import build_language_model
+from memmachine.config import LLM_OFF_REASON, LlmSettings
 from memmachine.errors import InvalidInputError, ModelOutputError, StoreError
-from memmachine.llm_settings import LLM_OFF_REASON, LlmSettings, build_language_model
 from memmachine.ports import LanguageModel
 from memmachine.prompts import PromptMessage, Summary, summarise_messages
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (fixture)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from memmachine.config import SafetySettings
 from memmachine.safety import (
     PII_KINDS,
     Redactor,
-    SafetySettings,
     iban_is_valid,
     luhn_is_valid,
     ssn_is_valid,
