@@ -42,8 +42,11 @@ def error_response(status: int, detail: ErrorDetail) -> JSONResponse:
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:
-    parts = [str(part) for part in loc if part not in ("body", "query", "header", "path")]
-    return ".".join(parts)
+    """The dotted field path; the first element names where it came from (body, query,
+    header, path) and is dropped — a body field may itself be called ``query``."""
+    if loc and loc[0] in ("body", "query", "header", "path"):
+        loc = loc[1:]
+    return ".".join(str(part) for part in loc)
 
 
 async def _on_memmachine_error(request: Request, exc: Exception) -> JSONResponse:

@@ -178,3 +178,10 @@ def test_api_keys_authenticate_and_separate_tenants(app_factory: AppFactory) -> 
     assert len(as_a.json()["episodic"]) == 1
     assert as_b.json()["episodic"] == []
     assert app.get("/health").status_code == 200
+
+
+def test_a_body_field_named_query_is_named_in_the_error(api: TestClient) -> None:
+    error = error_of(api.post("/v1/memories/search", json={"user_id": "u", "query": ""}), 422)
+    assert error["field"] == "query"
+    error = error_of(api.get("/v1/memories", params={"user_id": "u", "limit": "many"}), 422)
+    assert error["field"] == "limit"
