@@ -19,6 +19,8 @@ from memmachine.errors import (
 from memmachine.layer import MemoryLayer
 from memmachine.manager import MemoryManager
 from memmachine.models import Episode, Fact, NewMessage, Scope, WorkingMemory, WorkingMessage
+from memmachine.prompting import MemoryPrompt, build_memory_prompt
+from memmachine.tools import execute_tool_call, memory_tools
 
 __all__ = [
     "AuthenticationError",
@@ -30,6 +32,7 @@ __all__ = [
     "MemMachineError",
     "MemoryLayer",
     "MemoryManager",
+    "MemoryPrompt",
     "NewMessage",
     "NotFoundError",
     "PayloadTooLargeError",
@@ -40,5 +43,8 @@ __all__ = [
     "WorkingMemory",
     "WorkingMessage",
     "build_manager",
+    "build_memory_prompt",
+    "execute_tool_call",
+    "memory_tools",
     "open_manager",
 ]

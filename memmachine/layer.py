@@ -22,6 +22,7 @@ from memmachine.config import Settings
 from memmachine.errors import InvalidInputError
 from memmachine.manager import MemoryManager
 from memmachine.models import FactRecord, ForgetReport, NewMessage, Role, Scope
+from memmachine.prompting import MemoryPrompt, PromptFormat, build_memory_prompt
 
 __all__ = ["MemoryLayer"]
 
@@ -173,6 +174,25 @@ class MemoryLayer:
         for fact in facts:
             profile.setdefault(fact.tag, {})[fact.feature] = fact.value
         return profile
+
+    # ------------------------------------------------------------------ prompt
+
+    def memory_prompt(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        session_id: str | None = None,
+        max_tokens: int = 2000,
+        format: PromptFormat = "openai",
+    ) -> MemoryPrompt:
+        """The context for the next LLM call: profile facts, relevant episodes, the session
+        summary and recent messages, then ``query``, within ``max_tokens`` (estimated), in
+        OpenAI, Anthropic or Gemini shape; see :mod:`memmachine.prompting`."""
+        scope = self._scope(user_id, session_id or self.session_id)
+        return self._run(
+            build_memory_prompt(self.manager, scope, query, max_tokens=max_tokens, format=format)
+        )
 
     # ------------------------------------------------------------------ forget / lifecycle
 

@@ -16,6 +16,7 @@ from memmachine_client.errors import MemMachineConnectionError, error_for
 
 T = TypeVar("T", bound=BaseModel)
 MemoryTypes = Sequence[Literal["episodic", "profile", "working"]] | None
+PromptFormat = Literal["openai", "anthropic", "gemini"]
 WorkingMessages = Sequence[m.WorkingMessageIn | dict[str, Any] | str]
 
 __all__ = ["AsyncMemMachineClient", "MemMachineClient"]
@@ -251,6 +252,46 @@ class MemMachineClient(_Base):
     def forget_user(self, user_id: str) -> m.ForgetResponse:
         return self._get(self._calls.forget_user(user_id))
 
+    def memory_prompt(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        max_tokens: int = 2000,
+        format: PromptFormat = "openai",
+        top_k: int = 10,
+        recent_messages: int = 20,
+    ) -> m.MemoryPromptResponse:
+        """The context for the next LLM call (profile facts, relevant episodes, the session
+        summary and recent messages, then ``query``) within ``max_tokens``, in ``format``."""
+        call = self._calls.memory_prompt(
+            query,
+            user_id=user_id,
+            session_id=session_id,
+            max_tokens=max_tokens,
+            format=format,
+            top_k=top_k,
+            recent_messages=recent_messages,
+        )
+        return self._get(call)
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The remember/recall/forget tool definitions in OpenAI function-calling format."""
+        return self._get(self._calls.tools()).tools
+
+    def execute_tool(
+        self,
+        tool_call: m.ToolCallIn | dict[str, Any],
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Run one of those tools as the model called it; returns the ``tool`` message to
+        append to the conversation."""
+        call = self._calls.execute_tool(tool_call, user_id=user_id, session_id=session_id)
+        return self._get(call).model_dump()
+
 
 class AsyncMemMachineClient(_Base):
     """Asyncio client with the same methods as :class:`MemMachineClient`, awaited."""
@@ -447,3 +488,43 @@ class AsyncMemMachineClient(_Base):
 
     async def forget_user(self, user_id: str) -> m.ForgetResponse:
         return await self._get(self._calls.forget_user(user_id))
+
+    async def memory_prompt(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        max_tokens: int = 2000,
+        format: PromptFormat = "openai",
+        top_k: int = 10,
+        recent_messages: int = 20,
+    ) -> m.MemoryPromptResponse:
+        """The context for the next LLM call (profile facts, relevant episodes, the session
+        summary and recent messages, then ``query``) within ``max_tokens``, in ``format``."""
+        call = self._calls.memory_prompt(
+            query,
+            user_id=user_id,
+            session_id=session_id,
+            max_tokens=max_tokens,
+            format=format,
+            top_k=top_k,
+            recent_messages=recent_messages,
+        )
+        return await self._get(call)
+
+    async def tools(self) -> list[dict[str, Any]]:
+        """The remember/recall/forget tool definitions in OpenAI function-calling format."""
+        return (await self._get(self._calls.tools())).tools
+
+    async def execute_tool(
+        self,
+        tool_call: m.ToolCallIn | dict[str, Any],
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Run one of those tools as the model called it; returns the ``tool`` message to
+        append to the conversation."""
+        call = self._calls.execute_tool(tool_call, user_id=user_id, session_id=session_id)
+        return (await self._get(call)).model_dump()

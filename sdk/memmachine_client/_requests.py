@@ -227,3 +227,42 @@ class Requests:
     def forget_user(self, user_id: str) -> Call[m.ForgetResponse]:
         params = {key: value for key, value in self.ids.items() if key != "user_id"}
         return Call("DELETE", f"/v1/users/{user_id}", m.ForgetResponse, params=params)
+
+    def memory_prompt(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        session_id: str | None,
+        max_tokens: int,
+        format: Literal["openai", "anthropic", "gemini"],
+        top_k: int,
+        recent_messages: int,
+    ) -> Call[m.MemoryPromptResponse]:
+        request = _validate(
+            m.MemoryPromptRequest,
+            query=query,
+            max_tokens=max_tokens,
+            format=format,
+            top_k=top_k,
+            recent_messages=recent_messages,
+            **self._scope(user_id=user_id, session_id=session_id),
+        )
+        return Call("POST", "/v1/memory-prompt", m.MemoryPromptResponse, json=_body(request))
+
+    def tools(self) -> Call[m.ToolsResponse]:
+        return Call("GET", "/v1/tools", m.ToolsResponse)
+
+    def execute_tool(
+        self,
+        tool_call: m.ToolCallIn | dict[str, Any],
+        *,
+        user_id: str | None,
+        session_id: str | None,
+    ) -> Call[m.ToolMessageOut]:
+        request = _validate(
+            m.ToolCallRequest,
+            tool_call=tool_call,
+            **self._scope(user_id=user_id, session_id=session_id),
+        )
+        return Call("POST", "/v1/tools/execute", m.ToolMessageOut, json=_body(request))

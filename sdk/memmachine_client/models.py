@@ -283,3 +283,115 @@ class ErrorDetail(_Model):
 
 class ErrorBody(_Model):
     error: ErrorDetail
+
+
+# ----------------------------------------------------------------- jobs
+
+__all__ += ["JobListResponse", "JobOut"]
+
+
+class JobOut(_Model):
+    """A background job (extraction, compaction...) and where it stands."""
+
+    id: str
+    kind: str
+    status: Literal["queued", "running", "done", "dead"]
+    user_id: str
+    session_id: str | None = None
+    agent_id: str | None = None
+    group_id: str | None = None
+    org_id: str
+    project_id: str
+    idempotency_key: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    attempts: int
+    max_attempts: int
+    #: The last failure (with a model's raw reply when it answered unusably).
+    last_error: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    #: A queued job is not started before this time (retry backoff).
+    available_at: datetime
+
+
+class JobListResponse(_Model):
+    jobs: list[JobOut]
+
+
+# ----------------------------------------------------------------- memory prompt and tools
+
+PromptFormatName = Literal["openai", "anthropic", "gemini"]
+
+
+class MemoryPromptRequest(ScopeFields):
+    """The user's new message; the prompt draws on the user's memory and, with a
+    ``session_id``, on that session's summary and newest messages."""
+
+    query: str = Field(min_length=1)
+    max_tokens: int = Field(default=2000, ge=1, le=1_000_000)
+    format: PromptFormatName = "openai"
+    #: How many relevant episodes to consider.
+    top_k: int = Field(default=10, ge=1)
+    #: How many of the session's newest working-memory messages to consider.
+    recent_messages: int = Field(default=20, ge=0, le=1000)
+
+
+class MemoryPromptResponse(_Model):
+    format: PromptFormatName
+    #: Messages in the requested format (Gemini: the ``contents`` list).
+    messages: list[dict[str, Any]]
+    #: The system text on its own ("" when nothing from memory fits).
+    system: str
+    #: Request fields to merge into the provider call.
+    body: dict[str, Any]
+    fact_ids: list[str]
+    episode_ids: list[str]
+    message_count: int
+    summary_included: bool
+    #: Estimated tokens (ceil(chars / 4) + 4 per message); never above max_tokens.
+    token_count: int
+    max_tokens: int
+    dropped: dict[str, int]
+
+
+class ToolFunctionCall(_Model):
+    name: str = Field(min_length=1)
+    #: The arguments as the model produced them: a JSON object in a string.
+    arguments: str = ""
+
+
+class ToolCallIn(_Model):
+    """One tool call as an OpenAI chat completion returns it."""
+
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: ToolFunctionCall
+
+
+class ToolCallRequest(ScopeFields):
+    tool_call: ToolCallIn
+
+
+class ToolMessageOut(_Model):
+    """The message to append to the conversation after running a tool call."""
+
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    #: The tool's result as a JSON string.
+    content: str
+
+
+class ToolsResponse(_Model):
+    #: Tool definitions in OpenAI function-calling format (strict-mode compatible).
+    tools: list[dict[str, Any]]
+
+
+__all__ += [
+    "MemoryPromptRequest",
+    "MemoryPromptResponse",
+    "ToolCallIn",
+    "ToolCallRequest",
+    "ToolFunctionCall",
+    "ToolMessageOut",
+    "ToolsResponse",
+]

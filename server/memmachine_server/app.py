@@ -16,7 +16,7 @@ from memmachine_client import models as wire
 from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
 from memmachine_server.limits import BodySizeLimit
-from memmachine_server.routes import memories, profile, sessions
+from memmachine_server.routes import memories, profile, prompt, sessions
 from memmachine_server.state import AppState, manager_of
 
 log = logging.getLogger("memmachine.server")
@@ -83,4 +83,5 @@ def create_app(
     app.include_router(memories.router)
     app.include_router(profile.router)
     app.include_router(sessions.router)
+    app.include_router(prompt.router)
     return app

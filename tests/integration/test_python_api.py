@@ -80,3 +80,28 @@ async def test_open_manager_async_round_trip(tmp_path: Path) -> None:
         health = await manager.health()
         assert health.status == "ok"
         assert health.mode == ("hybrid" if shared_model_dir() else "lexical-only")
+
+
+def test_memory_layer_memory_prompt(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, embedding=embedding())
+    with MemoryLayer(session_id="kitchen", settings=settings) as memory:
+        memory.store_profile("ivo", {"diet": "vegan"}, confidence=0.8)
+        memory.store_episodic("ivo", "Can you suggest a risotto recipe?")
+        memory.store_episodic("ivo", {"content": "Try a mushroom risotto", "role": "assistant"})
+        memory.store_episodic("una", "I love steak")
+        prompt = memory.memory_prompt("ivo", "Something else with rice?", format="anthropic")
+        assert "- profile / diet: vegan (confidence 0.80)" in prompt.system
+        assert prompt.body["messages"] == [
+            {"role": "user", "content": "Can you suggest a risotto recipe?"},
+            {"role": "assistant", "content": "Try a mushroom risotto"},
+            {"role": "user", "content": "Something else with rice?"},
+        ]
+        assert "steak" not in str(prompt.model_dump())
+        assert prompt.token_count <= 2000
+        # a tight budget keeps the newest message before older ones and before the profile
+        small = memory.memory_prompt("ivo", "Something else with rice?", max_tokens=30)
+        assert small.messages == [
+            {"role": "assistant", "content": "Try a mushroom risotto"},
+            {"role": "user", "content": "Something else with rice?"},
+        ]
+        assert small.token_count <= 30
