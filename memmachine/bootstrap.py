@@ -33,6 +33,7 @@ from memmachine.models import EmbedderStatus, RerankerStatus
 from memmachine.ports import (
     Embedder,
     EpisodeStore,
+    JobQueue,
     LanguageModel,
     ProfileStore,
     Reranker,
@@ -66,6 +67,13 @@ async def build_manager(settings: Settings) -> MemoryManager:
     working_url = _secret(settings.working_store_url)
     # Refuse a bad URL before loading a model for nothing.
     _check_schemes(episode_url, profile_url, working_url)
+
+    jobs_url = _secret(settings.jobs.url)
+    if jobs_url is not None and _scheme(jobs_url) not in ("redis", "rediss", "unix"):
+        raise ConfigurationError(
+            f"MEMMACHINE_JOBS_URL: unsupported scheme {_scheme(jobs_url)!r} "
+            "(use redis://host:port/db, rediss://... or unix:///path.sock, or leave it unset)"
+        )
 
     embedder, embedder_status = await _embedder(settings)
     reranker: Reranker | None = None
@@ -117,6 +125,8 @@ def _wire(
     )
     profile = _profile_store(profile_url, settings)
     working = _working_store(working_url, embedded, settings)
+    jobs = _job_queue(working_url, embedded, settings)
+    language_model, llm_off_reason = build_language_model(settings.llm)
     return MemoryManager(
         episodes=episodes,
         profile=profile,
@@ -131,6 +141,11 @@ def _wire(
         working_ttl_seconds=settings.working_ttl_seconds,
         resources=resources,
         extra_health=[embedded] if embedded is not None else [],
+        jobs=jobs,
+        language_model=language_model,
+        language_model_off_reason=llm_off_reason,
+        compaction=settings.compaction,
+        job_max_attempts=settings.jobs.max_attempts,
     )
 
 
@@ -346,6 +361,42 @@ def _working_store(
     return RedisWorkingMemoryStore(url, key_prefix=settings.working_key_prefix, password=password)
 
 
+def _job_queue(
+    working_url: str | None, embedded: EmbeddedFalkorDBServer | None, settings: Settings
+) -> JobQueue:
+    """The queue on ``MEMMACHINE_JOBS_URL``, else on the working store's server (with the
+    working store's password), else on the embedded server."""
+    from memmachine.adapters.redis_job_queue import RedisJobQueue
+
+    config = settings.jobs
+    url = _secret(config.url)
+    password: str | None = None
+    if url is not None:
+        credentials = resolve_credentials(url, None, config.password)
+        if credentials.variable_ignored:
+            log.warning(
+                "MEMMACHINE_JOBS_PASSWORD is ignored: MEMMACHINE_JOBS_URL carries a password, "
+                "and the URL wins"
+            )
+        if credentials.password is not None and resolve_credentials(url).password is None:
+            password = credentials.password.get_secret_value()
+    elif working_url is not None:
+        url = working_url
+        credentials = resolve_credentials(url, None, settings.working_store_password)
+        if credentials.password is not None and resolve_credentials(url).password is None:
+            password = credentials.password.get_secret_value()
+    else:
+        assert embedded is not None
+        url = embedded.url
+    return RedisJobQueue(
+        url,
+        key_prefix=config.key_prefix,
+        password=password,
+        backoff_base_seconds=config.backoff_base_seconds,
+        backoff_max_seconds=config.backoff_max_seconds,
+    )
+
+
 # ---------------------------------------------------------------------- startup
 
 
@@ -356,7 +407,7 @@ async def start_manager(manager: MemoryManager, settings: Settings) -> None:
     store and its host:port (never a password), and every part started so far is closed."""
     deadline = time.monotonic() + settings.startup_timeout_seconds
     targets = _targets(manager, settings)
-    secrets = settings.secrets()
+    secrets = [*settings.secrets(), *_job_secrets(settings)]
 
     # The one resource bootstrap adds to a manager is the embedded FalkorDB server.
     embedded = ("embedded FalkorDB", str(settings.data_dir.expanduser().resolve() / "falkordb"))
@@ -376,6 +427,19 @@ async def start_manager(manager: MemoryManager, settings: Settings) -> None:
     await manager.start(start_part)
 
 
+def _job_secrets(settings: Settings) -> list[str]:
+    """The job queue's passwords (the URL's and the variable's), to scrub from messages."""
+    found: list[str] = []
+    url = _secret(settings.jobs.url)
+    if url is not None:
+        password = resolve_credentials(url).password
+        if password is not None:
+            found.append(password.get_secret_value())
+    if settings.jobs.password is not None and settings.jobs.password.get_secret_value():
+        found.append(settings.jobs.password.get_secret_value())
+    return found
+
+
 def _targets(manager: MemoryManager, settings: Settings) -> dict[int, tuple[str, str]]:
     """{id(part): (what it is, where it is)} for the messages of :func:`start_manager`."""
     data_dir = settings.data_dir.expanduser().resolve()
@@ -391,6 +455,9 @@ def _targets(manager: MemoryManager, settings: Settings) -> dict[int, tuple[str,
         ),
         id(manager.working): ("working store", url_address(working) if working else embedded),
     }
+    if manager.jobs is not None:
+        jobs = _secret(settings.jobs.url) or working
+        targets[id(manager.jobs)] = ("job queue", url_address(jobs) if jobs else embedded)
     return targets
 
 

@@ -46,6 +46,7 @@ from memmachine.safety.pii import PII_KINDS
 
 __all__ = [
     "CONFIG_FILE_VARIABLE",
+    "CompactionSettings",
     "Credentials",
     "EmbeddingSettings",
     "LimitSettings",
@@ -368,6 +369,28 @@ class JobSettings(_Section):
     poll_interval_seconds: float = Field(default=0.5, gt=0, le=60)
 
 
+class CompactionSettings(_Section):
+    """When and how a session's working memory is compacted (``MEMMACHINE_COMPACTION_*``).
+
+    A session is compacted when it holds more than ``trigger_messages`` messages or more
+    than ``max_tokens`` estimated tokens: the newest ``keep_last_n`` messages (fewer when
+    they alone exceed the budget) stay, the older ones are folded into the summary with
+    the previous summary (or, without a language model, simply dropped).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_COMPACTION_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "compaction"
+
+    #: Messages kept verbatim after a compaction.
+    keep_last_n: int = Field(default=20, ge=1, le=10_000)
+    #: Token budget of a session's working memory (messages plus summary, estimated).
+    max_tokens: int = Field(default=8_000, ge=100)
+    #: A write that leaves more messages than this enqueues a compaction job (0 = never).
+    trigger_messages: int = Field(default=40, ge=0)
+    #: Length asked of the summary.
+    summary_max_words: int = Field(default=200, ge=10, le=5_000)
+
+
 class Settings(_Section):
     """Top-level settings (``MEMMACHINE_*``)."""
 
@@ -419,6 +442,7 @@ class Settings(_Section):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     safety: SafetySettings = Field(default_factory=SafetySettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
 
     def api_key_tenants(self) -> dict[str, str]:
         """Parse ``api_keys`` into {key: tenant}; empty when auth is off."""

@@ -17,8 +17,19 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from memmachine.config import LimitSettings, RetrievalSettings, SafetySettings
-from memmachine.errors import InvalidInputError, NotFoundError, PayloadTooLargeError, StoreError
+from memmachine.config import (
+    CompactionSettings,
+    LimitSettings,
+    RetrievalSettings,
+    SafetySettings,
+)
+from memmachine.errors import (
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+    StoreError,
+    StoreUnavailableError,
+)
 from memmachine.models import (
     EmbedderStatus,
     Episode,
@@ -29,6 +40,7 @@ from memmachine.models import (
     FactRecord,
     ForgetReport,
     HealthReport,
+    LlmStatus,
     MemoryType,
     NewMessage,
     RerankerStatus,
@@ -40,13 +52,25 @@ from memmachine.models import (
     as_utc,
     utc_now,
 )
-from memmachine.ports import Embedder, EpisodeStore, ProfileStore, Reranker, WorkingMemoryStore
+from memmachine.ports import (
+    Embedder,
+    EpisodeStore,
+    Job,
+    JobQueue,
+    LanguageModel,
+    ProfileStore,
+    Reranker,
+    WorkingMemoryStore,
+)
 from memmachine.retrieval import episode_search_text, reciprocal_rank_fusion
 from memmachine.safety import Redactor, looks_like_injection, merge_counts
 
 __all__ = ["MemoryManager", "Resource"]
 
 log = logging.getLogger(__name__)
+
+#: How long a write waits for its compaction job to be queued before giving up on it.
+_ENQUEUE_TIMEOUT_SECONDS = 1.0
 
 
 class Resource(Protocol):
@@ -75,6 +99,12 @@ class MemoryManager:
         resources: Sequence[Resource] = (),
         extra_health: Sequence[Any] = (),
         safety: SafetySettings | None = None,
+        jobs: JobQueue | None = None,
+        jobs_off_reason: str = "no job queue configured",
+        language_model: LanguageModel | None = None,
+        language_model_off_reason: str = "no LLM configured",
+        compaction: CompactionSettings | None = None,
+        job_max_attempts: int = 5,
     ) -> None:
         self.episodes = episodes
         self.profile = profile
@@ -90,12 +120,26 @@ class MemoryManager:
         self._extra_health = list(extra_health)
         self._started: list[Resource] = []
         self.safety = safety or SafetySettings()
+        #: The background job queue (compaction, extraction), or ``None`` when it is off.
+        self.jobs = jobs
+        self.jobs_off_reason = "" if jobs is not None else jobs_off_reason
+        self.job_max_attempts = job_max_attempts
+        #: The chat model of background work (summaries), or ``None`` when it is off.
+        self.language_model = language_model
+        self.llm_status = (
+            LlmStatus(enabled=True, model=language_model.model)
+            if language_model is not None
+            else LlmStatus(enabled=False, reason=language_model_off_reason)
+        )
+        self.compaction = compaction or CompactionSettings()
+        self._llm_started = False
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, start_part: Callable[[Resource], Awaitable[None]] | None = None) -> None:
-        """Start the reranker (a no-op when it is already loaded), resources, then stores; on
-        any failure close what started and re-raise.
+        """Start the reranker (a no-op when it is already loaded), resources, stores, the job
+        queue, then the language model's client (no request is sent); on any failure close
+        what started and re-raise.
 
         ``start_part`` starts one resource or store in place of ``part.start()`` (the
         composition root passes one that retries unreachable stores with backoff)."""
@@ -105,7 +149,10 @@ class MemoryManager:
             except BaseException:
                 await self.close()
                 raise
-        for part in [*self._resources, self.episodes, self.profile, self.working]:
+        parts: list[Resource] = [*self._resources, self.episodes, self.profile, self.working]
+        if self.jobs is not None:
+            parts.append(self.jobs)
+        for part in parts:
             try:
                 if start_part is None:
                     await part.start()
@@ -115,10 +162,20 @@ class MemoryManager:
                 await self.close()
                 raise
             self._started.append(part)
+        if self.language_model is not None:
+            try:
+                await self.language_model.start()
+            except BaseException:
+                await self.close()
+                raise
+            self._llm_started = True
 
     async def close(self) -> None:
-        """Close the reranker, the embedder, then stores and resources in reverse order; safe
-        to call twice."""
+        """Close the language model, the reranker, the embedder, then the queue, stores and
+        resources in reverse order; safe to call twice."""
+        if self.language_model is not None and self._llm_started:
+            self._llm_started = False
+            await _close_quietly(self.language_model)
         if self.reranker is not None:
             await _close_quietly(self.reranker)
         if self.embedder is not None:
@@ -147,6 +204,8 @@ class MemoryManager:
 
     async def health(self) -> HealthReport:
         checks = [self.episodes.health(), self.profile.health(), self.working.health()]
+        if self.jobs is not None:
+            checks.append(self.jobs.health())
         checks += [part.health() for part in self._extra_health]
         reports: list[StoreHealth] = list(await asyncio.gather(*checks))
         stores = {report.name: report for report in reports}
@@ -157,6 +216,7 @@ class MemoryManager:
             embedder=self.embedder_status,
             stores=stores,
             reranker=self.reranker_status,
+            llm=self.llm_status,
         )
 
     # ------------------------------------------------------------------ episodic
@@ -205,7 +265,7 @@ class MemoryManager:
         stored = await self.episodes.add_episodes(session_scope, records)
         if working and stored:
             try:
-                await self.working.append(
+                memory = await self.working.append(
                     session_scope,
                     [_working_message(episode) for episode in stored],
                     ttl_seconds=self.working_ttl_seconds,
@@ -214,6 +274,7 @@ class MemoryManager:
                 for episode in stored:
                     await self.episodes.delete_episode(session_scope, episode.id)
                 raise
+            await self._maybe_enqueue_compaction(session_scope, memory)
         return stored
 
     async def get_episode(self, scope: Scope, episode_id: str) -> Episode:
@@ -478,9 +539,55 @@ class MemoryManager:
         session_scope = _require_session(scope)
         self._check_messages(messages)
         messages = [self._sanitize_message(message) for message in messages]
-        return await self.working.append(
+        memory = await self.working.append(
             session_scope, messages, ttl_seconds=self.working_ttl_seconds
         )
+        await self._maybe_enqueue_compaction(session_scope, memory)
+        return memory
+
+    # ------------------------------------------------------------------ compaction jobs
+
+    async def enqueue_compaction(
+        self, scope: Scope, *, force: bool = False, idempotency_key: str | None = None
+    ) -> Job:
+        """Queue a ``compact`` job for ``scope``'s session (see :mod:`memmachine.compaction`).
+
+        Without ``idempotency_key`` every call queues a new job. Raises
+        ``StoreUnavailableError`` when the job queue is off."""
+        session_scope = _require_session(scope)
+        if self.jobs is None:
+            raise StoreUnavailableError(
+                f"background jobs are off: {self.jobs_off_reason}", store="jobs"
+            )
+        key = idempotency_key or f"compact:{session_scope.session_id}:{uuid.uuid4().hex}"
+        return await self.jobs.enqueue(
+            session_scope,
+            "compact",
+            {"force": force},
+            idempotency_key=key,
+            max_attempts=self.job_max_attempts,
+        )
+
+    async def _maybe_enqueue_compaction(self, scope: Scope, memory: WorkingMemory) -> None:
+        """After a write: queue one compaction per ``trigger_messages`` bucket once the
+        session holds more messages than that. Never fails (nor noticeably slows) the write:
+        a queue that is down or slow is logged and skipped."""
+        trigger = self.compaction.trigger_messages
+        if self.jobs is None or trigger <= 0 or memory.message_count <= trigger:
+            return
+        own = memory.state.get("_memmachine")
+        rounds = own.get("compactions", 0) if isinstance(own, dict) else 0
+        bucket = memory.message_count // trigger
+        key = f"compact:{scope.session_id}:{rounds}:{bucket}"
+        try:
+            async with asyncio.timeout(_ENQUEUE_TIMEOUT_SECONDS):
+                await self.enqueue_compaction(scope, idempotency_key=key)
+        except Exception as exc:  # the write has succeeded; compaction can wait
+            log.warning(
+                "could not queue the compaction of session %s: %s",
+                scope.session_id,
+                getattr(exc, "message", None) or type(exc).__name__,
+            )
 
     async def put_working(
         self,
@@ -705,7 +812,7 @@ def _reranker_status_of(reranker: Reranker | None) -> RerankerStatus:
     return RerankerStatus(enabled=True, model=reranker.model)
 
 
-async def _close_quietly(part: Resource | Embedder | Reranker) -> None:
+async def _close_quietly(part: Resource | Embedder | Reranker | LanguageModel) -> None:
     started = time.monotonic()
     try:
         await part.close()

@@ -24,6 +24,7 @@ __all__ = [
     "ForgetReport",
     "HealthReport",
     "Identifier",
+    "LlmStatus",
     "MemoryType",
     "NewMessage",
     "RerankerStatus",
@@ -266,6 +267,14 @@ class RerankerStatus(BaseModel):
     reason: str | None = None
 
 
+class LlmStatus(BaseModel):
+    """Whether a language model serves background work (summaries, extraction), or why not."""
+
+    enabled: bool
+    model: str | None = None
+    reason: str | None = None
+
+
 class HealthReport(BaseModel):
     status: Literal["ok", "degraded"]
     mode: Literal["hybrid", "lexical-only"]
@@ -273,4 +282,7 @@ class HealthReport(BaseModel):
     stores: dict[str, StoreHealth]
     reranker: RerankerStatus = Field(
         default_factory=lambda: RerankerStatus(enabled=False, reason="no reranker configured")
+    )
+    llm: LlmStatus = Field(
+        default_factory=lambda: LlmStatus(enabled=False, reason="no LLM configured")
     )

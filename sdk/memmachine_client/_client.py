@@ -246,6 +246,13 @@ class MemMachineClient(_Base):
     def delete_working(self, session_id: str, *, user_id: str | None = None) -> None:
         self._send(self._calls.delete_working(session_id, user_id=user_id))
 
+    def compact(
+        self, session_id: str, *, user_id: str | None = None, wait: bool = False
+    ) -> m.CompactResponse:
+        """Compact the session's working memory: queue a job (``.job``), or with ``wait``
+        run it now and return what it did (``.result``)."""
+        return self._get(self._calls.compact(session_id, user_id=user_id, wait=wait))
+
     def forget_session(self, session_id: str, *, user_id: str | None = None) -> m.ForgetResponse:
         return self._get(self._calls.forget_session(session_id, user_id=user_id))
 
@@ -480,6 +487,13 @@ class AsyncMemMachineClient(_Base):
 
     async def delete_working(self, session_id: str, *, user_id: str | None = None) -> None:
         await self._send(self._calls.delete_working(session_id, user_id=user_id))
+
+    async def compact(
+        self, session_id: str, *, user_id: str | None = None, wait: bool = False
+    ) -> m.CompactResponse:
+        """Compact the session's working memory: queue a job (``.job``), or with ``wait``
+        run it now and return what it did (``.result``)."""
+        return await self._get(self._calls.compact(session_id, user_id=user_id, wait=wait))
 
     async def forget_session(
         self, session_id: str, *, user_id: str | None = None

@@ -220,6 +220,15 @@ class Requests:
         params = self._scope(user_id=user_id)
         return Call("DELETE", f"/v1/sessions/{session_id}/working", None, params=params)
 
+    def compact(
+        self, session_id: str, *, user_id: str | None, wait: bool
+    ) -> Call[m.CompactResponse]:
+        params: dict[str, Any] = self._scope(user_id=user_id)
+        if wait:
+            params["wait"] = "true"
+        path = f"/v1/sessions/{session_id}/compact"
+        return Call("POST", path, m.CompactResponse, params=params)
+
     def forget_session(self, session_id: str, *, user_id: str | None) -> Call[m.ForgetResponse]:
         params = self._scope(user_id=user_id)
         return Call("DELETE", f"/v1/sessions/{session_id}", m.ForgetResponse, params=params)

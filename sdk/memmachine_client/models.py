@@ -262,6 +262,12 @@ class RerankerOut(_Model):
     reason: str | None = None
 
 
+class LlmOut(_Model):
+    enabled: bool
+    model: str | None = None
+    reason: str | None = None
+
+
 class HealthResponse(_Model):
     status: Literal["ok", "degraded"]
     version: str
@@ -270,6 +276,8 @@ class HealthResponse(_Model):
     stores: dict[str, StoreHealthOut]
     #: Whether episode search results are reranked (absent from servers that predate it).
     reranker: RerankerOut | None = None
+    #: Whether a language model serves background work; off when absent.
+    llm: LlmOut = Field(default_factory=lambda: LlmOut(enabled=False))
 
 
 class ErrorDetail(_Model):
@@ -395,3 +403,37 @@ __all__ += [
     "ToolMessageOut",
     "ToolsResponse",
 ]
+
+
+# ----------------------------------------------------------------- compaction
+
+__all__ += ["CompactResponse", "CompactionOut", "LlmOut"]
+
+
+class CompactionOut(_Model):
+    """What one compaction of a session's working memory did."""
+
+    session_id: str
+    #: False when the session was under its thresholds (or empty) and nothing changed.
+    compacted: bool
+    #: True when the older messages were folded into the summary by the language model;
+    #: False for the keep-last-N truncation used without one.
+    summarised: bool
+    #: Messages kept verbatim / removed from working memory (episodes are never touched).
+    kept: int
+    removed: int
+    #: Ids of the messages the new summary covers (the previous summary's included).
+    covered_ids: list[str] = Field(default_factory=list)
+    summary: str | None = None
+    #: The session's working-memory version after the compaction.
+    version: int
+    tokens_before: int
+    tokens_after: int
+    reason: str
+
+
+class CompactResponse(_Model):
+    """``job`` when the compaction was queued; ``result`` when it ran inline (``wait``)."""
+
+    job: JobOut | None = None
+    result: CompactionOut | None = None

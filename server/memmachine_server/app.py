@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -11,12 +12,14 @@ from fastapi import Depends, FastAPI
 
 from memmachine.bootstrap import build_manager, start_manager
 from memmachine.config import Settings
+from memmachine.jobs import Worker
+from memmachine.jobs.handlers import handlers_for
 from memmachine.manager import MemoryManager
 from memmachine_client import models as wire
 from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
 from memmachine_server.limits import BodySizeLimit
-from memmachine_server.routes import memories, profile, prompt, sessions
+from memmachine_server.routes import jobs, memories, profile, prompt, sessions
 from memmachine_server.state import AppState, manager_of
 
 log = logging.getLogger("memmachine.server")
@@ -60,7 +63,8 @@ def create_app(
             if not keys and settings.host not in ("127.0.0.1", "localhost", "::1"):
                 log.warning("no MEMMACHINE_API_KEYS set while listening on %s", settings.host)
             app.state.memmachine = AppState(settings=settings, manager=manager, api_keys=keys)
-            yield
+            async with _in_process_worker(settings, manager):
+                yield
         finally:
             await manager.close()
 
@@ -84,4 +88,33 @@ def create_app(
     app.include_router(profile.router)
     app.include_router(sessions.router)
     app.include_router(prompt.router)
+    app.include_router(jobs.router)
     return app
+
+
+@asynccontextmanager
+async def _in_process_worker(settings: Settings, manager: MemoryManager) -> AsyncIterator[None]:
+    """Run a job worker beside the app when ``MEMMACHINE_JOBS_IN_PROCESS_WORKER`` is on (and
+    there is a queue); on exit it finishes the jobs in hand, then stops."""
+    if not settings.jobs.in_process_worker or manager.jobs is None:
+        yield
+        return
+    config = settings.jobs
+    worker = Worker(
+        manager.jobs,
+        handlers_for(manager),
+        concurrency=config.concurrency,
+        poll_interval=config.poll_interval_seconds,
+        lease_seconds=config.lease_seconds,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop), name="memmachine-worker")
+    log.info("job worker %s runs in-process", worker.worker_id)
+    try:
+        yield
+    finally:
+        stop.set()
+        try:
+            await task
+        except Exception:
+            log.exception("the in-process job worker failed")

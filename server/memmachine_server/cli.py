@@ -89,6 +89,72 @@ async def _run(settings: Settings) -> int:
     return 0 if server.started else 1
 
 
+def _worker(args: argparse.Namespace) -> int:
+    """Build and start the manager like ``serve``, then run background jobs until SIGINT or
+    SIGTERM; the jobs in hand are finished first and the command exits 0. Unreachable
+    stores end it like ``serve``: one line on stderr, exit status 1."""
+    overrides: dict[str, object] = {}
+    if args.data_dir is not None:
+        overrides["data_dir"] = args.data_dir
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+    except MemMachineError as exc:
+        return _fail(exc.message)
+    except ValidationError as exc:
+        return _fail(_settings_problem(exc))
+    _configure_logging(settings.log_level)
+    try:
+        return asyncio.run(_run_worker(settings))
+    except KeyboardInterrupt:  # pragma: no cover - Ctrl-C during startup
+        return 130
+
+
+async def _run_worker(settings: Settings) -> int:
+    from memmachine.bootstrap import build_manager, start_manager
+    from memmachine.jobs import Worker
+    from memmachine.jobs.handlers import handlers_for
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        manager = await build_manager(settings)
+        await start_manager(manager, settings)
+    except MemMachineError as exc:
+        return _fail(exc.message)
+    except asyncio.CancelledError:
+        print("memmachine: startup interrupted", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+    log = logging.getLogger("memmachine")
+    try:
+        if manager.jobs is None:
+            return _fail(f"background jobs are off: {manager.jobs_off_reason}")
+        config = settings.jobs
+        worker = Worker(
+            manager.jobs,
+            handlers_for(manager),
+            concurrency=config.concurrency,
+            poll_interval=config.poll_interval_seconds,
+            lease_seconds=config.lease_seconds,
+        )
+        stop = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        log.info("memmachine worker %s running (data in %s)", worker.worker_id, settings.data_dir)
+        try:
+            await worker.run(stop)
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+        log.info("memmachine worker %s stopped", worker.worker_id)
+        return 0
+    finally:
+        await manager.close()
+
+
 def _fail(message: str) -> int:
     print(f"memmachine: cannot start: {message}", file=sys.stderr)
     return 1
@@ -128,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", type=Path, help="data directory (default ./.memmachine, MEMMACHINE_DATA_DIR)"
     )
     serve.set_defaults(run=_serve)
+    worker = commands.add_parser("worker", help="run background jobs (compaction) on their own")
+    worker.add_argument(
+        "--data-dir", type=Path, help="data directory (default ./.memmachine, MEMMACHINE_DATA_DIR)"
+    )
+    worker.set_defaults(run=_worker)
     show_version = commands.add_parser("version", help="print the version")
     show_version.set_defaults(run=_version)
     return parser

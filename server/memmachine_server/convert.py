@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from memmachine.compaction import CompactionResult
 from memmachine.models import (
     Episode,
     EpisodeHit,
@@ -92,3 +93,7 @@ def working_messages(messages: list[wire.WorkingMessageIn]) -> list[WorkingMessa
 
 def health_out(report: HealthReport, version: str) -> wire.HealthResponse:
     return wire.HealthResponse.model_validate({**report.model_dump(), "version": version})
+
+
+def compaction_out(result: CompactionResult) -> wire.CompactionOut:
+    return wire.CompactionOut.model_validate(result.model_dump())

@@ -6,9 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from memmachine.compaction import compact_session
 from memmachine.manager import MemoryManager
 from memmachine_client import models as wire
-from memmachine_server.convert import working_messages, working_out
+from memmachine_server.convert import compaction_out, working_messages, working_out
+from memmachine_server.routes.jobs import job_out
 from memmachine_server.scope import Tenant, resolve_scope
 from memmachine_server.state import manager_of
 
@@ -64,6 +66,25 @@ async def put_working(
         expected_version=body.expected_version,
     )
     return working_out(memory)
+
+
+@router.post("/sessions/{session_id}/compact", response_model=wire.CompactResponse)
+async def compact(
+    session_id: str,
+    request: Request,
+    tenant: Tenant,
+    manager: Manager,
+    wait: bool = False,
+) -> wire.CompactResponse:
+    """Compact the session's working memory now, whatever its size: queue a ``compact`` job
+    (returned; follow it at ``/v1/jobs/{id}``), or with ``wait=true`` run it inline and
+    return what it did. Without a language model the older messages are dropped."""
+    scope = resolve_scope(request, tenant, session_id=session_id)
+    if wait:
+        return wire.CompactResponse(
+            result=compaction_out(await compact_session(manager, scope, force=True))
+        )
+    return wire.CompactResponse(job=job_out(await manager.enqueue_compaction(scope, force=True)))
 
 
 @router.delete("/sessions/{session_id}/working", status_code=204)
