@@ -152,6 +152,11 @@ class EmbeddedFalkorDBServer(Lifecycle):
             "--pidfile", str(self.pidfile_path),
             "--daemonize", "no",
             "--loglevel", "notice",
+            # Exit on SIGTERM/SIGINT even when the final save fails (say the data dir was
+            # deleted): otherwise redis refuses to exit and outlives its owner. The AOF,
+            # fsynced every second, is what makes the data durable.
+            "--shutdown-on-sigterm", "default force",
+            "--shutdown-on-sigint", "default force",
             "--loadmodule", module,
         ]  # fmt: skip
 

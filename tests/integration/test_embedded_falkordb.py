@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -238,6 +239,27 @@ async def test_the_child_dies_with_its_owner(data_dir: Path) -> None:
             owner.wait()
     async with EmbeddedFalkorDBServer(data_dir) as server:
         assert await markers(server) == ["from-owner"]
+
+
+async def test_the_child_dies_with_its_owner_even_when_its_data_dir_is_gone(
+    data_dir: Path,
+) -> None:
+    """A deleted data dir makes redis's final save fail; it must still exit with its owner
+    (this once left an orphan behind after a test run's temp dirs were cleaned up)."""
+    owner = spawn_owner(data_dir)
+    try:
+        assert owner.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(owner.stdout.readline), 30)
+        assert line.strip().isdigit(), owner.stderr.read() if owner.stderr else ""
+        child = int(line)
+        shutil.rmtree(data_dir)
+        owner.kill()
+        owner.wait()
+        assert await wait_gone(child, 5.0)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
 
 
 async def test_a_long_data_dir_gets_a_short_private_socket(tmp_path: Path) -> None:
