@@ -6,10 +6,12 @@ from typing import Literal, Protocol
 
 from memmachine.models import StoreHealth
 
-__all__ = ["health_of"]
+__all__ = ["NamedStore", "health_of"]
 
 
-class _Named(Protocol):
+class NamedStore(Protocol):
+    """Anything that reports health: it has a name and a kind."""
+
     @property
     def name(self) -> str: ...
     @property
@@ -17,7 +19,7 @@ class _Named(Protocol):
 
 
 def health_of(
-    store: _Named,
+    store: NamedStore,
     status: Literal["ok", "down", "off"],
     detail: str | None = None,
     *,

@@ -46,11 +46,9 @@ they build themselves, so the queue targets standalone Redis, not Redis Cluster.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import re
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -63,7 +61,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memmachine.adapters.health import health_of
+from memmachine.adapters.redis_health import describe_error, redis_health
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -82,7 +80,6 @@ _STORE = "jobs"
 _SCHEMES = ("redis", "rediss", "unix")
 _CONNECT_TIMEOUT_SECONDS = 5.0
 _SOCKET_TIMEOUT_SECONDS = 10.0
-_HEALTH_TIMEOUT_SECONDS = 5.0
 _MAX_ERROR_CHARS = 8_000
 _MAX_IDEMPOTENCY_KEY_CHARS = 512
 _MAX_LIST = 1_000
@@ -322,7 +319,7 @@ class RedisJobQueue(Lifecycle):
         except RedisError as exc:
             await client.aclose()
             raise StoreUnavailableError(
-                f"job queue cannot reach Redis: {_describe(exc)}", store=_STORE
+                f"job queue cannot reach Redis: {describe_error(exc)}", store=_STORE
             ) from exc
         self._client = client
         self._scripts = {
@@ -345,25 +342,7 @@ class RedisJobQueue(Lifecycle):
 
     async def health(self) -> StoreHealth:
         """PING and ``INFO server``: Redis version and round-trip latency. Never raises."""
-        client = self._client
-        if client is None:
-            return health_of(self, "down", detail="not started")
-        started = time.perf_counter()
-        try:
-            async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS):
-                await client.ping()
-                latency = (time.perf_counter() - started) * 1000
-                info = await client.info("server")
-        except Exception as exc:
-            return health_of(self, "down", detail=_describe(exc))
-        version = info.get("redis_version")
-        return health_of(
-            self,
-            "ok",
-            detail=f"prefix {self._base}",
-            version=str(version) if version is not None else None,
-            latency_ms=latency,
-        )
+        return await redis_health(self, self._client, detail=f"prefix {self._base}")
 
     # ------------------------------------------------------------------ producer side
 
@@ -550,17 +529,12 @@ def _job_of(fields: dict[str, str]) -> Job:
         )
     except (KeyError, ValueError) as exc:
         raise StoreError(
-            f"job {fields.get('id', '?')!r} is unreadable: {_describe(exc)}", store=_STORE
+            f"job {fields.get('id', '?')!r} is unreadable: {describe_error(exc)}", store=_STORE
         ) from exc
 
 
 def _time(ms: str) -> datetime:
     return datetime.fromtimestamp(int(ms) / 1000, UTC)
-
-
-def _describe(exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
 
 
 @contextmanager
@@ -572,7 +546,9 @@ def _translate(action: str) -> Iterator[None]:
         raise
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise StoreUnavailableError(
-            f"job queue could not {action}: {_describe(exc)}", store=_STORE
+            f"job queue could not {action}: {describe_error(exc)}", store=_STORE
         ) from exc
     except RedisError as exc:
-        raise StoreError(f"job queue could not {action}: {_describe(exc)}", store=_STORE) from exc
+        raise StoreError(
+            f"job queue could not {action}: {describe_error(exc)}", store=_STORE
+        ) from exc

@@ -22,11 +22,9 @@ expiry; they cost a few bytes and are never counted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -39,7 +37,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memmachine.adapters.health import health_of
+from memmachine.adapters.redis_health import describe_error, redis_health
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -64,7 +62,6 @@ _STORE = "working"
 _SCHEMES = ("redis", "rediss", "unix")
 _CONNECT_TIMEOUT_SECONDS = 5.0
 _SOCKET_TIMEOUT_SECONDS = 10.0
-_HEALTH_TIMEOUT_SECONDS = 5.0
 
 # Shared tail of every write script. KEYS: meta, messages, user's session set.
 # ARGV[1] = TTL in ms ('' = persistent), ARGV[2] = updated_at, ARGV[3] = session id.
@@ -206,7 +203,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         except RedisError as exc:
             await client.aclose()
             raise StoreUnavailableError(
-                f"working store cannot reach Redis: {_describe(exc)}", store=_STORE
+                f"working store cannot reach Redis: {describe_error(exc)}", store=_STORE
             ) from exc
         self._client = client
         self._append = client.register_script(_APPEND)
@@ -222,25 +219,7 @@ class RedisWorkingMemoryStore(Lifecycle):
 
     async def health(self) -> StoreHealth:
         """PING and ``INFO server``: Redis version and round-trip latency. Never raises."""
-        client = self._client
-        if client is None:
-            return health_of(self, "down", detail="not started")
-        started = time.perf_counter()
-        try:
-            async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS):
-                await client.ping()
-                latency = (time.perf_counter() - started) * 1000
-                info = await client.info("server")
-        except Exception as exc:
-            return health_of(self, "down", detail=_describe(exc))
-        version = info.get("redis_version")
-        return health_of(
-            self,
-            "ok",
-            detail=f"prefix {self._prefix}",
-            version=str(version) if version is not None else None,
-            latency_ms=latency,
-        )
+        return await redis_health(self, self._client, detail=f"prefix {self._prefix}")
 
     # ------------------------------------------------------------------ reads
 
@@ -456,11 +435,6 @@ def _written(scope: Scope, now: datetime, reply: list[Any]) -> WorkingMemory:
     )
 
 
-def _describe(exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
-
-
 @contextmanager
 def _corrupt_data_guard(scope: Scope) -> Iterator[None]:
     """Data this store did not write (or a foreign key clash) is a store failure."""
@@ -468,7 +442,7 @@ def _corrupt_data_guard(scope: Scope) -> Iterator[None]:
         yield
     except ValueError as exc:
         raise StoreError(
-            f"working memory of session {scope.session_id!r} is unreadable: {_describe(exc)}",
+            f"working memory of session {scope.session_id!r} is unreadable: {describe_error(exc)}",
             store=_STORE,
         ) from exc
 
@@ -482,9 +456,9 @@ def _translate(action: str) -> Iterator[None]:
         raise
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise StoreUnavailableError(
-            f"working store could not {action}: {_describe(exc)}", store=_STORE
+            f"working store could not {action}: {describe_error(exc)}", store=_STORE
         ) from exc
     except RedisError as exc:
         raise StoreError(
-            f"working store could not {action}: {_describe(exc)}", store=_STORE
+            f"working store could not {action}: {describe_error(exc)}", store=_STORE
         ) from exc
