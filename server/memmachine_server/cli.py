@@ -7,13 +7,17 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
+
+if TYPE_CHECKING:
+    from memmachine.manager import MemoryManager
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -22,15 +26,15 @@ def _serve(args: argparse.Namespace) -> int:
     The stores are up before the port opens. A store still unreachable when the startup
     timeout runs out, or settings that cannot work, end the command with one line on
     stderr and exit status 1, never a traceback."""
-    overrides: dict[str, object] = {}
-    if args.host is not None:
-        overrides["host"] = args.host
-    if args.port is not None:
-        overrides["port"] = args.port
-    if args.data_dir is not None:
-        overrides["data_dir"] = args.data_dir
+    overrides = {"host": args.host, "port": args.port, "data_dir": args.data_dir}
+    return _launch(overrides, _run)
+
+
+def _launch(overrides: dict[str, Any], run: Callable[[Settings], Awaitable[int]]) -> int:
+    """Settings from the environment plus the given flags (``None`` = not given), logging,
+    then ``run`` in an event loop. Unusable settings are one line on stderr, exit 1."""
     try:
-        settings = Settings(**overrides)  # type: ignore[arg-type]
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     except MemMachineError as exc:
         return _fail(exc.message)
     except ValidationError as exc:
@@ -39,20 +43,23 @@ def _serve(args: argparse.Namespace) -> int:
     log = logging.getLogger("memmachine")
     for store, where in settings.describe().items():
         log.info("%s store: %s", store, where)
+
+    async def main() -> int:
+        return await run(settings)
+
     try:
-        return asyncio.run(_run(settings))
+        return asyncio.run(main())
     except KeyboardInterrupt:  # pragma: no cover - Ctrl-C during startup
         return 130
 
 
-async def _run(settings: Settings) -> int:
-    import uvicorn
+async def _start(settings: Settings) -> MemoryManager | int:
+    """Build and start the manager, or return the exit status when that fails.
 
+    A SIGTERM while stores are still being waited for (``docker stop``) cancels startup,
+    which closes what started (the embedded database child included) instead of dying."""
     from memmachine.bootstrap import build_manager, start_manager
-    from memmachine_server.app import create_app
 
-    # A SIGTERM while stores are still being waited for (``docker stop``) cancels startup,
-    # which closes what started (the embedded database child included) instead of dying.
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
@@ -67,6 +74,17 @@ async def _run(settings: Settings) -> int:
         return 128 + signal.SIGTERM
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
+    return manager
+
+
+async def _run(settings: Settings) -> int:
+    import uvicorn
+
+    from memmachine_server.app import create_app
+
+    manager = await _start(settings)
+    if isinstance(manager, int):
+        return manager
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(settings, manager=manager),
@@ -93,41 +111,17 @@ def _worker(args: argparse.Namespace) -> int:
     """Build and start the manager like ``serve``, then run background jobs until SIGINT or
     SIGTERM; the jobs in hand are finished first and the command exits 0. Unreachable
     stores end it like ``serve``: one line on stderr, exit status 1."""
-    overrides: dict[str, object] = {}
-    if args.data_dir is not None:
-        overrides["data_dir"] = args.data_dir
-    try:
-        settings = Settings(**overrides)  # type: ignore[arg-type]
-    except MemMachineError as exc:
-        return _fail(exc.message)
-    except ValidationError as exc:
-        return _fail(_settings_problem(exc))
-    _configure_logging(settings.log_level)
-    try:
-        return asyncio.run(_run_worker(settings))
-    except KeyboardInterrupt:  # pragma: no cover - Ctrl-C during startup
-        return 130
+    return _launch({"data_dir": args.data_dir}, _run_worker)
 
 
 async def _run_worker(settings: Settings) -> int:
-    from memmachine.bootstrap import build_manager, start_manager
     from memmachine.jobs import Worker
     from memmachine.jobs.handlers import handlers_for
 
+    manager = await _start(settings)
+    if isinstance(manager, int):
+        return manager
     loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    try:
-        manager = await build_manager(settings)
-        await start_manager(manager, settings)
-    except MemMachineError as exc:
-        return _fail(exc.message)
-    except asyncio.CancelledError:
-        print("memmachine: startup interrupted", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
     log = logging.getLogger("memmachine")
     try:
         if manager.jobs is None:
