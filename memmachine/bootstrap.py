@@ -146,6 +146,7 @@ def _wire(
         language_model_off_reason=llm_off_reason,
         compaction=settings.compaction,
         job_max_attempts=settings.jobs.max_attempts,
+        extraction=settings.extraction,
     )
 
 

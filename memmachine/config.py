@@ -49,6 +49,7 @@ __all__ = [
     "CompactionSettings",
     "Credentials",
     "EmbeddingSettings",
+    "ExtractionSettings",
     "LimitSettings",
     "RerankerSettings",
     "RetrievalSettings",
@@ -391,6 +392,37 @@ class CompactionSettings(_Section):
     summary_max_words: int = Field(default=200, ge=10, le=5_000)
 
 
+class ExtractionSettings(_Section):
+    """Profile extraction from conversations (``MEMMACHINE_EXTRACTION_*``).
+
+    With a language model configured every ``add_messages`` call queues one ``extract`` job
+    that reads the new messages, extracts facts under :attr:`all_topics` (the default ones
+    plus ``topics``, the project's own, a JSON list in ``MEMMACHINE_EXTRACTION_TOPICS``) and
+    consolidates them with the user's profile.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_EXTRACTION_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "extraction"
+
+    enabled: bool = True
+    #: Topics (profile tags) always extracted.
+    default_topics: list[str] = Field(
+        default_factory=lambda: [
+            "personal_info",
+            "preferences",
+            "conversation_details",
+            "instructions",
+        ]
+    )
+    #: Project-specific topics added to the default ones.
+    topics: list[str] = Field(default_factory=list)
+
+    @property
+    def all_topics(self) -> list[str]:
+        """The default topics then the project's own, each once."""
+        return list(dict.fromkeys([*self.default_topics, *self.topics]))
+
+
 class Settings(_Section):
     """Top-level settings (``MEMMACHINE_*``)."""
 
@@ -443,6 +475,7 @@ class Settings(_Section):
     safety: SafetySettings = Field(default_factory=SafetySettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
 
     def api_key_tenants(self) -> dict[str, str]:
         """Parse ``api_keys`` into {key: tenant}; empty when auth is off."""

@@ -9,6 +9,7 @@ writes all-or-nothing by compensating on failure.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import math
@@ -19,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from memmachine.config import (
     CompactionSettings,
+    ExtractionSettings,
     LimitSettings,
     RetrievalSettings,
     SafetySettings,
@@ -38,6 +40,7 @@ from memmachine.models import (
     Fact,
     FactHit,
     FactRecord,
+    FactVersion,
     ForgetReport,
     HealthReport,
     LlmStatus,
@@ -105,6 +108,7 @@ class MemoryManager:
         language_model_off_reason: str = "no LLM configured",
         compaction: CompactionSettings | None = None,
         job_max_attempts: int = 5,
+        extraction: ExtractionSettings | None = None,
     ) -> None:
         self.episodes = episodes
         self.profile = profile
@@ -132,6 +136,7 @@ class MemoryManager:
             else LlmStatus(enabled=False, reason=language_model_off_reason)
         )
         self.compaction = compaction or CompactionSettings()
+        self.extraction = extraction or ExtractionSettings()
         self._llm_started = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -275,6 +280,7 @@ class MemoryManager:
                     await self.episodes.delete_episode(session_scope, episode.id)
                 raise
             await self._maybe_enqueue_compaction(session_scope, memory)
+        await self._maybe_enqueue_extraction(session_scope, stored)
         return stored
 
     async def get_episode(self, scope: Scope, episode_id: str) -> Episode:
@@ -461,6 +467,30 @@ class MemoryManager:
         what was replaced."""
         self._check_facts(facts)
         self._check_injected_facts(facts)
+        records = await self._fact_records(scope, facts)
+        return await self.profile.upsert_facts(
+            scope.model_copy(update={"session_id": None}), records
+        )
+
+    async def apply_facts(
+        self,
+        scope: Scope,
+        facts: Sequence[FactRecord],
+        *,
+        invalidate: Sequence[str] = (),
+        reason: str = "invalidated",
+    ) -> list[Fact]:
+        """Invalidate the user's facts ``invalidate`` and upsert ``facts`` in one store
+        transaction (checked, redacted and embedded as :meth:`set_facts` does)."""
+        if facts:
+            self._check_facts(facts)
+            self._check_injected_facts(facts)
+        records = await self._fact_records(scope, facts)
+        return await self.profile.apply_facts(
+            scope.user_scope(), records, invalidate=invalidate, reason=reason
+        )
+
+    async def _fact_records(self, scope: Scope, facts: Sequence[FactRecord]) -> list[FactRecord]:
         records = [self._sanitize_fact(fact) for fact in facts]
         if self.embedder is not None and records:
             vectors = await self.embedder.embed([_fact_text(fact) for fact in records])
@@ -469,9 +499,7 @@ class MemoryManager:
         for record in records:
             if record.source_session_id is None:
                 record.source_session_id = scope.session_id
-        return await self.profile.upsert_facts(
-            scope.model_copy(update={"session_id": None}), records
-        )
+        return records
 
     async def list_facts(
         self,
@@ -500,6 +528,16 @@ class MemoryManager:
         self, scope: Scope, *, tag: str | None = None, feature: str | None = None
     ) -> int:
         return await self.profile.delete_facts(scope.user_scope(), tag=tag, feature=feature)
+
+    async def fact_history(
+        self, scope: Scope, tag: str, feature: str
+    ) -> tuple[Fact | None, list[FactVersion]]:
+        """The user's current fact for (tag, feature), if any, and its closed versions,
+        oldest first."""
+        user = scope.user_scope()
+        current = await self.profile.list_facts(user, tag=tag, feature=feature, limit=1)
+        history = await self.profile.fact_history(user, tag, feature)
+        return (current[0] if current else None), history
 
     async def search_facts(
         self,
@@ -567,6 +605,47 @@ class MemoryManager:
             idempotency_key=key,
             max_attempts=self.job_max_attempts,
         )
+
+    async def enqueue_extraction(
+        self, scope: Scope, episode_ids: Sequence[str], *, idempotency_key: str | None = None
+    ) -> Job:
+        """Queue an ``extract`` job over ``episode_ids`` (see :mod:`memmachine.extraction`).
+
+        Raises ``StoreUnavailableError`` when the job queue is off."""
+        session_scope = _require_session(scope)
+        if self.jobs is None:
+            raise StoreUnavailableError(
+                f"background jobs are off: {self.jobs_off_reason}", store="jobs"
+            )
+        ids = list(episode_ids)
+        key = idempotency_key or "extract:" + hashlib.sha256("\n".join(ids).encode()).hexdigest()
+        return await self.jobs.enqueue(
+            session_scope,
+            "extract",
+            {"episode_ids": ids},
+            idempotency_key=key,
+            max_attempts=self.job_max_attempts,
+        )
+
+    async def _maybe_enqueue_extraction(self, scope: Scope, episodes: Sequence[Episode]) -> None:
+        """After a write: queue one ``extract`` job over the new episodes when a language
+        model and the job queue are on. Never fails the write: errors are logged."""
+        if (
+            self.jobs is None
+            or self.language_model is None
+            or not self.extraction.enabled
+            or not episodes
+        ):
+            return
+        try:
+            async with asyncio.timeout(_ENQUEUE_TIMEOUT_SECONDS):
+                await self.enqueue_extraction(scope, [episode.id for episode in episodes])
+        except Exception as exc:  # the write has succeeded; extraction can wait
+            log.warning(
+                "could not queue the extraction of session %s: %s",
+                scope.session_id,
+                getattr(exc, "message", None) or type(exc).__name__,
+            )
 
     async def _maybe_enqueue_compaction(self, scope: Scope, memory: WorkingMemory) -> None:
         """After a write: queue one compaction per ``trigger_messages`` bucket once the

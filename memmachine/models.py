@@ -21,6 +21,7 @@ __all__ = [
     "Fact",
     "FactHit",
     "FactRecord",
+    "FactVersion",
     "ForgetReport",
     "HealthReport",
     "Identifier",
@@ -154,6 +155,8 @@ class FactRecord(BaseModel):
     confidence: float = 1.0
     source: str = "explicit"
     source_session_id: str | None = None
+    #: Ids of the episodes the value was derived from.
+    source_episode_ids: list[str] = Field(default_factory=list)
     metadata: JsonDict = Field(default_factory=dict)
     embedding: list[float] | None = None
 
@@ -167,11 +170,42 @@ class Fact(BaseModel):
     confidence: float
     source: str
     source_session_id: str | None = None
+    source_episode_ids: list[str] = Field(default_factory=list)
     metadata: JsonDict = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
+    #: Since when the current value holds.
+    valid_from: datetime | None = None
+    #: ``None`` while the fact is current.
+    valid_to: datetime | None = None
 
-    @field_validator("created_at", "updated_at")
+    @field_validator("created_at", "updated_at", "valid_from", "valid_to")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+
+class FactVersion(BaseModel):
+    """A closed version of a fact: the value it had, its provenance and when it held.
+
+    ``reason`` is ``"superseded"`` when a new value replaced it, otherwise the reason given
+    to ``invalidate_fact``.
+    """
+
+    fact_id: str
+    tag: str
+    feature: str
+    value: str
+    confidence: float
+    source: str
+    source_session_id: str | None = None
+    source_episode_ids: list[str] = Field(default_factory=list)
+    valid_from: datetime
+    valid_to: datetime
+    reason: str
+    recorded_at: datetime
+
+    @field_validator("valid_from", "valid_to", "recorded_at")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
         return as_utc(value)

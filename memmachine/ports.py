@@ -32,6 +32,7 @@ from memmachine.models import (
     EpisodeRecord,
     Fact,
     FactRecord,
+    FactVersion,
     Scope,
     StoreHealth,
     WorkingMemory,
@@ -158,6 +159,21 @@ class ProfileStore(Protocol):
       and ``group_id`` of the scope are recorded on new facts and kept on updates; an update
       also replaces ``source_session_id`` and the embedding. The same (tag, feature) twice in
       one batch: the last record wins and both positions return the final fact.
+    * History: an upsert that gives an existing (tag, feature) a *different* value first
+      records the old version (value, confidence, source, ``source_episode_ids``,
+      ``valid_from``, ``valid_to`` = now, reason ``"superseded"``) and starts a new
+      ``valid_from``; the same value again is a corroboration: no history, ``updated_at``
+      moves and the record's ``source_episode_ids`` are added to the fact's. Current facts
+      have ``valid_to`` ``None``.
+    * ``invalidate_fact(scope, fact_id, reason)`` closes a fact inside the user's scope: its
+      version is recorded with ``valid_to`` = now and ``reason``, and it no longer appears in
+      ``get_fact`` / ``list_facts`` / ``search_facts``. Returns whether it existed.
+    * ``apply_facts(scope, records, invalidate=ids, reason=...)`` invalidates the facts
+      ``ids`` (unknown ids are skipped) and then upserts ``records``, all or nothing in one
+      transaction; returns the stored facts in input order.
+    * ``fact_history(scope, tag, feature)`` returns the closed versions of the user's
+      (tag, feature), oldest first. ``delete_fact`` / ``delete_facts`` also erase the history
+      of what they delete.
     * For reads and deletes, ``agent_id``/``group_id`` narrow to facts recorded with them and
       ``session_id`` to facts whose ``source_session_id`` is that session (pass
       ``scope.user_scope()`` for all of a user's facts).
@@ -198,6 +214,16 @@ class ProfileStore(Protocol):
     async def search_facts(
         self, scope: Scope, query: str, embedding: Sequence[float] | None, k: int
     ) -> list[tuple[Fact, float]]: ...
+    async def invalidate_fact(self, scope: Scope, fact_id: str, reason: str) -> bool: ...
+    async def apply_facts(
+        self,
+        scope: Scope,
+        records: Sequence[FactRecord],
+        *,
+        invalidate: Sequence[str],
+        reason: str,
+    ) -> list[Fact]: ...
+    async def fact_history(self, scope: Scope, tag: str, feature: str) -> list[FactVersion]: ...
 
 
 @runtime_checkable

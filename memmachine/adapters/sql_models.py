@@ -40,12 +40,13 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["NAMING_CONVENTION", "Base", "ProfileFactRow", "UtcDateTime"]
+__all__ = ["NAMING_CONVENTION", "Base", "ProfileFactHistoryRow", "ProfileFactRow", "UtcDateTime"]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -143,5 +144,54 @@ class ProfileFactRow(Base):
     embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
     #: The analysed terms of tag, feature and value, space-separated (see the module doc).
     search_terms: Mapped[str] = mapped_column(Text, server_default="")
+    #: Ids of the episodes the current value was derived from (JSON list of strings).
+    source_episode_ids: Mapped[list[str]] = mapped_column(_json_type(), server_default=text("'[]'"))
+    #: Since when the current value holds; ``NULL`` on rows older than revision 0004 means
+    #: ``created_at``.
+    valid_from: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    #: Always ``NULL`` here (a current fact); closed versions live in ``profile_fact_history``.
+    valid_to: Mapped[datetime | None] = mapped_column(UtcDateTime())
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class ProfileFactHistoryRow(Base):
+    """One closed version of a profile fact: a value that was superseded or invalidated.
+
+    Written by the store before a fact's value is replaced (``reason`` ``"superseded"``) or
+    when a fact is invalidated (the current row is then removed from ``profile_facts``).
+    ``valid_to`` is when the version stopped holding.
+    """
+
+    __tablename__ = "profile_fact_history"
+    __table_args__ = (
+        Index(
+            "ix_profile_fact_history_scope_feature",
+            "tenant",
+            "org_id",
+            "project_id",
+            "user_id",
+            "tag",
+            "feature",
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    fact_id: Mapped[str] = mapped_column(String(36))
+    tenant: Mapped[str] = mapped_column(String(ID_LENGTH))
+    org_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    project_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    user_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    agent_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    group_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    tag: Mapped[str] = mapped_column(Text)
+    feature: Mapped[str] = mapped_column(Text)
+    value: Mapped[str] = mapped_column(Text)
+    confidence: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(Text)
+    source_session_id: Mapped[str | None] = mapped_column(Text)
+    source_episode_ids: Mapped[list[str]] = mapped_column(_json_type())
+    valid_from: Mapped[datetime] = mapped_column(UtcDateTime())
+    valid_to: Mapped[datetime] = mapped_column(UtcDateTime())
+    reason: Mapped[str] = mapped_column(Text)
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime())

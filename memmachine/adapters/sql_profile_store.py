@@ -13,6 +13,12 @@ no-op at head; PostgreSQL serialises concurrent starts with an advisory lock, SQ
 * Upserts run in one transaction. An update replaces value, confidence, source,
   source_session_id, metadata and embedding. When one batch names the same (tag, feature)
   twice the last record wins and both positions of the result carry the final fact.
+* History: ``profile_facts`` holds only current facts (``valid_to`` stays ``NULL``). A new
+  value for an existing (tag, feature) first copies the old version into
+  ``profile_fact_history`` (reason ``"superseded"``); ``invalidate_fact`` / ``apply_facts``
+  copy the fact there with their reason and delete it from ``profile_facts``, so every read
+  and search sees current facts only without an extra filter. Deleting facts deletes their
+  history too.
 * ``search_facts`` fuses two rankings by reciprocal-rank fusion
   (:mod:`memmachine.retrieval.fusion`), then loads only the ``k`` winners:
 
@@ -42,7 +48,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -87,7 +93,7 @@ from sqlalchemy.sql.expression import ColumnClause
 from memmachine.adapters.health import health_of
 from memmachine.adapters.migrations import ADVISORY_LOCK_KEY, upgrade_schema
 from memmachine.adapters.migrations.pgvector import enable_pgvector, set_vectors
-from memmachine.adapters.sql_models import ProfileFactRow
+from memmachine.adapters.sql_models import ProfileFactHistoryRow, ProfileFactRow
 from memmachine.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -95,7 +101,7 @@ from memmachine.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from memmachine.models import Fact, FactRecord, Scope, StoreHealth, utc_now
+from memmachine.models import Fact, FactRecord, FactVersion, Scope, StoreHealth, utc_now
 from memmachine.ports import Lifecycle
 from memmachine.retrieval import reciprocal_rank_fusion
 from memmachine.retrieval.terms import document_terms, query_terms
@@ -196,7 +202,19 @@ class SqlProfileStore(Lifecycle):
 
     async def upsert_facts(self, scope: Scope, records: Sequence[FactRecord]) -> list[Fact]:
         """Insert or update one fact per record in one transaction; all or nothing."""
-        if not records:
+        return await self.apply_facts(scope, records, invalidate=(), reason="")
+
+    async def apply_facts(
+        self,
+        scope: Scope,
+        records: Sequence[FactRecord],
+        *,
+        invalidate: Sequence[str],
+        reason: str,
+    ) -> list[Fact]:
+        """Invalidate the facts ``invalidate`` (ids in ``scope``; unknown ids are skipped),
+        then upsert ``records``, all in one transaction; the stored facts in input order."""
+        if not records and not invalidate:
             return []
         prepared = [_prepare(index, record) for index, record in enumerate(records)]
         writer = self._sessions(write=True)
@@ -205,8 +223,10 @@ class SqlProfileStore(Lifecycle):
             attempt += 1
             try:
                 async with writer() as session, session.begin():
-                    rows = await _upsert_rows(session, scope, prepared)
-                    if self._pgvector:
+                    if invalidate:
+                        await _invalidate_rows(session, scope, invalidate, reason)
+                    rows = await _upsert_rows(session, scope, prepared) if prepared else []
+                    if self._pgvector and rows:
                         vectors = {row.id: row.embedding for row in rows}
                         conn = await session.connection()
                         await conn.run_sync(set_vectors, list(vectors.items()))
@@ -224,7 +244,10 @@ class SqlProfileStore(Lifecycle):
         statement = delete(ProfileFactRow).where(
             ProfileFactRow.id == fact_id, *_scope_filter(scope)
         )
-        return await self._delete(statement, "delete fact") > 0
+        history = delete(ProfileFactHistoryRow).where(
+            ProfileFactHistoryRow.fact_id == fact_id, *_history_filter(scope)
+        )
+        return await self._delete(statement, "delete fact", history) > 0
 
     async def delete_facts(
         self, scope: Scope, *, tag: str | None = None, feature: str | None = None
@@ -233,7 +256,37 @@ class SqlProfileStore(Lifecycle):
         statement = delete(ProfileFactRow).where(
             *_scope_filter(scope), *_tag_feature_filter(tag, feature)
         )
-        return await self._delete(statement, "delete facts")
+        history = delete(ProfileFactHistoryRow).where(*_history_filter(scope))
+        if tag is not None:
+            history = history.where(ProfileFactHistoryRow.tag == tag)
+        if feature is not None:
+            history = history.where(ProfileFactHistoryRow.feature == feature)
+        return await self._delete(statement, "delete facts", history)
+
+    async def invalidate_fact(self, scope: Scope, fact_id: str, reason: str) -> bool:
+        """Close the fact with ``fact_id`` in ``scope``: its version moves to the history
+        (``valid_to`` = now, ``reason``) and it leaves the current facts. Whether it existed."""
+        writer = self._sessions(write=True)
+        with _translate("invalidate fact"):
+            async with writer() as session, session.begin():
+                return await _invalidate_rows(session, scope, [fact_id], reason) > 0
+
+    async def fact_history(self, scope: Scope, tag: str, feature: str) -> list[FactVersion]:
+        """The closed versions of the user's (tag, feature), oldest first."""
+        statement = (
+            select(ProfileFactHistoryRow)
+            .where(
+                *_history_filter(scope),
+                ProfileFactHistoryRow.tag == tag,
+                ProfileFactHistoryRow.feature == feature,
+            )
+            .order_by(ProfileFactHistoryRow.valid_to, ProfileFactHistoryRow.recorded_at)
+        )
+        reader = self._sessions(write=False)
+        with _translate("read fact history"):
+            async with reader() as session:
+                rows = list(await session.scalars(statement))
+        return [_to_version(row) for row in rows]
 
     # ------------------------------------------------------------------ reads
 
@@ -364,11 +417,14 @@ class SqlProfileStore(Lifecycle):
             async with reader() as session, session.begin():
                 return list((await session.scalars(statement)).all())
 
-    async def _delete(self, statement: Delete, action: str) -> int:
+    async def _delete(self, statement: Delete, action: str, *also: Delete) -> int:
+        """Run ``statement`` (whose row count is returned) and ``also`` in one transaction."""
         writer = self._sessions(write=True)
         with _translate(action):
             async with writer() as session, session.begin():
                 result = cast(CursorResult[Any], await session.execute(statement))
+                for extra in also:
+                    await session.execute(extra)
                 return int(result.rowcount)
 
 
@@ -528,6 +584,66 @@ def _scope_filter(scope: Scope) -> list[ColumnElement[bool]]:
     return conditions
 
 
+def _history_filter(scope: Scope) -> list[ColumnElement[bool]]:
+    """:func:`_scope_filter` over the history table."""
+    table = ProfileFactHistoryRow
+    conditions: list[ColumnElement[bool]] = [
+        table.tenant == scope.tenant,
+        table.org_id == scope.org_id,
+        table.project_id == scope.project_id,
+        table.user_id == scope.user_id,
+    ]
+    if scope.agent_id is not None:
+        conditions.append(table.agent_id == scope.agent_id)
+    if scope.group_id is not None:
+        conditions.append(table.group_id == scope.group_id)
+    if scope.session_id is not None:
+        conditions.append(table.source_session_id == scope.session_id)
+    return conditions
+
+
+def _history_row(row: ProfileFactRow, reason: str, now: datetime) -> ProfileFactHistoryRow:
+    """The current version of ``row`` as a closed history version ending at ``now``."""
+    return ProfileFactHistoryRow(
+        id=str(uuid.uuid4()),
+        fact_id=row.id,
+        tenant=row.tenant,
+        org_id=row.org_id,
+        project_id=row.project_id,
+        user_id=row.user_id,
+        agent_id=row.agent_id,
+        group_id=row.group_id,
+        tag=row.tag,
+        feature=row.feature,
+        value=row.value,
+        confidence=row.confidence,
+        source=row.source,
+        source_session_id=row.source_session_id,
+        source_episode_ids=list(row.source_episode_ids or []),
+        valid_from=row.valid_from or row.created_at,
+        valid_to=now,
+        reason=reason,
+        recorded_at=now,
+    )
+
+
+def _to_version(row: ProfileFactHistoryRow) -> FactVersion:
+    return FactVersion(
+        fact_id=row.fact_id,
+        tag=row.tag,
+        feature=row.feature,
+        value=row.value,
+        confidence=row.confidence,
+        source=row.source,
+        source_session_id=row.source_session_id,
+        source_episode_ids=list(row.source_episode_ids or []),
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+        reason=row.reason,
+        recorded_at=row.recorded_at,
+    )
+
+
 def _tag_feature_filter(tag: str | None, feature: str | None) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = []
     if tag is not None:
@@ -535,6 +651,23 @@ def _tag_feature_filter(tag: str | None, feature: str | None) -> list[ColumnElem
     if feature is not None:
         conditions.append(ProfileFactRow.feature == feature)
     return conditions
+
+
+async def _invalidate_rows(
+    session: AsyncSession, scope: Scope, fact_ids: Sequence[str], reason: str
+) -> int:
+    """Move the facts ``fact_ids`` in ``scope`` to the history; how many there were."""
+    found = await session.scalars(
+        select(ProfileFactRow).where(ProfileFactRow.id.in_(list(fact_ids)), *_scope_filter(scope))
+    )
+    now = utc_now()
+    count = 0
+    for row in found:
+        session.add(_history_row(row, reason, now))
+        await session.delete(row)
+        count += 1
+    await session.flush()
+    return count
 
 
 async def _upsert_rows(
@@ -566,6 +699,7 @@ async def _upsert_rows(
                 feature=record.feature,
                 created_at=now,
                 updated_at=now,
+                valid_from=now,
             )
             session.add(row)
             existing[(record.tag, record.feature)] = row
@@ -573,6 +707,19 @@ async def _upsert_rows(
         elif row.id not in created:
             # Strictly later than before even when the clock has not ticked.
             row.updated_at = max(now, row.updated_at + timedelta(microseconds=1))
+            if row.value != record.value:
+                # A new value supersedes the old one: keep the old version readable.
+                session.add(_history_row(row, "superseded", row.updated_at))
+                row.valid_from = row.updated_at
+        if row.value == record.value:
+            # Corroboration: the episodes of every confirmation are kept.
+            known = list(row.source_episode_ids or [])
+            row.source_episode_ids = known + [
+                e for e in record.source_episode_ids if e not in known
+            ]
+        else:
+            row.source_episode_ids = list(record.source_episode_ids)
+        row.valid_to = None
         row.value = record.value
         row.confidence = record.confidence
         row.source = record.source
@@ -602,9 +749,12 @@ def _to_fact(row: ProfileFactRow) -> Fact:
         confidence=row.confidence,
         source=row.source,
         source_session_id=row.source_session_id,
+        source_episode_ids=list(row.source_episode_ids or []),
         metadata=dict(row.meta or {}),
         created_at=row.created_at,
         updated_at=row.updated_at,
+        valid_from=row.valid_from or row.created_at,
+        valid_to=row.valid_to,
     )
 
 

@@ -3,6 +3,9 @@
 * ``compact``: :func:`memmachine.compaction.compact_session` on the job's session; the
   payload's ``force`` compacts even under the thresholds. A session compacted meanwhile
   (or under its thresholds) makes the job a no-op, so running it again is harmless.
+* ``extract``: :func:`memmachine.extraction.extract_from_episodes` over the payload's
+  ``episode_ids``. Running it again re-reads the same episodes; a fact already stored with
+  the same value is corroborated, never stored twice.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from memmachine.compaction import compact_session
+from memmachine.extraction import extract_from_episodes
 from memmachine.jobs.worker import Handler
 from memmachine.ports import Job
 
@@ -29,4 +33,17 @@ def handlers_for(manager: MemoryManager) -> dict[str, Handler]:
         result = await compact_session(manager, job.scope, force=bool(job.payload.get("force")))
         log.info("job %s: session %s: %s", job.id, result.session_id, result.reason)
 
-    return {"compact": compact}
+    async def extract(job: Job) -> None:
+        ids = [str(item) for item in job.payload.get("episode_ids") or []]
+        result = await extract_from_episodes(manager, job.scope, ids)
+        log.info(
+            "job %s: %d episodes, %d facts: %d created, %d updated, %d invalidated",
+            job.id,
+            result.episodes,
+            result.extracted,
+            result.created,
+            result.updated,
+            result.invalidated,
+        )
+
+    return {"compact": compact, "extract": extract}

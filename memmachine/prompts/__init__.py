@@ -4,5 +4,22 @@
 from __future__ import annotations
 
 from memmachine.prompts.base import Prompt, PromptMessage, Summary, summarise_messages
+from memmachine.prompts.extraction import (
+    CandidateFact,
+    ConsolidationDecision,
+    ExistingFact,
+    decide_consolidation,
+    extract_candidates,
+)
 
-__all__ = ["Prompt", "PromptMessage", "Summary", "summarise_messages"]
+__all__ = [
+    "CandidateFact",
+    "ConsolidationDecision",
+    "ExistingFact",
+    "Prompt",
+    "PromptMessage",
+    "Summary",
+    "decide_consolidation",
+    "extract_candidates",
+    "summarise_messages",
+]

@@ -189,6 +189,12 @@ class MemMachineClient(_Base):
     ) -> list[m.FactOut]:
         return self._get(self._calls.get_profile(user_id=user_id, tag=tag, feature=feature)).facts
 
+    def profile_history(
+        self, tag: str, feature: str, *, user_id: str | None = None
+    ) -> m.ProfileHistoryResponse:
+        """The current fact for (tag, feature) and its superseded / invalidated versions."""
+        return self._get(self._calls.profile_history(tag, feature, user_id=user_id))
+
     def search_profile(
         self, query: str, *, user_id: str | None = None, top_k: int = 10
     ) -> list[m.FactOut]:
@@ -429,6 +435,12 @@ class AsyncMemMachineClient(_Base):
     ) -> list[m.FactOut]:
         call = self._calls.get_profile(user_id=user_id, tag=tag, feature=feature)
         return (await self._get(call)).facts
+
+    async def profile_history(
+        self, tag: str, feature: str, *, user_id: str | None = None
+    ) -> m.ProfileHistoryResponse:
+        """The current fact for (tag, feature) and its superseded / invalidated versions."""
+        return await self._get(self._calls.profile_history(tag, feature, user_id=user_id))
 
     async def search_profile(
         self, query: str, *, user_id: str | None = None, top_k: int = 10

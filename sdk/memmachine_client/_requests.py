@@ -149,6 +149,12 @@ class Requests:
         params = _params(**self._scope(user_id=user_id), tag=tag, feature=feature)
         return Call("GET", "/v1/profile", m.ProfileResponse, params=params)
 
+    def profile_history(
+        self, tag: str, feature: str, *, user_id: str | None
+    ) -> Call[m.ProfileHistoryResponse]:
+        params = _params(**self._scope(user_id=user_id), tag=tag, feature=feature)
+        return Call("GET", "/v1/profile/history", m.ProfileHistoryResponse, params=params)
+
     def search_profile(
         self, query: str, *, user_id: str | None, top_k: int
     ) -> Call[m.ProfileSearchResponse]:

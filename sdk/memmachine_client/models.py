@@ -153,6 +153,10 @@ class FactOut(_Model):
     metadata: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    #: Episodes the value was derived from.
+    source_episode_ids: list[str] = Field(default_factory=list)
+    #: Since when the current value holds.
+    valid_from: datetime | None = None
     #: Relevance (search results only), higher is better.
     score: float | None = None
 
@@ -437,3 +441,34 @@ class CompactResponse(_Model):
 
     job: JobOut | None = None
     result: CompactionOut | None = None
+
+
+# ----------------------------------------------------------------- profile history
+
+
+class FactVersionOut(_Model):
+    """A closed version of a fact: superseded by a new value or invalidated."""
+
+    fact_id: str
+    tag: str
+    feature: str
+    value: str
+    confidence: float
+    source: str
+    source_session_id: str | None = None
+    source_episode_ids: list[str] = Field(default_factory=list)
+    valid_from: datetime
+    valid_to: datetime
+    reason: str
+    recorded_at: datetime
+
+
+class ProfileHistoryResponse(_Model):
+    """``current`` is the fact holding now (``None`` when there is none); ``history`` its
+    closed versions, oldest first."""
+
+    current: FactOut | None = None
+    history: list[FactVersionOut]
+
+
+__all__ += ["FactVersionOut", "ProfileHistoryResponse"]

@@ -8,6 +8,7 @@ from memmachine.models import (
     EpisodeHit,
     Fact,
     FactHit,
+    FactVersion,
     HealthReport,
     NewMessage,
     WorkingMemory,
@@ -55,8 +56,14 @@ def fact_out(fact: Fact, hit: FactHit | None = None) -> wire.FactOut:
         metadata=fact.metadata,
         created_at=fact.created_at,
         updated_at=fact.updated_at,
+        source_episode_ids=list(fact.source_episode_ids),
+        valid_from=fact.valid_from,
         score=None if hit is None else round(hit.score, 6),
     )
+
+
+def fact_version_out(version: FactVersion) -> wire.FactVersionOut:
+    return wire.FactVersionOut.model_validate(version.model_dump())
 
 
 def working_out(memory: WorkingMemory) -> wire.WorkingMemoryOut:

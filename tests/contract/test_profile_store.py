@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import delete, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from memmachine.adapters.sql_models import ProfileFactRow
+from memmachine.adapters.sql_models import ProfileFactHistoryRow, ProfileFactRow
 from memmachine.adapters.sql_profile_store import SqlProfileStore
 from memmachine.errors import (
     ConfigurationError,
@@ -102,6 +102,11 @@ async def profile_url(request: pytest.FixtureRequest, unique: str) -> AsyncItera
             async with engine.begin() as conn:
                 await conn.execute(
                     delete(ProfileFactRow).where(ProfileFactRow.tenant.like(f"t{unique}%"))
+                )
+                await conn.execute(
+                    delete(ProfileFactHistoryRow).where(
+                        ProfileFactHistoryRow.tenant.like(f"t{unique}%")
+                    )
                 )
         finally:
             await engine.dispose()
@@ -326,6 +331,108 @@ async def test_upsert_existing_replaces_value_keeps_id_and_created_at(
     # Who recorded the fact first stays recorded.
     assert new.scope.agent_id == "first-agent"
     assert await profile_store.list_facts(scope) == [new]
+
+
+async def test_new_value_keeps_the_old_version_in_the_history(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    [old] = await profile_store.upsert_facts(
+        scope,
+        [fact("food", "coffee", "black", source="user-explicit", source_episode_ids=["e1"])],
+    )
+    assert old.source_episode_ids == ["e1"]
+    assert old.valid_from is not None
+    assert old.valid_to is None
+    [new] = await profile_store.upsert_facts(
+        scope, [fact("food", "coffee", "flat white", source_episode_ids=["e2"])]
+    )
+    assert new.id == old.id
+    assert new.source_episode_ids == ["e2"]
+    assert new.valid_from is not None
+    assert new.valid_from > old.valid_from
+    [version] = await profile_store.fact_history(scope, "food", "coffee")
+    assert (version.fact_id, version.value, version.source) == (old.id, "black", "user-explicit")
+    assert version.source_episode_ids == ["e1"]
+    assert version.valid_from == old.valid_from
+    assert version.valid_to == new.valid_from
+    assert version.reason == "superseded"
+
+
+async def test_same_value_again_is_a_corroboration_without_history(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    [old] = await profile_store.upsert_facts(
+        scope, [fact("food", "coffee", "black", source_episode_ids=["e1"])]
+    )
+    [again] = await profile_store.upsert_facts(
+        scope, [fact("food", "coffee", "black", source_episode_ids=["e2", "e1"])]
+    )
+    assert again.updated_at > old.updated_at
+    assert again.valid_from == old.valid_from
+    assert again.source_episode_ids == ["e1", "e2"]
+    assert await profile_store.fact_history(scope, "food", "coffee") == []
+
+
+async def test_invalidated_fact_leaves_reads_and_stays_in_the_history(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    stored = keyed(await seed_food(profile_store, scope))
+    coffee = stored[("food", "coffee")]
+    other_user = scope.model_copy(update={"user_id": "bob"})
+    assert await profile_store.invalidate_fact(other_user, coffee.id, "wrong user") is False
+    assert await profile_store.invalidate_fact(scope, coffee.id, "user said otherwise") is True
+    assert await profile_store.invalidate_fact(scope, coffee.id, "again") is False
+    assert await profile_store.get_fact(scope, coffee.id) is None
+    assert ("food", "coffee") not in keyed(await profile_store.list_facts(scope))
+    hits = await profile_store.search_facts(scope, "coffee", None, 5)
+    assert coffee.id not in [f.id for f, _ in hits]
+    [version] = await profile_store.fact_history(scope, "food", "coffee")
+    assert (version.value, version.reason) == (coffee.value, "user said otherwise")
+    assert version.valid_to >= version.valid_from
+    assert await profile_store.fact_history(other_user, "food", "coffee") == []
+    # The (tag, feature) can hold a new fact afterwards.
+    [fresh] = await profile_store.upsert_facts(scope, [fact("food", "coffee", "none")])
+    assert fresh.id != coffee.id
+
+
+async def test_apply_facts_invalidates_and_upserts_in_one_transaction(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    stored = keyed(await seed_food(profile_store, scope))
+    coffee, tea = stored[("food", "coffee")], stored[("food", "tea")]
+    with pytest.raises(InvalidInputError):
+        await profile_store.apply_facts(
+            scope,
+            [fact("food", "juice", "orange", metadata={"bad": float("nan")})],
+            invalidate=[coffee.id],
+            reason="contradicted",
+        )
+    assert await profile_store.get_fact(scope, coffee.id) == coffee
+    [juice] = await profile_store.apply_facts(
+        scope,
+        [fact("food", "juice", "orange")],
+        invalidate=[coffee.id, "missing-id"],
+        reason="contradicted",
+    )
+    assert juice.value == "orange"
+    assert await profile_store.get_fact(scope, coffee.id) is None
+    assert await profile_store.get_fact(scope, tea.id) == tea
+    [version] = await profile_store.fact_history(scope, "food", "coffee")
+    assert version.reason == "contradicted"
+
+
+async def test_deleting_facts_erases_their_history(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    await profile_store.upsert_facts(scope, [fact("food", "coffee", "black")])
+    [current] = await profile_store.upsert_facts(scope, [fact("food", "coffee", "white")])
+    assert len(await profile_store.fact_history(scope, "food", "coffee")) == 1
+    assert await profile_store.delete_fact(scope, current.id) is True
+    assert await profile_store.fact_history(scope, "food", "coffee") == []
+    await profile_store.upsert_facts(scope, [fact("food", "tea", "green")])
+    await profile_store.upsert_facts(scope, [fact("food", "tea", "black")])
+    assert await profile_store.delete_facts(scope.user_scope()) == 1
+    assert await profile_store.fact_history(scope, "food", "tea") == []
 
 
 async def test_one_fact_per_tag_and_feature(profile_store: SqlProfileStore, scope: Scope) -> None:

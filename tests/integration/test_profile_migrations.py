@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -297,6 +298,36 @@ async def test_pre_migration_postgres_database_is_adopted(
         assert [(f.feature, f.value) for f, _ in hits] == [("dog", "Rex the retriever")]
     async with engine.connect() as conn:
         assert await conn.run_sync(current_revision) == head_revision()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+async def test_a_revision_0003_database_keeps_its_facts_and_gains_history(
+    dialect: str, request: pytest.FixtureRequest, engine_for: Callable[[str], AsyncEngine]
+) -> None:
+    url = str(request.getfixturevalue("sqlite_url" if dialect == "sqlite" else "postgres_url"))
+    engine = engine_for(url)
+    async with engine.begin() as conn:
+        await conn.run_sync(lambda sync: command.upgrade(alembic_config(sync), "0003"))
+        await conn.execute(
+            text(
+                "INSERT INTO profile_facts (id, tenant, org_id, project_id, user_id, tag, "
+                "feature, value, confidence, source, metadata, created_at, updated_at) VALUES "
+                "('0b6c2d1e-0000-4000-8000-000000000003', 'acme', 'o', 'p', 'alice', 'food', "
+                "'coffee', 'Black coffee', 0.8, 'explicit', '{}', :at, :at)"
+            ),
+            {"at": datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)},
+        )
+    async with SqlProfileStore(url) as store:
+        [kept] = await store.list_facts(SCOPE)
+        assert (kept.value, kept.confidence, kept.source_episode_ids) == ("Black coffee", 0.8, [])
+        assert kept.valid_from == kept.created_at
+        assert kept.valid_to is None
+        await store.upsert_facts(SCOPE, [FactRecord(tag="food", feature="coffee", value="Tea")])
+        [version] = await store.fact_history(SCOPE, "food", "coffee")
+        assert version.value == "Black coffee"
+    async with engine.connect() as conn:
+        assert await conn.run_sync(current_revision) == head_revision()
+        assert await conn.run_sync(model_differences) == []
 
 
 # --------------------------------------------------------------------------- repeat and race

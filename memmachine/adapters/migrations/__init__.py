@@ -13,6 +13,8 @@ Revisions (``versions/``):
   generated ``search_vector tsvector`` over it with a GIN index.
 * ``0003`` PostgreSQL with pgvector available: the ``vector`` extension and an
   ``embedding_vec vector`` column (backfilled from ``embedding``). A no-op elsewhere.
+* ``0004`` fact provenance and history: ``source_episode_ids``, ``valid_from``, ``valid_to``
+  on ``profile_facts`` and the ``profile_fact_history`` table of closed versions.
 
 A database made by the pre-migration code (``profile_facts`` without an ``alembic_version``
 table) is stamped at the baseline and then upgraded, so its rows are kept.

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from memmachine.manager import MemoryManager
 from memmachine.models import FactRecord
 from memmachine_client import models as wire
-from memmachine_server.convert import fact_out
+from memmachine_server.convert import fact_out, fact_version_out
 from memmachine_server.scope import Tenant, resolve_scope
 from memmachine_server.state import manager_of
 
@@ -41,6 +41,22 @@ async def get_profile(
     scope = resolve_scope(request, tenant)
     facts = await manager.list_facts(scope, tag=tag, feature=feature, limit=limit, offset=offset)
     return wire.ProfileResponse(facts=[fact_out(fact) for fact in facts])
+
+
+@router.get("/history", response_model=wire.ProfileHistoryResponse)
+async def get_profile_history(
+    request: Request,
+    tenant: Tenant,
+    manager: Manager,
+    tag: Annotated[str, Query(min_length=1)],
+    feature: Annotated[str, Query(min_length=1)],
+) -> wire.ProfileHistoryResponse:
+    """The user's current fact for (tag, feature) and its superseded / invalidated versions."""
+    current, history = await manager.fact_history(resolve_scope(request, tenant), tag, feature)
+    return wire.ProfileHistoryResponse(
+        current=None if current is None else fact_out(current),
+        history=[fact_version_out(version) for version in history],
+    )
 
 
 @router.post("/search", response_model=wire.ProfileSearchResponse)
