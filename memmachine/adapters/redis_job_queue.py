@@ -61,7 +61,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memmachine.adapters.redis_health import describe_error, redis_health
+from memmachine.adapters.redis_common import connect_redis, describe_error, redis_health
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -78,8 +78,6 @@ __all__ = ["RedisJobQueue", "backoff_ceiling_seconds"]
 
 _STORE = "jobs"
 _SCHEMES = ("redis", "rediss", "unix")
-_CONNECT_TIMEOUT_SECONDS = 5.0
-_SOCKET_TIMEOUT_SECONDS = 10.0
 _MAX_ERROR_CHARS = 8_000
 _MAX_IDEMPOTENCY_KEY_CHARS = 512
 _MAX_LIST = 1_000
@@ -300,27 +298,9 @@ class RedisJobQueue(Lifecycle):
         """Connect and check the server answers. Idempotent."""
         if self._client is not None:
             return
-        options: dict[str, Any] = {
-            "decode_responses": True,
-            "socket_connect_timeout": _CONNECT_TIMEOUT_SECONDS,
-            "socket_timeout": _SOCKET_TIMEOUT_SECONDS,
-        }
-        if self._password is not None:
-            options["password"] = self._password
-        try:
-            client = Redis.from_url(self._url, **options)
-        except (ValueError, RedisError) as exc:
-            # The message may quote the URL, password included.
-            raise ConfigurationError(
-                f"job queue URL cannot be used ({type(exc).__name__})"
-            ) from exc
-        try:
-            await client.ping()
-        except RedisError as exc:
-            await client.aclose()
-            raise StoreUnavailableError(
-                f"job queue cannot reach Redis: {describe_error(exc)}", store=_STORE
-            ) from exc
+        client = await connect_redis(
+            self._url, password=self._password, label="job queue", store=_STORE
+        )
         self._client = client
         self._scripts = {
             name: client.register_script(source)

@@ -37,7 +37,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memmachine.adapters.redis_health import describe_error, redis_health
+from memmachine.adapters.redis_common import connect_redis, describe_error, redis_health
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -60,8 +60,6 @@ __all__ = ["RedisWorkingMemoryStore"]
 
 _STORE = "working"
 _SCHEMES = ("redis", "rediss", "unix")
-_CONNECT_TIMEOUT_SECONDS = 5.0
-_SOCKET_TIMEOUT_SECONDS = 10.0
 
 # Shared tail of every write script. KEYS: meta, messages, user's session set.
 # ARGV[1] = TTL in ms ('' = persistent), ARGV[2] = updated_at, ARGV[3] = session id.
@@ -183,28 +181,13 @@ class RedisWorkingMemoryStore(Lifecycle):
         """Connect and check the server answers. Idempotent."""
         if self._client is not None:
             return
-        options: dict[str, Any] = {
-            "max_connections": self._max_connections,
-            "decode_responses": True,
-            "socket_connect_timeout": _CONNECT_TIMEOUT_SECONDS,
-            "socket_timeout": _SOCKET_TIMEOUT_SECONDS,
-        }
-        if self._password is not None:
-            options["password"] = self._password
-        try:
-            client = Redis.from_url(self._url, **options)
-        except (ValueError, RedisError) as exc:
-            # The message may quote the URL, password included.
-            raise ConfigurationError(
-                f"working store URL cannot be used ({type(exc).__name__})"
-            ) from exc
-        try:
-            await client.ping()
-        except RedisError as exc:
-            await client.aclose()
-            raise StoreUnavailableError(
-                f"working store cannot reach Redis: {describe_error(exc)}", store=_STORE
-            ) from exc
+        client = await connect_redis(
+            self._url,
+            password=self._password,
+            label="working store",
+            store=_STORE,
+            max_connections=self._max_connections,
+        )
         self._client = client
         self._append = client.register_script(_APPEND)
         self._put = client.register_script(_PUT)
