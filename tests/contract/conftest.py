@@ -81,6 +81,20 @@ async def embedded_falkordb(
 
 
 @pytest.fixture(scope="session")
+def redis_service_url() -> str:
+    """The machine's Redis (``MEMMACHINE_TEST_REDIS_URL``, default 127.0.0.1:6379/0)."""
+    url = os.environ.get("MEMMACHINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis service not reachable at {url}: {exc}")
+    finally:
+        client.close()
+    return url
+
+
+@pytest.fixture(scope="session")
 def embedded_falkordb_url(embedded_falkordb: EmbeddedFalkorDBServer) -> str:
     """The embedded server's Redis-protocol URL (working memory rides on it by default)."""
     return embedded_falkordb.url

@@ -8,7 +8,6 @@ deleted afterwards.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 
@@ -22,20 +21,6 @@ from memmachine.models import Scope, utc_now
 from memmachine.ports import JobQueue
 
 OpenQueue = Callable[..., Awaitable[RedisJobQueue]]
-
-
-@pytest.fixture(scope="session")
-def redis_service_url() -> str:
-    """The machine's Redis (``MEMMACHINE_TEST_REDIS_URL``, default 127.0.0.1:6379/0)."""
-    url = os.environ.get("MEMMACHINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"Redis service not reachable at {url}: {exc}")
-    finally:
-        client.close()
-    return url
 
 
 @pytest.fixture(

@@ -8,7 +8,6 @@ protocol URL. Every store a test makes gets a key prefix of its own
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,20 +30,6 @@ from memmachine.ports import WorkingMemoryStore
 MakeStore = Callable[[str], Awaitable[RedisWorkingMemoryStore]]
 
 # --------------------------------------------------------------------------- adapters
-
-
-@pytest.fixture(scope="session")
-def redis_service_url() -> str:
-    """The machine's Redis (``MEMMACHINE_TEST_REDIS_URL``, default 127.0.0.1:6379/0)."""
-    url = os.environ.get("MEMMACHINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"Redis service not reachable at {url}: {exc}")
-    finally:
-        client.close()
-    return url
 
 
 #: Fixture names returning a Redis-protocol URL, one per backend under test: the machine's
