@@ -1,6 +1,6 @@
 """Domain models shared by the manager, the ports and the adapters.
 
-These are the core's own types; the REST/SDK wire models live in ``memmachine_client.models``
+These are the core's own types; the REST/SDK wire models live in ``memmachine_sdk.models``
 and are converted at the server boundary.
 """
 

@@ -15,7 +15,7 @@ from memmachine.config import Settings
 from memmachine.jobs import Worker
 from memmachine.jobs.handlers import handlers_for
 from memmachine.manager import MemoryManager
-from memmachine_client import models as wire
+from memmachine_sdk import models as wire
 from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
 from memmachine_server.limits import BodySizeLimit

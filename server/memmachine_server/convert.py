@@ -15,7 +15,7 @@ from memmachine.models import (
     WorkingMessage,
     utc_now,
 )
-from memmachine_client import models as wire
+from memmachine_sdk import models as wire
 
 
 def episode_out(episode: Episode, hit: EpisodeHit | None = None) -> wire.EpisodeOut:

@@ -20,7 +20,7 @@ from memmachine.errors import (
     PayloadTooLargeError,
     StoreError,
 )
-from memmachine_client.models import ErrorBody, ErrorDetail
+from memmachine_sdk.models import ErrorBody, ErrorDetail
 
 log = logging.getLogger("memmachine.server")
 

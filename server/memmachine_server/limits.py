@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memmachine_client.models import ErrorDetail
+from memmachine_sdk.models import ErrorDetail
 from memmachine_server.errors import error_response
 
 

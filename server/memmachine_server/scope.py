@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from memmachine.errors import AuthenticationError, InvalidInputError
 from memmachine.models import Scope
-from memmachine_client.models import ScopeFields
+from memmachine_sdk.models import ScopeFields
 from memmachine_server.state import AppState, app_state
 
 _FIELDS = ("user_id", "session_id", "agent_id", "group_id", "org_id", "project_id")

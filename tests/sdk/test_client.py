@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memmachine_client import (
+from memmachine_sdk import (
     AsyncMemMachineClient,
     BadRequestError,
     ConflictError,

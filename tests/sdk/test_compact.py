@@ -3,7 +3,7 @@ queued (a job to follow)."""
 
 from __future__ import annotations
 
-from memmachine_client import AsyncMemMachineClient, MemMachineClient
+from memmachine_sdk import AsyncMemMachineClient, MemMachineClient
 
 
 def test_compact_inline_and_queued(server_url: str) -> None:

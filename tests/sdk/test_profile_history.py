@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memmachine_client import AsyncMemMachineClient, MemMachineClient
+from memmachine_sdk import AsyncMemMachineClient, MemMachineClient
 
 
 def test_sync_profile_history(server_url: str) -> None:

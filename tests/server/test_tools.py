@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memmachine import memory_tools
-from memmachine_client import MemMachineClient
-from memmachine_client.errors import BadRequestError
+from memmachine_sdk import MemMachineClient
+from memmachine_sdk.errors import BadRequestError
 
 JSON_TYPES = {"string", "integer", "number", "boolean", "object", "array", "null"}
 

@@ -29,7 +29,7 @@ FORBIDDEN = {
     "transformers",
     "httpx",
     "memmachine_server",
-    "memmachine_client",
+    "memmachine_sdk",
 }
 
 

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from memmachine import models as core
-from memmachine_client import models as wire
+from memmachine_sdk import models as wire
 
 
 def test_id_pattern_is_the_same_in_core_and_sdk() -> None:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from memmachine.errors import NotFoundError, StoreUnavailableError
 from memmachine.ports import Job, JobQueue
-from memmachine_client import models as wire
+from memmachine_sdk import models as wire
 from memmachine_server.scope import Tenant, resolve_scope
 from memmachine_server.state import manager_of
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from memmachine.manager import MemoryManager
 from memmachine.models import MemoryType
-from memmachine_client import models as wire
+from memmachine_sdk import models as wire
 from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
 from memmachine_server.scope import Tenant, resolve_scope
 from memmachine_server.state import manager_of

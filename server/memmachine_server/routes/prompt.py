@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from memmachine.manager import MemoryManager
 from memmachine.prompting import build_memory_prompt
 from memmachine.tools import execute_tool_call, memory_tools
-from memmachine_client import models as wire
+from memmachine_sdk import models as wire
 from memmachine_server.scope import Tenant, resolve_scope
 from memmachine_server.state import manager_of
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from memmachine.compaction import compact_session
 from memmachine.manager import MemoryManager
-from memmachine_client import models as wire
+from memmachine_sdk import models as wire
 from memmachine_server.convert import compaction_out, working_messages, working_out
 from memmachine_server.routes.jobs import job_out
 from memmachine_server.scope import Tenant, resolve_scope

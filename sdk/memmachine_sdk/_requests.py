@@ -8,8 +8,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from memmachine_client import models as m
-from memmachine_client.errors import BadRequestError
+from memmachine_sdk import models as m
+from memmachine_sdk.errors import BadRequestError
 
 T = TypeVar("T", bound=BaseModel)
 

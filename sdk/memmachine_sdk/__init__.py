@@ -1,7 +1,7 @@
 """Python client for the memmachine REST API."""
 
-from memmachine_client._client import AsyncMemMachineClient, MemMachineClient
-from memmachine_client.errors import (
+from memmachine_sdk._client import AsyncMemMachineClient, MemMachineClient
+from memmachine_sdk.errors import (
     BadRequestError,
     ConflictError,
     MemMachineAPIError,

@@ -10,9 +10,9 @@ from typing import Any, Literal, Self, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from memmachine_client import models as m
-from memmachine_client._requests import Call, FactLike, MessageLike, Requests
-from memmachine_client.errors import MemMachineConnectionError, error_for
+from memmachine_sdk import models as m
+from memmachine_sdk._requests import Call, FactLike, MessageLike, Requests
+from memmachine_sdk.errors import MemMachineConnectionError, error_for
 
 T = TypeVar("T", bound=BaseModel)
 MemoryTypes = Sequence[Literal["episodic", "profile", "working"]] | None
