@@ -27,6 +27,8 @@ __all__ = [
     "ModelOutputError",
     "NotFoundError",
     "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "RateLimitedError",
     "StoreError",
     "StoreUnavailableError",
 ]
@@ -59,7 +61,26 @@ class PayloadTooLargeError(InvalidInputError):
 
 
 class AuthenticationError(MemMachineError):
+    """No credentials, or credentials nobody issued (or that were revoked)."""
+
     code = "unauthenticated"
+
+
+class PermissionDeniedError(MemMachineError):
+    """Valid credentials that may not do this (a read-only key writing, a non-admin key
+    managing keys)."""
+
+    code = "permission_denied"
+
+
+class RateLimitedError(MemMachineError):
+    """Too many requests for one key; ``retry_after`` is in seconds."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class NotFoundError(MemMachineError):

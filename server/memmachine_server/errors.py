@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,6 +19,8 @@ from memmachine.errors import (
     MemMachineError,
     NotFoundError,
     PayloadTooLargeError,
+    PermissionDeniedError,
+    RateLimitedError,
     StoreError,
 )
 from memmachine_sdk.models import ErrorBody, ErrorDetail
@@ -28,6 +31,8 @@ _STATUS: list[tuple[type[MemMachineError], int]] = [
     (PayloadTooLargeError, 413),
     (InvalidInputError, 422),
     (AuthenticationError, 401),
+    (PermissionDeniedError, 403),
+    (RateLimitedError, 429),
     (NotFoundError, 404),
     (ConflictError, 409),
     (StoreError, 503),
@@ -57,6 +62,10 @@ async def _on_memmachine_error(request: Request, exc: Exception) -> JSONResponse
         detail.field = exc.field
     if isinstance(exc, ConflictError):
         detail.current_version = exc.current_version
+    if isinstance(exc, RateLimitedError):
+        response = error_response(status, detail)
+        response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return response
     if isinstance(exc, StoreError):
         log.warning(
             "store %s failed on %s %s: %s", exc.store, request.method, request.url.path, exc.message

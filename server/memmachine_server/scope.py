@@ -7,6 +7,8 @@ The tenant never comes from the request; it is "default" when auth is off.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -28,20 +30,45 @@ _HEADERS = {
 }
 
 
-def tenant_of(request: Request, state: Annotated[AppState, Depends(app_state)]) -> str:
-    """The caller's tenant: from ``Authorization: Bearer <key>`` or ``X-API-Key``."""
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the tenant their key belongs to and what the key may do.
+
+    In open mode (no auth) every caller is the ``default`` tenant with every right."""
+
+    tenant: str
+    key_id: str | None = None
+    can_read: bool = True
+    can_write: bool = True
+    is_admin: bool = False
+
+
+def authenticate(state: AppState, headers: Mapping[str, str]) -> Principal:
+    """The principal behind ``Authorization: Bearer <key>`` (or ``X-API-Key``).
+
+    The one place every interface (REST, MCP over HTTP) turns credentials into a tenant.
+    Raises AuthenticationError for a missing or unknown key."""
     keys = state.api_keys
     if not keys:
-        return "default"
-    auth = request.headers.get("authorization", "")
+        return Principal(tenant="default")
+    auth = headers.get("authorization", "")
     presented = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-    presented = presented or request.headers.get("x-api-key", "")
+    presented = presented or headers.get("x-api-key", "")
     if not presented:
         raise AuthenticationError("an API key is required (Authorization: Bearer <key>)")
     for key, tenant in keys.items():
         if hmac.compare_digest(key.encode(), presented.encode()):
-            return tenant
+            return Principal(tenant=tenant, key_id=None)
     raise AuthenticationError("unknown API key")
+
+
+def principal_of(request: Request, state: Annotated[AppState, Depends(app_state)]) -> Principal:
+    return authenticate(state, request.headers)
+
+
+def tenant_of(principal: Annotated[Principal, Depends(principal_of)]) -> str:
+    """The caller's tenant (see :func:`authenticate`)."""
+    return principal.tenant
 
 
 Tenant = Annotated[str, Depends(tenant_of)]
