@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from memmachine.errors import ConflictError
-from memmachine.models import Scope, WorkingMemory, WorkingMessage
+from memmachine.models import Scope, WorkingMemory, WorkingMessage, utc_now
 from memmachine.prompting import estimate_tokens
 from memmachine.prompts import PromptMessage, summarise_messages
 
@@ -44,6 +44,7 @@ __all__ = [
     "MAX_COVERED_IDS",
     "RESERVED_STATE_KEY",
     "CompactionResult",
+    "compact_if_idle",
     "compact_session",
     "covered_ids",
     "working_tokens",
@@ -184,6 +185,42 @@ async def _compact_once(manager: MemoryManager, scope: Scope, *, force: bool) ->
         tokens_after=working_tokens(kept, summary),
         reason=reason,
     )
+
+
+async def compact_if_idle(manager: MemoryManager, scope: Scope) -> CompactionResult:
+    """The inactivity trigger: compact ``scope``'s session (as with ``force``) when nothing
+    was written to it for ``compaction.idle_seconds``.
+
+    A session holding no more than ``keep_last_n`` messages has nothing to compact and is
+    left alone (no further check is queued). A session written to since the check was
+    queued gets a new check queued for when that quiet period would end, so the latest
+    activity always has one pending. A session that no longer exists is left alone."""
+    idle = manager.compaction.idle_seconds
+    session_id = scope.session_id or ""
+    memory = await manager.working.get(scope, last_n=1)
+    if memory is None or memory.updated_at is None:
+        return CompactionResult(session_id=session_id, compacted=False, reason="no session")
+    if memory.message_count <= manager.compaction.keep_last_n:
+        return CompactionResult(
+            session_id=session_id,
+            compacted=False,
+            version=memory.version,
+            reason=f"{memory.message_count} messages: nothing to fold into the summary",
+        )
+    quiet = (utc_now() - memory.updated_at).total_seconds()
+    if quiet < idle:
+        wait = idle - quiet
+        stamp = int(memory.updated_at.timestamp() * 1000)
+        await manager.enqueue_compaction(
+            scope, idempotency_key=f"idle:{session_id}:at:{stamp}", idle=True, delay_seconds=wait
+        )
+        return CompactionResult(
+            session_id=session_id,
+            compacted=False,
+            version=memory.version,
+            reason=f"written {quiet:.0f}s ago; checking again in {wait:.0f}s",
+        )
+    return await compact_session(manager, scope, force=True)
 
 
 def _kept(

@@ -373,8 +373,9 @@ class JobSettings(_Section):
 class CompactionSettings(_Section):
     """When and how a session's working memory is compacted (``MEMMACHINE_COMPACTION_*``).
 
-    A session is compacted when it holds more than ``trigger_messages`` messages or more
-    than ``max_tokens`` estimated tokens: the newest ``keep_last_n`` messages (fewer when
+    A session is compacted when it holds more than ``trigger_messages`` messages, more
+    than ``max_tokens`` estimated tokens, or (with a language model) after ``idle_seconds``
+    without a write, or on request: the newest ``keep_last_n`` messages (fewer when
     they alone exceed the budget) stay, the older ones are folded into the summary with
     the previous summary (or, without a language model, simply dropped).
     """
@@ -390,6 +391,9 @@ class CompactionSettings(_Section):
     trigger_messages: int = Field(default=40, ge=0)
     #: Length asked of the summary.
     summary_max_words: int = Field(default=200, ge=10, le=5_000)
+    #: With a language model: a session nobody wrote to for this long is compacted
+    #: (summary + newest ``keep_last_n``); 0 = never.
+    idle_seconds: float = Field(default=1_800.0, ge=0)
 
 
 class ExtractionSettings(_Section):

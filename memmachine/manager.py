@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from memmachine.compaction import RESERVED_STATE_KEY, working_tokens
 from memmachine.config import (
     CompactionSettings,
     ExtractionSettings,
@@ -586,24 +587,36 @@ class MemoryManager:
     # ------------------------------------------------------------------ compaction jobs
 
     async def enqueue_compaction(
-        self, scope: Scope, *, force: bool = False, idempotency_key: str | None = None
+        self,
+        scope: Scope,
+        *,
+        force: bool = False,
+        idempotency_key: str | None = None,
+        idle: bool = False,
+        delay_seconds: float = 0.0,
     ) -> Job:
         """Queue a ``compact`` job for ``scope``'s session (see :mod:`memmachine.compaction`).
 
-        Without ``idempotency_key`` every call queues a new job. Raises
-        ``StoreUnavailableError`` when the job queue is off."""
+        ``idle`` makes it an inactivity check: when it runs, the session is compacted only
+        if nothing was written to it for ``compaction.idle_seconds``. Without
+        ``idempotency_key`` every call queues a new job. Raises ``StoreUnavailableError``
+        when the job queue is off."""
         session_scope = _require_session(scope)
         if self.jobs is None:
             raise StoreUnavailableError(
                 f"background jobs are off: {self.jobs_off_reason}", store="jobs"
             )
         key = idempotency_key or f"compact:{session_scope.session_id}:{uuid.uuid4().hex}"
+        payload: dict[str, Any] = {"force": force}
+        if idle:
+            payload["idle"] = True
         return await self.jobs.enqueue(
             session_scope,
             "compact",
-            {"force": force},
+            payload,
             idempotency_key=key,
             max_attempts=self.job_max_attempts,
+            delay_seconds=delay_seconds,
         )
 
     async def enqueue_extraction(
@@ -648,25 +661,49 @@ class MemoryManager:
             )
 
     async def _maybe_enqueue_compaction(self, scope: Scope, memory: WorkingMemory) -> None:
-        """After a write: queue one compaction per ``trigger_messages`` bucket once the
-        session holds more messages than that. Never fails (nor noticeably slows) the write:
-        a queue that is down or slow is logged and skipped."""
-        trigger = self.compaction.trigger_messages
-        if self.jobs is None or trigger <= 0 or memory.message_count <= trigger:
+        """After a write: queue the compactions the session has earned. Never fails (nor
+        noticeably slows) the write: a queue that is down or slow is logged and skipped.
+
+        * turn count: one job per ``trigger_messages`` bucket once the session holds more
+          messages than that;
+        * token count: one job per compaction round once the session's messages and
+          summary are estimated above ``max_tokens`` (read only when the session holds more
+          than ``keep_last_n`` messages, so that a compaction could remove something);
+        * inactivity (with a language model and ``idle_seconds`` > 0): one delayed check
+          per session and ``idle_seconds`` window, which compacts the session when nothing
+          was written to it for ``idle_seconds`` (see :func:`compact_if_idle`)."""
+        settings = self.compaction
+        if self.jobs is None:
             return
-        own = memory.state.get("_memmachine")
+        own = memory.state.get(RESERVED_STATE_KEY)
         rounds = own.get("compactions", 0) if isinstance(own, dict) else 0
-        bucket = memory.message_count // trigger
-        key = f"compact:{scope.session_id}:{rounds}:{bucket}"
-        try:
-            async with asyncio.timeout(_ENQUEUE_TIMEOUT_SECONDS):
-                await self.enqueue_compaction(scope, idempotency_key=key)
-        except Exception as exc:  # the write has succeeded; compaction can wait
-            log.warning(
-                "could not queue the compaction of session %s: %s",
-                scope.session_id,
-                getattr(exc, "message", None) or type(exc).__name__,
-            )
+        wanted: list[tuple[str, bool, float]] = []  # (idempotency key, idle, delay)
+        trigger = settings.trigger_messages
+        if trigger > 0 and memory.message_count > trigger:
+            bucket = memory.message_count // trigger
+            wanted.append((f"compact:{scope.session_id}:{rounds}:{bucket}", False, 0.0))
+        elif memory.message_count > settings.keep_last_n:
+            held = await self.working.get(scope)
+            if held is not None and working_tokens(held.messages, held.summary) > (
+                settings.max_tokens
+            ):
+                wanted.append((f"compact:{scope.session_id}:{rounds}:tokens", False, 0.0))
+        idle = settings.idle_seconds
+        if idle > 0 and self.language_model is not None and memory.message_count > 1:
+            window = int(time.time() // idle)
+            wanted.append((f"idle:{scope.session_id}:{rounds}:{window}", True, idle))
+        for key, is_idle, delay in wanted:
+            try:
+                async with asyncio.timeout(_ENQUEUE_TIMEOUT_SECONDS):
+                    await self.enqueue_compaction(
+                        scope, idempotency_key=key, idle=is_idle, delay_seconds=delay
+                    )
+            except Exception as exc:  # the write has succeeded; compaction can wait
+                log.warning(
+                    "could not queue the compaction of session %s: %s",
+                    scope.session_id,
+                    getattr(exc, "message", None) or type(exc).__name__,
+                )
 
     async def put_working(
         self,

@@ -398,8 +398,10 @@ class JobQueue(Protocol):
 
     Contract:
 
-    * ``enqueue(scope, kind, payload, idempotency_key, max_attempts)`` stores a queued job
-      and returns it; a key already enqueued (in any status) returns that job unchanged.
+    * ``enqueue(scope, kind, payload, idempotency_key, max_attempts, delay_seconds)`` stores
+      a queued job and returns it; a key already enqueued (in any status) returns that job
+      unchanged. With ``delay_seconds`` > 0 the job is not claimable before that much time
+      has passed (``available_at`` = now + delay).
     * ``claim(worker, kinds, lease_seconds)`` hands one available queued job (oldest first,
       ``available_at`` passed) to ``worker`` as ``running``, with ``attempts`` + 1, or
       returns ``None``. A running job whose lease expired (its worker died) becomes
@@ -429,6 +431,7 @@ class JobQueue(Protocol):
         *,
         idempotency_key: str,
         max_attempts: int = 5,
+        delay_seconds: float = 0.0,
     ) -> Job: ...
     async def claim(
         self, worker: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 60.0

@@ -37,12 +37,11 @@ import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
 from memmachine.errors import InvalidInputError, PayloadTooLargeError
-from memmachine.manager import MemoryManager
 from memmachine.models import (
     Episode,
     EpisodeHit,
@@ -53,6 +52,9 @@ from memmachine.models import (
     WorkingMemory,
     WorkingMessage,
 )
+
+if TYPE_CHECKING:
+    from memmachine.manager import MemoryManager
 
 __all__ = [
     "CHARS_PER_TOKEN",

@@ -80,6 +80,8 @@ _STORE = "jobs"
 _SCHEMES = ("redis", "rediss", "unix")
 _MAX_ERROR_CHARS = 8_000
 _MAX_IDEMPOTENCY_KEY_CHARS = 512
+#: Longest delay a job may be enqueued with (30 days).
+_MAX_DELAY_SECONDS = 30 * 24 * 3600
 _MAX_LIST = 1_000
 _STATUSES: tuple[str, ...] = get_args(JobStatus)
 
@@ -110,7 +112,7 @@ end
 """
 
 # ARGV[2] = owner key, [3] = idempotency key, [4] = kind, [5] = scope JSON,
-# [6] = payload JSON, [7] = max_attempts. Returns {created (0/1), job hash}.
+# [6] = payload JSON, [7] = max_attempts, [8] = delay (ms). Returns {created (0/1), job hash}.
 _ENQUEUE = (
     _COMMON
     + """
@@ -122,13 +124,14 @@ end
 local seq = redis.call('INCR', P .. ':seq')
 local id = string.format('j%015d', seq)
 local now = now_ms()
+local available = now + tonumber(ARGV[8])
 redis.call('HSET', job_key(id), 'id', id, 'kind', kind, 'scope', ARGV[5], 'payload', ARGV[6],
   'idem', idem, 'status', 'queued', 'attempts', 0, 'max_attempts', ARGV[7],
-  'created', now, 'updated', now, 'available', now, 'owner', owner, 'seq', seq)
+  'created', now, 'updated', now, 'available', available, 'owner', owner, 'seq', seq)
 redis.call('HSET', owner .. ':idem', idem, id)
 redis.call('ZADD', owner .. ':all', seq, id)
 redis.call('ZADD', owner .. ':queued', seq, id)
-redis.call('ZADD', P .. ':queued:' .. kind, now, id)
+redis.call('ZADD', P .. ':queued:' .. kind, available, id)
 redis.call('SADD', P .. ':kinds', kind)
 return {1, redis.call('HGETALL', job_key(id))}
 """
@@ -334,8 +337,10 @@ class RedisJobQueue(Lifecycle):
         *,
         idempotency_key: str,
         max_attempts: int = 5,
+        delay_seconds: float = 0.0,
     ) -> Job:
-        """Store a queued job; a key already enqueued by this user returns that job as is."""
+        """Store a queued job, claimable after ``delay_seconds``; a key already enqueued by
+        this user returns that job as is."""
         if not re.fullmatch(ID_PATTERN, kind):
             raise InvalidInputError(f"job kind {kind!r} must match {ID_PATTERN}", field="kind")
         if not idempotency_key or len(idempotency_key) > _MAX_IDEMPOTENCY_KEY_CHARS:
@@ -346,6 +351,11 @@ class RedisJobQueue(Lifecycle):
         if max_attempts < 1:
             raise InvalidInputError(
                 f"max_attempts must be >= 1, got {max_attempts}", field="max_attempts"
+            )
+        if not 0 <= delay_seconds <= _MAX_DELAY_SECONDS:
+            raise InvalidInputError(
+                f"delay_seconds must be within 0-{_MAX_DELAY_SECONDS}, got {delay_seconds}",
+                field="delay_seconds",
             )
         try:
             payload_json = json.dumps(payload, ensure_ascii=False, allow_nan=False)
@@ -359,6 +369,7 @@ class RedisJobQueue(Lifecycle):
             scope.model_dump_json(),
             payload_json,
             str(max_attempts),
+            str(round(delay_seconds * 1000)),
         ]
         with _translate("enqueue a job"):
             reply = await self._script("enqueue")(args=args)

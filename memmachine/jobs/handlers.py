@@ -1,8 +1,10 @@
 """The job handlers of a manager, by job kind: what a worker runs.
 
 * ``compact``: :func:`memmachine.compaction.compact_session` on the job's session; the
-  payload's ``force`` compacts even under the thresholds. A session compacted meanwhile
-  (or under its thresholds) makes the job a no-op, so running it again is harmless.
+  payload's ``force`` compacts even under the thresholds, ``idle`` runs
+  :func:`memmachine.compaction.compact_if_idle` instead (the inactivity trigger). A session
+  compacted meanwhile (or under its thresholds) makes the job a no-op, so running it again
+  is harmless.
 * ``extract``: :func:`memmachine.extraction.extract_from_episodes` over the payload's
   ``episode_ids``. Running it again re-reads the same episodes; a fact already stored with
   the same value is corroborated, never stored twice.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from memmachine.compaction import compact_session
+from memmachine.compaction import compact_if_idle, compact_session
 from memmachine.extraction import extract_from_episodes
 from memmachine.jobs.worker import Handler
 from memmachine.ports import Job
@@ -30,7 +32,10 @@ def handlers_for(manager: MemoryManager) -> dict[str, Handler]:
     """``{kind: handler}`` for every job kind ``manager`` can run."""
 
     async def compact(job: Job) -> None:
-        result = await compact_session(manager, job.scope, force=bool(job.payload.get("force")))
+        if job.payload.get("idle"):
+            result = await compact_if_idle(manager, job.scope)
+        else:
+            result = await compact_session(manager, job.scope, force=bool(job.payload.get("force")))
         log.info("job %s: session %s: %s", job.id, result.session_id, result.reason)
 
     async def extract(job: Job) -> None:

@@ -114,6 +114,26 @@ async def test_enqueue_refuses_bad_input(queue: RedisJobQueue) -> None:
         await queue.enqueue(ALICE, "extract", {}, idempotency_key="k", max_attempts=0)
     with pytest.raises(InvalidInputError):
         await queue.enqueue(ALICE, "extract", {"x": object()}, idempotency_key="k")
+    with pytest.raises(InvalidInputError):
+        await queue.enqueue(ALICE, "extract", {}, idempotency_key="k", delay_seconds=-1)
+
+
+async def test_a_delayed_job_waits_its_delay(queue: RedisJobQueue) -> None:
+    later = await queue.enqueue(ALICE, "compact", {}, idempotency_key="idle", delay_seconds=3600)
+    assert later.available_at >= later.created_at + timedelta(seconds=3599)
+    now = await queue.enqueue(ALICE, "compact", {}, idempotency_key="now")
+    claimed = await queue.claim("w")
+    assert claimed is not None
+    assert claimed.id == now.id  # the older but delayed job is not handed out yet
+    assert await queue.claim("w") is None
+    soon = await queue.enqueue(BOB, "compact", {}, idempotency_key="soon", delay_seconds=0.2)
+    for _ in range(200):
+        again = await queue.claim("w")
+        if again is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert again is not None
+    assert again.id == soon.id
 
 
 async def test_claim_is_fifo_and_filters_kinds(queue: RedisJobQueue) -> None:

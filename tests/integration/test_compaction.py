@@ -4,15 +4,25 @@ summarised again, and without a model the session is truncated instead."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from memmachine import open_manager
 from memmachine.compaction import compact_session, covered_ids, working_tokens
-from memmachine.config import CompactionSettings, EmbeddingSettings, LlmSettings, Settings
+from memmachine.config import (
+    CompactionSettings,
+    EmbeddingSettings,
+    ExtractionSettings,
+    LlmSettings,
+    Settings,
+)
+from memmachine.jobs import Worker
+from memmachine.jobs.handlers import handlers_for
 from memmachine.manager import MemoryManager
 from memmachine.models import NewMessage, Scope
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
@@ -25,7 +35,10 @@ def _settings(tmp_path: Path, llm: ScriptedChatServer | None, **compaction: Any)
     values: dict[str, Any] = {
         "data_dir": tmp_path,
         "embedding": EmbeddingSettings(provider="none"),
-        "compaction": CompactionSettings(keep_last_n=20, trigger_messages=40, **compaction),
+        "extraction": ExtractionSettings(enabled=False),
+        "compaction": CompactionSettings(
+            **{"keep_last_n": 20, "trigger_messages": 40, **compaction}
+        ),
     }
     if llm is not None:
         values["llm"] = LlmSettings(base_url=llm.base_url, model="x", max_retries=0)
@@ -160,3 +173,78 @@ async def test_a_queue_that_is_down_never_fails_the_write(tmp_path: Path) -> Non
         await _add(manager, 0, 50)
         assert (await manager.get_working(ALICE)).message_count == 50
         assert (await manager.health()).stores["jobs"].status == "down"
+
+
+async def _run_due_jobs(manager: MemoryManager) -> int:
+    """Run every job that is claimable now; how many ran."""
+    assert manager.jobs is not None
+    worker = Worker(manager.jobs, handlers_for(manager), worker_id="test")
+    ran = 0
+    while await worker.run_once():
+        ran += 1
+    return ran
+
+
+async def test_passing_the_token_budget_queues_a_compaction_that_meets_it(
+    tmp_path: Path,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    settings = _settings(
+        tmp_path,
+        llm_server,
+        trigger_messages=0,
+        max_tokens=800,
+        summary_max_words=50,
+        idle_seconds=0,
+    )
+    async with _manager(settings) as manager:
+        assert manager.jobs is not None
+        await _add(manager, 0, 10, size=100)  # under the budget: nothing queued
+        assert await manager.jobs.list_jobs(ALICE.user_scope()) == []
+        await _add(manager, 10, 30, size=100)  # well over 800 tokens, count trigger off
+        jobs = await manager.jobs.list_jobs(ALICE.user_scope())
+        assert [(job.kind, job.status) for job in jobs] == [("compact", "queued")]
+        llm_server.reply(_summary_reply("Planning a trip to Lisbon."))
+        assert await _run_due_jobs(manager) == 1
+        after = await manager.get_working(ALICE)
+        assert after.summary == "Planning a trip to Lisbon."
+        assert working_tokens(after.messages, after.summary) <= 800
+        assert after.messages[-1].content.startswith("turn 039")
+
+
+async def test_an_idle_session_is_compacted_once_it_has_been_quiet(
+    tmp_path: Path,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    settings = _settings(tmp_path, llm_server, keep_last_n=4, idle_seconds=0.6)
+    async with _manager(settings) as manager:
+        assert manager.jobs is not None
+        await _add(manager, 0, 10)
+        queued = await manager.jobs.list_jobs(ALICE.user_scope())
+        assert [(job.kind, job.payload.get("idle")) for job in queued] == [("compact", True)]
+        check = queued[0]
+        assert check.available_at >= check.created_at + timedelta(seconds=0.59)
+        assert await _run_due_jobs(manager) == 0  # not before the quiet period
+        await asyncio.sleep(0.3)
+        await _add(manager, 10, 2)  # activity: the pending check must not compact
+        await asyncio.sleep(0.4)  # the first check is due, but the session was active
+        llm_server.reply(_summary_reply("Ten turns about Lisbon."))
+        await _run_due_jobs(manager)
+        during = await manager.get_working(ALICE)
+        assert during.summary is None
+        assert during.message_count == 12
+        await asyncio.sleep(0.7)  # quiet now for longer than idle_seconds
+        await _run_due_jobs(manager)
+        after = await manager.get_working(ALICE)
+        assert after.summary == "Ten turns about Lisbon."
+        assert [m.content[:8] for m in after.messages] == [f"turn {n:03d}" for n in range(8, 12)]
+        jobs = await manager.jobs.list_jobs(ALICE.user_scope())
+        assert {job.status for job in jobs} == {"done"}  # no check is left pending
+
+
+async def test_without_a_model_an_idle_session_is_left_as_it_is(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, None, keep_last_n=4, idle_seconds=0.2)
+    async with _manager(settings) as manager:
+        assert manager.jobs is not None
+        await _add(manager, 0, 10)
+        assert await manager.jobs.list_jobs(ALICE.user_scope()) == []
