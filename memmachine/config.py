@@ -42,6 +42,7 @@ from pydantic_settings import (
 )
 
 from memmachine.errors import ConfigurationError
+from memmachine.models import ExtractionTopic
 from memmachine.safety.pii import PII_KINDS
 
 __all__ = [
@@ -303,6 +304,25 @@ class LlmSettings(_Section):
         has_key = self.api_key is not None and bool(self.api_key.get_secret_value())
         return bool(self.model) and (bool(self.base_url) or has_key)
 
+    @model_validator(mode="after")
+    def _keep_openai_key_at_openai(self) -> LlmSettings:
+        """``OPENAI_API_KEY`` is an OpenAI credential: it is sent only to OpenAI's own API
+        or to a base URL that also came from the ``OPENAI_*`` variables, never to another
+        ``MEMMACHINE_LLM_BASE_URL`` (a third-party or local server would receive the
+        user's OpenAI key). Set ``MEMMACHINE_LLM_API_KEY`` for such a server."""
+        environ = os.environ
+        key_from_openai = "MEMMACHINE_LLM_API_KEY" not in environ and (
+            self.api_key is not None
+            and self.api_key.get_secret_value() == environ.get("OPENAI_API_KEY")
+        )
+        url_from_memmachine = self.base_url is not None and self.base_url == environ.get(
+            "MEMMACHINE_LLM_BASE_URL"
+        )
+        host = urlsplit(self.base_url or "").hostname or ""
+        if key_from_openai and url_from_memmachine and host != "api.openai.com":
+            self.api_key = None
+        return self
+
 
 class SafetySettings(_Section):
     """PII redaction and the memory-poisoning guard on every write (``MEMMACHINE_SAFETY_*``).
@@ -418,13 +438,26 @@ class ExtractionSettings(_Section):
             "instructions",
         ]
     )
-    #: Project-specific topics added to the default ones.
-    topics: list[str] = Field(default_factory=list)
+    #: Project-specific topics added to the default ones: names, or objects with a
+    #: ``name`` and any of ``description``, ``schema`` (JSON schema of the features) and
+    #: ``examples`` (``[{"message": ..., "facts": [{"feature": ..., "value": ...}]}]``).
+    topics: list[str | ExtractionTopic] = Field(default_factory=list)
+    #: A fact's confidence halves every this many days since it was last confirmed
+    #: (applied when read; 0 = never decays).
+    confidence_half_life_days: float = Field(default=180.0, ge=0)
+    #: A fact whose confidence falls below this after a weaker contradiction is
+    #: invalidated.
+    min_confidence: float = Field(default=0.2, ge=0.0, le=1.0)
 
     @property
-    def all_topics(self) -> list[str]:
-        """The default topics then the project's own, each once."""
-        return list(dict.fromkeys([*self.default_topics, *self.topics]))
+    def all_topics(self) -> list[ExtractionTopic]:
+        """The default topics then the project's own; a later definition of a name
+        replaces an earlier one."""
+        topics: dict[str, ExtractionTopic] = {}
+        for item in [*self.default_topics, *self.topics]:
+            topic = ExtractionTopic(name=item) if isinstance(item, str) else item
+            topics[topic.name] = topic
+        return list(topics.values())
 
 
 class Settings(_Section):

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from memmachine.compaction import RESERVED_STATE_KEY, working_tokens
+from memmachine.confidence import effective
 from memmachine.config import (
     CompactionSettings,
     ExtractionSettings,
@@ -36,6 +37,7 @@ from memmachine.errors import (
 from memmachine.models import (
     EmbedderStatus,
     Episode,
+    EpisodeDetachment,
     EpisodeHit,
     EpisodeRecord,
     Fact,
@@ -302,9 +304,40 @@ class MemoryManager:
         )
         return page, total
 
-    async def delete_episode(self, scope: Scope, episode_id: str) -> None:
-        if not await self.episodes.delete_episode(scope.user_scope(), episode_id):
+    async def delete_episode(self, scope: Scope, episode_id: str) -> EpisodeDetachment:
+        """Delete one of the user's episodes, then the facts that rested only on it: each
+        goes back to its newest earlier version other episodes back, or is deleted (see
+        ``ProfileStore.detach_episodes``); facts with other sources only lose the id."""
+        user = scope.user_scope()
+        if not await self.episodes.delete_episode(user, episode_id):
             raise NotFoundError(f"episode {episode_id!r} not found")
+        return await self._detach_episodes(user, [episode_id])
+
+    async def _detach_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> EpisodeDetachment:
+        """Take deleted episodes out of the user's facts; restored facts are embedded
+        again (their earlier value's embedding was not kept)."""
+        report = await self.profile.detach_episodes(scope, episode_ids)
+        restored = [await self.profile.get_fact(scope, fact_id) for fact_id in report.restored]
+        again = [
+            FactRecord(
+                tag=fact.tag,
+                feature=fact.feature,
+                value=fact.value,
+                confidence=fact.confidence,
+                source=fact.source,
+                source_session_id=fact.source_session_id,
+                source_episode_ids=fact.source_episode_ids,
+                metadata=fact.metadata,
+            )
+            for fact in restored
+            if fact is not None
+        ]
+        if again and self.embedder is not None:
+            vectors = await self.embedder.embed([_fact_text(record) for record in again])
+            for record, vector in zip(again, vectors, strict=True):
+                record.embedding = vector
+            await self.profile.upsert_facts(scope, again)  # same values: no new version
+        return report
 
     async def search_episodes(
         self,
@@ -511,19 +544,40 @@ class MemoryManager:
         limit: int = 1000,
         offset: int = 0,
     ) -> list[Fact]:
-        return await self.profile.list_facts(
+        facts = await self.profile.list_facts(
             scope.user_scope(), tag=tag, feature=feature, limit=limit, offset=offset
         )
+        return [self._aged(fact) for fact in facts]
 
     async def get_fact(self, scope: Scope, fact_id: str) -> Fact:
         fact = await self.profile.get_fact(scope.user_scope(), fact_id)
         if fact is None:
             raise NotFoundError(f"fact {fact_id!r} not found")
-        return fact
+        return self._aged(fact)
+
+    def _aged(self, fact: Fact) -> Fact:
+        """``fact`` with ``effective_confidence``: its confidence aged since it was last
+        confirmed (``extraction.confidence_half_life_days``)."""
+        worth = effective(
+            fact.confidence, fact.updated_at, utc_now(), self.extraction.confidence_half_life_days
+        )
+        return fact.model_copy(update={"effective_confidence": round(worth, 6)})
 
     async def delete_fact(self, scope: Scope, fact_id: str) -> None:
         if not await self.profile.delete_fact(scope.user_scope(), fact_id):
             raise NotFoundError(f"fact {fact_id!r} not found")
+
+    async def invalidate_fact(
+        self, scope: Scope, fact_id: str, reason: str
+    ) -> tuple[Fact | None, list[FactVersion]]:
+        """Close one of the user's facts by hand (it leaves reads; its value stays in the
+        history with ``reason``); returns :meth:`fact_history` of its (tag, feature).
+        ``NotFoundError`` when the user has no such current fact."""
+        user = scope.user_scope()
+        fact = await self.profile.get_fact(user, fact_id)
+        if fact is None or not await self.profile.invalidate_fact(user, fact_id, reason):
+            raise NotFoundError(f"fact {fact_id!r} not found")
+        return await self.fact_history(user, fact.tag, fact.feature)
 
     async def delete_facts(
         self, scope: Scope, *, tag: str | None = None, feature: str | None = None
@@ -538,7 +592,7 @@ class MemoryManager:
         user = scope.user_scope()
         current = await self.profile.list_facts(user, tag=tag, feature=feature, limit=1)
         history = await self.profile.fact_history(user, tag, feature)
-        return (current[0] if current else None), history
+        return (self._aged(current[0]) if current else None), history
 
     async def search_facts(
         self,
@@ -552,7 +606,7 @@ class MemoryManager:
         if query_vector is None and self.embedder is not None:
             query_vector = (await self.embedder.embed([query]))[0]
         found = await self.profile.search_facts(scope.user_scope(), query, query_vector, top_k)
-        return [FactHit(fact=fact, score=score) for fact, score in found]
+        return [FactHit(fact=self._aged(fact), score=score) for fact, score in found]
 
     # ------------------------------------------------------------------ working
 
@@ -756,14 +810,27 @@ class MemoryManager:
         session_scope = _require_session(scope).model_copy(
             update={"agent_id": None, "group_id": None}
         )
+        episode_ids = await self._episode_ids_of(session_scope)
         episodes, facts, sessions = await asyncio.gather(
             self.episodes.delete_episodes(session_scope),
             self.profile.delete_facts(session_scope),
             self.working.delete(session_scope),
         )
+        if episode_ids:
+            # Facts from other sessions that this session corroborated lose its episodes.
+            await self._detach_episodes(session_scope.user_scope(), episode_ids)
         return ForgetReport(
             episodes_deleted=episodes, facts_deleted=facts, sessions_deleted=sessions
         )
+
+    async def _episode_ids_of(self, scope: Scope) -> list[str]:
+        ids: list[str] = []
+        page = 1_000
+        while True:
+            batch = await self.episodes.list_episodes(scope, limit=page, offset=len(ids))
+            ids.extend(episode.id for episode in batch)
+            if len(batch) < page:
+                return ids
 
     async def forget_user(self, scope: Scope) -> ForgetReport:
         """Remove everything stored for the user, in all three stores."""

@@ -178,6 +178,9 @@ class Fact(BaseModel):
     valid_from: datetime | None = None
     #: ``None`` while the fact is current.
     valid_to: datetime | None = None
+    #: What ``confidence`` is worth now, aged since ``updated_at`` (the last confirmation);
+    #: set by the manager on reads.
+    effective_confidence: float | None = None
 
     @field_validator("created_at", "updated_at", "valid_from", "valid_to")
     @classmethod
@@ -209,6 +212,54 @@ class FactVersion(BaseModel):
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
         return as_utc(value)
+
+
+class TopicExample(BaseModel):
+    """A few-shot example of a topic: what the user said and the facts it gives."""
+
+    message: str = Field(min_length=1)
+    #: ``{"feature": ..., "value": ...}`` pairs extracted from ``message``.
+    facts: list[dict[str, str]] = Field(default_factory=list)
+
+
+class ExtractionTopic(BaseModel):
+    """A profile topic the extractor looks for: a name (the facts' tag) plus any of a
+    natural-language description, a JSON schema of its features, and few-shot examples.
+
+    With a schema of ``{"properties": {...}}`` only the listed features are kept, and a
+    feature whose property has an ``enum`` keeps only values from it."""
+
+    name: str = Field(min_length=1, max_length=64)
+    description: str | None = None
+    json_schema: JsonDict | None = Field(default=None, alias="schema")
+    examples: list[TopicExample] = Field(default_factory=list)
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    def allows(self, feature: str, value: str) -> bool:
+        """Whether a fact (``feature``, ``value``) fits this topic's schema."""
+        properties = (self.json_schema or {}).get("properties")
+        if not isinstance(properties, dict):
+            return True
+        spec = properties.get(feature)
+        if not isinstance(spec, dict):
+            return False
+        allowed = spec.get("enum")
+        return not isinstance(allowed, list) or value in [str(item) for item in allowed]
+
+
+class EpisodeDetachment(BaseModel):
+    """What removing episodes did to the facts derived from them."""
+
+    #: Facts still backed by other episodes; only the removed ids were dropped.
+    kept: int = 0
+    #: Facts that rested only on removed episodes and went back to their newest earlier
+    #: version that other episodes still back (ids of those facts).
+    restored: list[str] = Field(default_factory=list)
+    #: Facts that rested only on removed episodes and had no such version: deleted.
+    removed: int = 0
+    #: Closed versions that rested only on removed episodes: erased from the history.
+    versions_erased: int = 0
 
 
 class FactHit(BaseModel):

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from memmachine.models import (
     Episode,
+    EpisodeDetachment,
     EpisodeRecord,
     Fact,
     FactRecord,
@@ -171,6 +172,14 @@ class ProfileStore(Protocol):
     * ``apply_facts(scope, records, invalidate=ids, reason=...)`` invalidates the facts
       ``ids`` (unknown ids are skipped) and then upserts ``records``, all or nothing in one
       transaction; returns the stored facts in input order.
+    * ``detach_episodes(scope, episode_ids)`` is what deleting episodes does to the user's
+      facts, in one transaction: the ids leave every fact's and every closed version's
+      ``source_episode_ids``; a closed version left with none is erased; a current fact
+      left with none (it rested only on those episodes) goes back to its newest closed
+      version that still has source episodes (value, confidence, source, ids and
+      ``valid_from`` of that version, which leaves the history), or is deleted when there
+      is none. Facts that never had source episodes are untouched. Returns an
+      ``EpisodeDetachment``.
     * ``fact_history(scope, tag, feature)`` returns the closed versions of the user's
       (tag, feature), oldest first. ``delete_fact`` / ``delete_facts`` also erase the history
       of what they delete.
@@ -224,6 +233,9 @@ class ProfileStore(Protocol):
         reason: str,
     ) -> list[Fact]: ...
     async def fact_history(self, scope: Scope, tag: str, feature: str) -> list[FactVersion]: ...
+    async def detach_episodes(
+        self, scope: Scope, episode_ids: Sequence[str]
+    ) -> EpisodeDetachment: ...
 
 
 @runtime_checkable

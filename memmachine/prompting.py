@@ -285,7 +285,7 @@ def _ranked_facts(facts: Sequence[Fact], hits: Sequence[FactHit]) -> list[Fact]:
         by_id.setdefault(hit.fact.id, hit.fact)
     return sorted(
         by_id.values(),
-        key=lambda fact: (-fact.confidence, -relevance.get(fact.id, 0.0), fact.tag, fact.feature),
+        key=lambda fact: (-_confidence(fact), -relevance.get(fact.id, 0.0), fact.tag, fact.feature),
     )
 
 
@@ -295,7 +295,12 @@ def _ranked_episodes(hits: Sequence[EpisodeHit], exclude: set[str]) -> list[Epis
 
 
 def _fact_line(fact: Fact) -> str:
-    return f"- {fact.tag} / {fact.feature}: {fact.value} (confidence {fact.confidence:.2f})"
+    return f"- {fact.tag} / {fact.feature}: {fact.value} (confidence {_confidence(fact):.2f})"
+
+
+def _confidence(fact: Fact) -> float:
+    """What the fact is worth now (aged) when the manager says, else its stored value."""
+    return fact.confidence if fact.effective_confidence is None else fact.effective_confidence
 
 
 def _episode_line(episode: Episode) -> str:

@@ -61,6 +61,7 @@ from sqlalchemy import (
     Delete,
     Float,
     Select,
+    String,
     bindparam,
     case,
     column,
@@ -68,8 +69,10 @@ from sqlalchemy import (
     event,
     func,
     literal_column,
+    or_,
     select,
     text,
+    true,
 )
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
@@ -101,7 +104,15 @@ from memmachine.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from memmachine.models import Fact, FactRecord, FactVersion, Scope, StoreHealth, utc_now
+from memmachine.models import (
+    EpisodeDetachment,
+    Fact,
+    FactRecord,
+    FactVersion,
+    Scope,
+    StoreHealth,
+    utc_now,
+)
 from memmachine.ports import Lifecycle
 from memmachine.retrieval import reciprocal_rank_fusion
 from memmachine.retrieval.terms import document_terms, query_terms
@@ -287,6 +298,56 @@ class SqlProfileStore(Lifecycle):
             async with reader() as session:
                 rows = list(await session.scalars(statement))
         return [_to_version(row) for row in rows]
+
+    async def detach_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> EpisodeDetachment:
+        """Drop ``episode_ids`` from the user's facts and their history; a fact that rested
+        only on them goes back to its newest version other episodes back, or is deleted
+        (see the port's contract). One transaction."""
+        gone = set(episode_ids)
+        report = EpisodeDetachment()
+        if not gone:
+            return report
+        user = scope.user_scope()
+        writer = self._sessions(write=True)
+        with _translate("detach episodes from facts"):
+            async with writer() as session, session.begin():
+                versions = await session.scalars(
+                    select(ProfileFactHistoryRow).where(
+                        *_history_filter(user),
+                        _mentions_any(ProfileFactHistoryRow.source_episode_ids, gone),
+                    )
+                )
+                for version in versions:
+                    before = list(version.source_episode_ids or [])
+                    left = [e for e in before if e not in gone]
+                    if len(left) == len(before):
+                        continue
+                    if left:
+                        version.source_episode_ids = left
+                    else:
+                        await session.delete(version)
+                        report.versions_erased += 1
+                await session.flush()
+                facts = await session.scalars(
+                    select(ProfileFactRow).where(
+                        *_user_filter(user),
+                        _mentions_any(ProfileFactRow.source_episode_ids, gone),
+                    )
+                )
+                for row in facts:
+                    before = list(row.source_episode_ids or [])
+                    left = [e for e in before if e not in gone]
+                    if len(left) == len(before):
+                        continue
+                    if left:
+                        row.source_episode_ids = left
+                        report.kept += 1
+                    elif await _restore_previous(session, user, row):
+                        report.restored.append(row.id)
+                    else:
+                        await session.delete(row)
+                        report.removed += 1
+        return report
 
     # ------------------------------------------------------------------ reads
 
@@ -962,3 +1023,48 @@ async def _pgvector_ranking(
         .order_by(scored.c.similarity.desc(), scored.c.tag, scored.c.feature)
     )
     return [str(fact_id) for fact_id in result.scalars()]
+
+
+def _mentions_any(column: Any, episode_ids: set[str]) -> ColumnElement[bool]:
+    """Rows whose JSON list ``column`` may hold one of ``episode_ids``: a text match on the
+    serialised list, so callers check the decoded list. A non-ASCII id (which JSON may
+    store escaped) matches every row."""
+    if not all(episode_id.isascii() for episode_id in episode_ids):
+        return true()
+    text_of = sql_cast(column, String)
+    return or_(
+        *(
+            text_of.like("%" + _like_escape(episode_id) + "%", escape="\\")
+            for episode_id in sorted(episode_ids)
+        )
+    )
+
+
+def _like_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+async def _restore_previous(session: AsyncSession, scope: Scope, row: ProfileFactRow) -> bool:
+    """Make ``row`` its newest closed version that still has source episodes again (that
+    version leaves the history); whether there was one."""
+    statement = (
+        select(ProfileFactHistoryRow)
+        .where(*_history_filter(scope), ProfileFactHistoryRow.fact_id == row.id)
+        .order_by(ProfileFactHistoryRow.valid_to.desc(), ProfileFactHistoryRow.recorded_at.desc())
+    )
+    for version in await session.scalars(statement):
+        if not version.source_episode_ids:
+            continue
+        row.value = version.value
+        row.confidence = version.confidence
+        row.source = version.source
+        row.source_session_id = version.source_session_id
+        row.source_episode_ids = list(version.source_episode_ids)
+        row.valid_from = version.valid_from
+        row.valid_to = None
+        row.updated_at = max(utc_now(), row.updated_at + timedelta(microseconds=1))
+        row.search_terms = " ".join(document_terms(f"{row.tag} {row.feature} {row.value}"))
+        row.embedding = None  # the old value's embedding is not kept; re-embedded by callers
+        await session.delete(version)
+        return True
+    return False

@@ -146,6 +146,8 @@ class FactOut(_Model):
     feature: str
     value: str
     confidence: float
+    #: ``confidence`` aged since the fact was last confirmed (what it is worth now).
+    effective_confidence: float | None = None
     source: str
     source_session_id: str | None = None
     agent_id: str | None = None

@@ -49,6 +49,7 @@ def fact_out(fact: Fact, hit: FactHit | None = None) -> wire.FactOut:
         feature=fact.feature,
         value=fact.value,
         confidence=fact.confidence,
+        effective_confidence=fact.effective_confidence,
         source=fact.source,
         source_session_id=fact.source_session_id,
         agent_id=fact.scope.agent_id,

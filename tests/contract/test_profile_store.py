@@ -435,6 +435,63 @@ async def test_deleting_facts_erases_their_history(
     assert await profile_store.fact_history(scope, "food", "tea") == []
 
 
+async def test_detaching_episodes_keeps_restores_or_removes_the_facts_on_them(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    backed_twice, only_one, replaced, manual = await profile_store.upsert_facts(
+        scope,
+        [
+            fact("food", "coffee", "black", source_episode_ids=["e_1", "e2"]),
+            fact("pets", "dog", "beagle", source_episode_ids=["e3"]),
+            fact("home", "city", "Porto", source_episode_ids=["e4"]),
+            fact("work", "role", "nurse"),  # set by hand: no episodes
+        ],
+    )
+    # "home/city" moves to Lisbon on the strength of episode e5 alone.
+    [moved] = await profile_store.upsert_facts(
+        scope, [fact("home", "city", "Lisbon", source_episode_ids=["e5"])]
+    )
+    other_user = scope.model_copy(update={"user_id": "bob"})
+    [bobs] = await profile_store.upsert_facts(
+        other_user, [fact("pets", "dog", "poodle", source_episode_ids=["e3"])]
+    )
+    # "e1" must not match "e_1" (LIKE wildcards are escaped).
+    nothing = await profile_store.detach_episodes(scope, ["e1", "unknown"])
+    assert (nothing.kept, nothing.restored, nothing.removed) == (0, [], 0)
+
+    report = await profile_store.detach_episodes(scope, ["e_1", "e3", "e5"])
+    assert report.kept == 1
+    assert report.restored == [moved.id]
+    assert report.removed == 1
+    current = keyed(await profile_store.list_facts(scope))
+    assert current[("food", "coffee")].source_episode_ids == ["e2"]
+    assert ("pets", "dog") not in current
+    restored = current[("home", "city")]
+    assert (restored.id, restored.value, restored.source_episode_ids) == (
+        replaced.id,
+        "Porto",
+        ["e4"],
+    )
+    assert restored.valid_from == replaced.valid_from
+    assert await profile_store.fact_history(scope, "home", "city") == []
+    assert current[("work", "role")] == manual
+    # Another user's fact resting on an episode id that looks the same is untouched.
+    assert await profile_store.list_facts(other_user) == [bobs]
+
+    # A closed version resting only on a removed episode is erased from the history.
+    await profile_store.upsert_facts(
+        scope, [fact("home", "city", "Faro", source_episode_ids=["e6"])]
+    )
+    [porto] = await profile_store.fact_history(scope, "home", "city")
+    assert porto.value == "Porto"
+    erased = await profile_store.detach_episodes(scope, ["e4"])
+    assert erased.versions_erased == 1
+    assert await profile_store.fact_history(scope, "home", "city") == []
+    assert keyed(await profile_store.list_facts(scope))[("home", "city")].value == "Faro"
+    assert backed_twice.id == current[("food", "coffee")].id
+    assert only_one.id not in {f.id for f in await profile_store.list_facts(scope)}
+
+
 async def test_one_fact_per_tag_and_feature(profile_store: SqlProfileStore, scope: Scope) -> None:
     await profile_store.upsert_facts(scope, [fact("food", "coffee", "black")])
     await profile_store.upsert_facts(scope, [fact("food", "coffee", "latte")])

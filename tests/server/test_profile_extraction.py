@@ -92,6 +92,10 @@ def test_extracted_preference_is_corroborated_then_invalidated_with_history(
     [again] = api.get("/v1/profile", params={"user_id": USER}).json()["facts"]
     assert again["id"] == fact["id"]
     assert again["source_episode_ids"] == first + second
+    # Two independent observations at 0.9 are worth more than one: 1 - 0.1 * 0.1.
+    assert fact["confidence"] == 0.9
+    assert again["confidence"] > 0.98
+    assert again["effective_confidence"] > 0.98  # just confirmed: not aged yet
     params = {"user_id": USER, **DRINK}
     assert api.get("/v1/profile/history", params=params).json()["history"] == []
 

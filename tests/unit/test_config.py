@@ -10,6 +10,7 @@ from pydantic import SecretStr
 from memmachine.bootstrap import build_manager
 from memmachine.config import (
     EmbeddingSettings,
+    LlmSettings,
     Settings,
     redact_url,
     resolve_credentials,
@@ -271,3 +272,43 @@ async def test_postgres_urls_choose_sql_on_postgresql_and_no_embedded_server(
         assert "embedded-falkordb" not in health.stores
         await manager.close()
     assert not (tmp_path / "falkordb").exists()
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        # A third-party server named by memmachine's own variable never gets the OpenAI key.
+        ({"OPENAI_API_KEY": "sk-openai", "MEMMACHINE_LLM_BASE_URL": "http://vllm:8000/v1"}, None),
+        # OPENAI_* together (a proxy the user set up for the OpenAI tools) keep it.
+        ({"OPENAI_API_KEY": "sk-openai", "OPENAI_BASE_URL": "http://proxy/v1"}, "sk-openai"),
+        # OpenAI itself, named or by default, gets it.
+        (
+            {"OPENAI_API_KEY": "sk-openai", "MEMMACHINE_LLM_BASE_URL": "https://api.openai.com/v1"},
+            "sk-openai",
+        ),
+        ({"OPENAI_API_KEY": "sk-openai"}, "sk-openai"),
+        # memmachine's own key goes wherever memmachine's base URL says.
+        (
+            {
+                "OPENAI_API_KEY": "sk-openai",
+                "MEMMACHINE_LLM_API_KEY": "local-key",
+                "MEMMACHINE_LLM_BASE_URL": "http://vllm:8000/v1",
+            },
+            "local-key",
+        ),
+    ],
+)
+def test_the_openai_key_only_goes_to_openai_or_with_openai_base_url(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str | None
+) -> None:
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "MEMMACHINE_LLM_API_KEY",
+        "MEMMACHINE_LLM_BASE_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    key = LlmSettings().api_key
+    assert (None if key is None else key.get_secret_value()) == expected

@@ -320,8 +320,8 @@ def test_settings_read_memmachine_variables_first(clean_env: pytest.MonkeyPatch)
 
     assert settings.base_url == "http://127.0.0.1:11434/v1"
     assert settings.model == "llama3.1:8b"
-    assert settings.api_key is not None
-    assert settings.api_key.get_secret_value() == API_KEY
+    # The OpenAI key is not sent to memmachine's own (non-OpenAI) base URL.
+    assert settings.api_key is None
     assert settings.max_retries == 5
     assert settings.enabled
     assert API_KEY not in repr(settings)
@@ -380,7 +380,7 @@ async def test_build_language_model_on_talks_to_the_server(
 ) -> None:
     clean_env.setenv("MEMMACHINE_LLM_BASE_URL", llm_server.base_url)
     clean_env.setenv("MEMMACHINE_LLM_MODEL", "served")
-    clean_env.setenv("OPENAI_API_KEY", API_KEY)
+    clean_env.setenv("MEMMACHINE_LLM_API_KEY", API_KEY)
     model, reason = build_language_model(LlmSettings())
     assert model is not None
     assert reason == ""
