@@ -1,70 +1,161 @@
-"""Sync and async clients. Each method is one line over the shared call builders in
-``_requests``; transport and error handling live in ``_Base``."""
+"""The sync and async clients. Each method is one line over the shared call builders in
+``_requests``; sending, retrying and error mapping live in ``_Base`` and the two
+``_send`` loops."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import random
+import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from memmachine_sdk import models as m
+from memmachine_sdk._memory import AsyncMemory, Memory
 from memmachine_sdk._requests import Call, FactLike, MessageLike, Requests
-from memmachine_sdk.errors import MemMachineConnectionError, error_for
+from memmachine_sdk._retry import RetryPolicy, connection_error
+from memmachine_sdk.errors import (
+    MemMachineAPIError,
+    MemMachineError,
+    error_for,
+    parse_retry_after,
+)
 
 T = TypeVar("T", bound=BaseModel)
 MemoryTypes = Sequence[Literal["episodic", "profile", "working"]] | None
 PromptFormat = Literal["openai", "anthropic", "gemini"]
 WorkingMessages = Sequence[m.WorkingMessageIn | dict[str, Any] | str]
 
-__all__ = ["AsyncMemMachineClient", "MemMachineClient"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_URL",
+    "AsyncClient",
+    "AsyncMemMachineClient",
+    "Client",
+    "MemMachineClient",
+]
+
+#: Where the clients connect when neither ``base_url`` nor ``MEMMACHINE_URL`` says.
+DEFAULT_URL = "http://127.0.0.1:8080"
+#: 30 s for the whole exchange, 5 s to open the connection.
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+
+log = logging.getLogger("memmachine_sdk")
 
 
 class _Base:
+    """Configuration and the parts of sending a call that do not block."""
+
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None,
         *,
         api_key: str | None,
-        user_id: str | None,
-        org_id: str | None,
-        project_id: str | None,
-        agent_id: str | None,
-        group_id: str | None,
+        ids: dict[str, str | None],
+        max_retries: int,
+        retry: RetryPolicy | None,
+        injected_url: str | None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._calls = Requests(
-            {
-                "user_id": user_id,
-                "org_id": org_id,
-                "project_id": project_id,
-                "agent_id": agent_id,
-                "group_id": group_id,
-            }
-        )
+        url = base_url or injected_url or os.environ.get("MEMMACHINE_URL") or DEFAULT_URL
+        self.base_url = url.rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("MEMMACHINE_API_KEY")
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.retry = retry if retry is not None else RetryPolicy(max_retries=max_retries)
+        self._rng = random.Random()
+        self._ids = {name: value for name, value in ids.items() if value is not None}
+        self._calls = Requests(dict(ids))
+        #: Per-request timeout for an injected HTTP client (``None``: the client's own).
+        self._timeout: httpx.Timeout | None = None
+
+    def _scope_ids(self, **ids: str | None) -> dict[str, str | None]:
+        """The client's default ids overridden by the given ones (``None`` keeps them)."""
+        merged: dict[str, str | None] = dict(self._ids)
+        merged.update({name: value for name, value in ids.items() if value is not None})
+        return merged
+
+    def _request_args(self, call: Call[Any]) -> dict[str, Any]:
+        args: dict[str, Any] = {
+            "method": call.method,
+            "url": self.base_url + call.path,
+            "json": call.json,
+            "params": call.params,
+            "headers": self._headers,
+        }
+        if self._timeout is not None:
+            args["timeout"] = self._timeout
+        return args
+
+    @staticmethod
+    def _error(response: httpx.Response) -> MemMachineAPIError:
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"error": {"code": "http_error", "message": response.text[:500]}}
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        return error_for(response.status_code, body, retry_after=retry_after)
 
     @staticmethod
     def _parse(call: Call[T], response: httpx.Response) -> T | None:
-        if response.status_code >= 400:
-            try:
-                body = response.json()
-            except ValueError:
-                body = {"error": {"code": "http_error", "message": response.text[:500]}}
-            raise error_for(response.status_code, body)
         if call.response is None or response.status_code == 204:
             return None
-        return call.response.model_validate(response.json())
+        try:
+            return call.response.model_validate(response.json())
+        except (ValueError, ValidationError) as exc:
+            # pydantic's ValidationError is a ValueError; a JSON decoding error too.
+            raise MemMachineAPIError(
+                response.status_code,
+                "invalid_response",
+                f"the server's answer to {call.method} {call.path} is not a "
+                f"{call.response.__name__}: {str(exc)[:300]}",
+            ) from None
+
+    def _retry_delay(self, call: Call[Any], error: MemMachineError, retry: int) -> float | None:
+        delay = self.retry.delay(
+            error, retry=retry, idempotent=bool(call.idempotent), rng=self._rng
+        )
+        if delay is not None:
+            log.info(
+                "retrying %s %s in %.2fs after %s (retry %d of %d)",
+                call.method,
+                call.path,
+                delay,
+                f"HTTP {error.status}" if error.status else error.code,
+                retry + 1,
+                self.retry.max_retries,
+            )
+        return delay
 
 
-class MemMachineClient(_Base):
-    """Blocking client. ``with MemMachineClient(url) as mm: mm.add([...], user_id=...)``."""
+class Client(_Base):
+    """Blocking client for the memmachine REST API.
+
+    ``with Client(user_id="ana") as mm: mm.add(["hello"], session_id="s1")``, or scoped:
+    ``mm.memory(session_id="s1").add("hello")``.
+
+    * ``base_url``: the server; default ``MEMMACHINE_URL``, else ``http://127.0.0.1:8080``
+      (or the injected ``http_client``'s base URL).
+    * ``api_key``: sent as ``Authorization: Bearer``; default ``MEMMACHINE_API_KEY``.
+    * ``user_id``, ``org_id``, ``project_id``, ``agent_id``, ``group_id``: default ids for
+      every call (a call's own ids win).
+    * ``timeout``: seconds or an ``httpx.Timeout``; ``None`` means :data:`DEFAULT_TIMEOUT`
+      (or the injected client's own). A timeout raises ``MemMachineTimeoutError``.
+    * ``max_retries`` / ``retry``: see :class:`RetryPolicy` for what is retried, when and
+      how long the client waits; the last failure is raised as a typed error.
+    * ``http_client`` / ``transport``: an ``httpx.Client`` to send with (not closed by
+      this client), or a transport for the client this one creates.
+
+    Errors are :class:`memmachine_sdk.errors.MemMachineError` subclasses.
+    """
 
     def __init__(
         self,
-        base_url: str = "http://127.0.0.1:8080",
+        base_url: str | None = None,
         *,
         api_key: str | None = None,
         user_id: str | None = None,
@@ -72,19 +163,35 @@ class MemMachineClient(_Base):
         project_id: str | None = None,
         agent_id: str | None = None,
         group_id: str | None = None,
-        timeout: float = 30.0,
+        timeout: float | httpx.Timeout | None = None,
+        max_retries: int = 2,
+        retry: RetryPolicy | None = None,
         http_client: httpx.Client | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
+        injected = str(http_client.base_url) if http_client is not None else ""
         super().__init__(
             base_url,
             api_key=api_key,
-            user_id=user_id,
-            org_id=org_id,
-            project_id=project_id,
-            agent_id=agent_id,
-            group_id=group_id,
+            ids={
+                "user_id": user_id,
+                "org_id": org_id,
+                "project_id": project_id,
+                "agent_id": agent_id,
+                "group_id": group_id,
+            },
+            max_retries=max_retries,
+            retry=retry,
+            injected_url=injected or None,
         )
-        self._http = http_client or httpx.Client(timeout=timeout)
+        self._owns_http = http_client is None
+        if http_client is None:
+            http_client = httpx.Client(
+                timeout=DEFAULT_TIMEOUT if timeout is None else timeout, transport=transport
+            )
+        elif timeout is not None:
+            self._timeout = httpx.Timeout(timeout)
+        self._http = http_client
 
     def __enter__(self) -> Self:
         return self
@@ -95,20 +202,50 @@ class MemMachineClient(_Base):
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        """Close the connections this client opened (an injected client stays open)."""
+        if self._owns_http:
+            self._http.close()
+
+    def memory(
+        self,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+        org_id: str | None = None,
+        project_id: str | None = None,
+    ) -> Memory:
+        """A handle on one user's memory (one session's, with ``session_id``); ids not
+        given fall back to the client's. A missing or malformed id raises
+        ``InvalidInputError`` naming it, before anything is sent."""
+        ids = self._scope_ids(
+            user_id=user_id,
+            agent_id=agent_id,
+            group_id=group_id,
+            org_id=org_id,
+            project_id=project_id,
+        )
+        return Memory(self, ids, session_id)
 
     def _send(self, call: Call[T]) -> T | None:
-        try:
-            response = self._http.request(
-                call.method,
-                self.base_url + call.path,
-                json=call.json,
-                params=call.params,
-                headers=self._headers,
-            )
-        except httpx.TransportError as exc:
-            raise MemMachineConnectionError(f"cannot reach {self.base_url}: {exc}") from exc
-        return self._parse(call, response)
+        retry = 0
+        while True:
+            error: MemMachineError
+            try:
+                response = self._http.request(**self._request_args(call))
+            except httpx.TransportError as exc:
+                error = connection_error(exc, self.base_url)
+                cause: BaseException | None = exc
+            else:
+                if response.status_code < 400:
+                    return self._parse(call, response)
+                error, cause = self._error(response), None
+            delay = self._retry_delay(call, error, retry)
+            if delay is None:
+                raise error from cause
+            time.sleep(delay)
+            retry += 1
 
     def _get(self, call: Call[T]) -> T:
         result = self._send(call)
@@ -116,6 +253,7 @@ class MemMachineClient(_Base):
         return result
 
     def health(self) -> m.HealthResponse:
+        """Liveness, each store's state and the search mode (hybrid or lexical-only)."""
         return self._get(self._calls.health())
 
     def add(
@@ -126,7 +264,12 @@ class MemMachineClient(_Base):
         session_id: str | None = None,
         working: bool = True,
     ) -> m.AddMemoriesResponse:
-        """Store messages (strings, dicts or MessageIn) as episodes of a session."""
+        """Store messages (strings, dicts or MessageIn) as episodes of a session, in order,
+        and with ``working`` in its working memory too; all or nothing.
+
+        Retried after 429, 503 and refused connections (the server stored nothing), never
+        after a timeout or 502/504: the API has no idempotency key, so a repeat could store
+        the messages twice. Such an error leaves it open whether they were stored."""
         call = self._calls.add(messages, user_id=user_id, session_id=session_id, working=working)
         return self._get(call)
 
@@ -140,6 +283,8 @@ class MemMachineClient(_Base):
         types: MemoryTypes = None,
         expand_context: int = 0,
     ) -> m.SearchResponse:
+        """Episodes, profile facts and (with ``session_id``) that session's working memory
+        relevant to ``query``. Retried like any read."""
         call = self._calls.search(
             query,
             user_id=user_id,
@@ -159,6 +304,7 @@ class MemMachineClient(_Base):
         offset: int = 0,
         newest_first: bool = False,
     ) -> m.EpisodeListResponse:
+        """A page of the user's episodes (of one session with ``session_id``), oldest first."""
         call = self._calls.list_episodes(
             user_id=user_id,
             session_id=session_id,
@@ -169,9 +315,11 @@ class MemMachineClient(_Base):
         return self._get(call)
 
     def get_episode(self, episode_id: str, *, user_id: str | None = None) -> m.EpisodeOut:
+        """One episode by id (``NotFoundError`` when the user has none with that id)."""
         return self._get(self._calls.get_episode(episode_id, user_id=user_id))
 
     def delete_episode(self, episode_id: str, *, user_id: str | None = None) -> None:
+        """Delete one episode (``NotFoundError`` when it does not exist, e.g. already deleted)."""
         self._send(self._calls.delete_episode(episode_id, user_id=user_id))
 
     def set_profile(
@@ -181,12 +329,14 @@ class MemMachineClient(_Base):
         user_id: str | None = None,
         session_id: str | None = None,
     ) -> list[m.FactOut]:
+        """Upsert facts, one value per ``(tag, feature)``; an old value goes to its history."""
         call = self._calls.set_profile(facts, user_id=user_id, session_id=session_id)
         return self._get(call).facts
 
     def get_profile(
         self, *, user_id: str | None = None, tag: str | None = None, feature: str | None = None
     ) -> list[m.FactOut]:
+        """The user's current facts, all or those with ``tag`` (and ``feature``)."""
         return self._get(self._calls.get_profile(user_id=user_id, tag=tag, feature=feature)).facts
 
     def profile_history(
@@ -198,14 +348,21 @@ class MemMachineClient(_Base):
     def search_profile(
         self, query: str, *, user_id: str | None = None, top_k: int = 10
     ) -> list[m.FactOut]:
+        """Facts relevant to ``query``, best first."""
         return self._get(self._calls.search_profile(query, user_id=user_id, top_k=top_k)).facts
 
+    def get_fact(self, fact_id: str, *, user_id: str | None = None) -> m.FactOut:
+        """One fact by id (``NotFoundError`` when the user has none with that id)."""
+        return self._get(self._calls.get_fact(fact_id, user_id=user_id))
+
     def delete_fact(self, fact_id: str, *, user_id: str | None = None) -> None:
+        """Delete one fact by id (``NotFoundError`` when it does not exist)."""
         self._send(self._calls.delete_fact(fact_id, user_id=user_id))
 
     def delete_facts(
         self, *, user_id: str | None = None, tag: str | None = None, feature: str | None = None
     ) -> int:
+        """Delete the facts with ``tag`` (and ``feature``), or all; returns how many."""
         call = self._calls.delete_facts(user_id=user_id, tag=tag, feature=feature)
         return self._get(call).deleted
 
@@ -227,6 +384,7 @@ class MemMachineClient(_Base):
     def append_working(
         self, session_id: str, messages: WorkingMessages, *, user_id: str | None = None
     ) -> m.WorkingMemoryOut:
+        """Append messages to the session's working memory. Not retried after a timeout."""
         return self._get(self._calls.append_working(session_id, messages, user_id=user_id))
 
     def put_working(
@@ -239,6 +397,8 @@ class MemMachineClient(_Base):
         summary: str | None = None,
         expected_version: int | None = None,
     ) -> m.WorkingMemoryOut:
+        """Replace the given parts of the session's working memory; with ``expected_version``
+        only if still at that version (``ConflictError`` with ``current_version`` if not)."""
         call = self._calls.put_working(
             session_id,
             user_id=user_id,
@@ -250,6 +410,7 @@ class MemMachineClient(_Base):
         return self._get(call)
 
     def delete_working(self, session_id: str, *, user_id: str | None = None) -> None:
+        """Clear the session's working memory (episodes stay)."""
         self._send(self._calls.delete_working(session_id, user_id=user_id))
 
     def compact(
@@ -260,9 +421,11 @@ class MemMachineClient(_Base):
         return self._get(self._calls.compact(session_id, user_id=user_id, wait=wait))
 
     def forget_session(self, session_id: str, *, user_id: str | None = None) -> m.ForgetResponse:
+        """Delete a session: its episodes, working memory and the facts sourced from it."""
         return self._get(self._calls.forget_session(session_id, user_id=user_id))
 
     def forget_user(self, user_id: str) -> m.ForgetResponse:
+        """Delete everything stored for the user."""
         return self._get(self._calls.forget_user(user_id))
 
     def memory_prompt(
@@ -306,12 +469,14 @@ class MemMachineClient(_Base):
         return self._get(call).model_dump()
 
 
-class AsyncMemMachineClient(_Base):
-    """Asyncio client with the same methods as :class:`MemMachineClient`, awaited."""
+class AsyncClient(_Base):
+    """Asyncio client with the same constructor and methods as :class:`Client`, awaited;
+    ``http_client`` is an ``httpx.AsyncClient`` and ``transport`` an async transport
+    (``httpx.ASGITransport(app)`` to talk to an app in-process)."""
 
     def __init__(
         self,
-        base_url: str = "http://127.0.0.1:8080",
+        base_url: str | None = None,
         *,
         api_key: str | None = None,
         user_id: str | None = None,
@@ -319,19 +484,35 @@ class AsyncMemMachineClient(_Base):
         project_id: str | None = None,
         agent_id: str | None = None,
         group_id: str | None = None,
-        timeout: float = 30.0,
+        timeout: float | httpx.Timeout | None = None,
+        max_retries: int = 2,
+        retry: RetryPolicy | None = None,
         http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        injected = str(http_client.base_url) if http_client is not None else ""
         super().__init__(
             base_url,
             api_key=api_key,
-            user_id=user_id,
-            org_id=org_id,
-            project_id=project_id,
-            agent_id=agent_id,
-            group_id=group_id,
+            ids={
+                "user_id": user_id,
+                "org_id": org_id,
+                "project_id": project_id,
+                "agent_id": agent_id,
+                "group_id": group_id,
+            },
+            max_retries=max_retries,
+            retry=retry,
+            injected_url=injected or None,
         )
-        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._owns_http = http_client is None
+        if http_client is None:
+            http_client = httpx.AsyncClient(
+                timeout=DEFAULT_TIMEOUT if timeout is None else timeout, transport=transport
+            )
+        elif timeout is not None:
+            self._timeout = httpx.Timeout(timeout)
+        self._http = http_client
 
     async def __aenter__(self) -> Self:
         return self
@@ -342,20 +523,48 @@ class AsyncMemMachineClient(_Base):
         await self.close()
 
     async def close(self) -> None:
-        await self._http.aclose()
+        """Close the connections this client opened (an injected client stays open)."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    def memory(
+        self,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+        org_id: str | None = None,
+        project_id: str | None = None,
+    ) -> AsyncMemory:
+        """Like :meth:`Client.memory`, with awaitable methods."""
+        ids = self._scope_ids(
+            user_id=user_id,
+            agent_id=agent_id,
+            group_id=group_id,
+            org_id=org_id,
+            project_id=project_id,
+        )
+        return AsyncMemory(self, ids, session_id)
 
     async def _send(self, call: Call[T]) -> T | None:
-        try:
-            response = await self._http.request(
-                call.method,
-                self.base_url + call.path,
-                json=call.json,
-                params=call.params,
-                headers=self._headers,
-            )
-        except httpx.TransportError as exc:
-            raise MemMachineConnectionError(f"cannot reach {self.base_url}: {exc}") from exc
-        return self._parse(call, response)
+        retry = 0
+        while True:
+            error: MemMachineError
+            try:
+                response = await self._http.request(**self._request_args(call))
+            except httpx.TransportError as exc:
+                error = connection_error(exc, self.base_url)
+                cause: BaseException | None = exc
+            else:
+                if response.status_code < 400:
+                    return self._parse(call, response)
+                error, cause = self._error(response), None
+            delay = self._retry_delay(call, error, retry)
+            if delay is None:
+                raise error from cause
+            await asyncio.sleep(delay)
+            retry += 1
 
     async def _get(self, call: Call[T]) -> T:
         result = await self._send(call)
@@ -447,6 +656,9 @@ class AsyncMemMachineClient(_Base):
     ) -> list[m.FactOut]:
         call = self._calls.search_profile(query, user_id=user_id, top_k=top_k)
         return (await self._get(call)).facts
+
+    async def get_fact(self, fact_id: str, *, user_id: str | None = None) -> m.FactOut:
+        return await self._get(self._calls.get_fact(fact_id, user_id=user_id))
 
     async def delete_fact(self, fact_id: str, *, user_id: str | None = None) -> None:
         await self._send(self._calls.delete_fact(fact_id, user_id=user_id))
@@ -554,3 +766,8 @@ class AsyncMemMachineClient(_Base):
         append to the conversation."""
         call = self._calls.execute_tool(tool_call, user_id=user_id, session_id=session_id)
         return (await self._get(call)).model_dump()
+
+
+#: The names the client had before ``Client`` / ``AsyncClient``; same classes.
+MemMachineClient = Client
+AsyncMemMachineClient = AsyncClient

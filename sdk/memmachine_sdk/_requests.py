@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 
 from memmachine_sdk import models as m
-from memmachine_sdk.errors import BadRequestError
+from memmachine_sdk.errors import InvalidInputError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -17,13 +18,44 @@ MessageLike = m.MessageIn | dict[str, Any] | str
 FactLike = m.FactIn | dict[str, Any]
 
 
+__all__ = ["Call", "FactLike", "MessageLike", "Requests", "invalid", "validate"]
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+
+
 @dataclass
 class Call(Generic[T]):
+    """One request and the model its response parses into (``None``: no body).
+
+    ``idempotent`` says whether sending it twice has the effect of sending it once, which
+    decides whether it is retried after an ambiguous failure (a timeout after sending);
+    by default GET, PUT and DELETE are, POST is not."""
+
     method: str
     path: str
     response: type[T] | None
     json: dict[str, Any] | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    idempotent: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.idempotent is None:
+            self.idempotent = self.method in _SAFE_METHODS
+
+
+def invalid(field: str, message: str) -> InvalidInputError:
+    """The error for bad input found before sending, shaped like the server's 422."""
+    return InvalidInputError(
+        422,
+        "invalid_input",
+        f"{field}: {message}",
+        {"error": {"code": "invalid_input", "message": message, "field": field}},
+    )
+
+
+def _seg(value: str) -> str:
+    """``value`` as one URL path segment: ``/``, ``#``, ``?`` and the like are escaped."""
+    return quote(value, safe="")
 
 
 def _raw(value: BaseModel | dict[str, Any] | str) -> dict[str, Any] | BaseModel:
@@ -32,20 +64,14 @@ def _raw(value: BaseModel | dict[str, Any] | str) -> dict[str, Any] | BaseModel:
     return {"content": value} if isinstance(value, str) else value
 
 
-def _validate(model: type[T], **fields: Any) -> T:
+def validate(model: type[T], **fields: Any) -> T:
     """Validate a request before sending it; bad input raises the same error type (and
     names the same field) as the server would."""
     try:
         return model.model_validate(fields)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        raise BadRequestError(
-            422,
-            "invalid_input",
-            f"{field}: {first['msg']}",
-            {"error": {"code": "invalid_input", "message": first["msg"], "field": field}},
-        ) from None
+        raise invalid(".".join(str(part) for part in first["loc"]), first["msg"]) from None
 
 
 def _body(model: BaseModel) -> dict[str, Any]:
@@ -79,7 +105,7 @@ class Requests:
         working: bool,
         **ids: str | None,
     ) -> Call[m.AddMemoriesResponse]:
-        request = _validate(
+        request = validate(
             m.AddMemoriesRequest,
             messages=[_raw(message) for message in messages],
             working=working,
@@ -98,7 +124,7 @@ class Requests:
         expand_context: int,
         **ids: str | None,
     ) -> Call[m.SearchResponse]:
-        request = _validate(
+        request = validate(
             m.SearchRequest,
             query=query,
             top_k=top_k,
@@ -106,7 +132,9 @@ class Requests:
             **({"types": list(types)} if types else {}),
             **self._scope(user_id=user_id, session_id=session_id, **ids),
         )
-        return Call("POST", "/v1/memories/search", m.SearchResponse, json=_body(request))
+        return Call(
+            "POST", "/v1/memories/search", m.SearchResponse, json=_body(request), idempotent=True
+        )
 
     def list_episodes(
         self,
@@ -127,16 +155,16 @@ class Requests:
 
     def get_episode(self, episode_id: str, *, user_id: str | None) -> Call[m.EpisodeOut]:
         params = self._scope(user_id=user_id)
-        return Call("GET", f"/v1/memories/{episode_id}", m.EpisodeOut, params=params)
+        return Call("GET", f"/v1/memories/{_seg(episode_id)}", m.EpisodeOut, params=params)
 
     def delete_episode(self, episode_id: str, *, user_id: str | None) -> Call[BaseModel]:
         params = self._scope(user_id=user_id)
-        return Call("DELETE", f"/v1/memories/{episode_id}", None, params=params)
+        return Call("DELETE", f"/v1/memories/{_seg(episode_id)}", None, params=params)
 
     def set_profile(
         self, facts: Sequence[FactLike], *, user_id: str | None, session_id: str | None
     ) -> Call[m.ProfileResponse]:
-        request = _validate(
+        request = validate(
             m.SetProfileRequest,
             facts=list(facts),
             **self._scope(user_id=user_id, session_id=session_id),
@@ -158,14 +186,19 @@ class Requests:
     def search_profile(
         self, query: str, *, user_id: str | None, top_k: int
     ) -> Call[m.ProfileSearchResponse]:
-        request = _validate(
+        request = validate(
             m.ProfileSearchRequest, query=query, top_k=top_k, **self._scope(user_id=user_id)
         )
-        return Call("POST", "/v1/profile/search", m.ProfileSearchResponse, json=_body(request))
+        path = "/v1/profile/search"
+        return Call("POST", path, m.ProfileSearchResponse, json=_body(request), idempotent=True)
+
+    def get_fact(self, fact_id: str, *, user_id: str | None) -> Call[m.FactOut]:
+        params = self._scope(user_id=user_id)
+        return Call("GET", f"/v1/profile/facts/{_seg(fact_id)}", m.FactOut, params=params)
 
     def delete_fact(self, fact_id: str, *, user_id: str | None) -> Call[BaseModel]:
         params = self._scope(user_id=user_id)
-        return Call("DELETE", f"/v1/profile/facts/{fact_id}", None, params=params)
+        return Call("DELETE", f"/v1/profile/facts/{_seg(fact_id)}", None, params=params)
 
     def delete_facts(
         self, *, user_id: str | None, tag: str | None, feature: str | None
@@ -183,7 +216,7 @@ class Requests:
         limit: int | None = None,
     ) -> Call[m.WorkingMemoryOut]:
         params = _params(**self._scope(user_id=user_id), last_n=last_n, offset=offset, limit=limit)
-        path = f"/v1/sessions/{session_id}/working"
+        path = f"/v1/sessions/{_seg(session_id)}/working"
         return Call("GET", path, m.WorkingMemoryOut, params=params)
 
     def append_working(
@@ -193,12 +226,12 @@ class Requests:
         *,
         user_id: str | None,
     ) -> Call[m.WorkingMemoryOut]:
-        request = _validate(
+        request = validate(
             m.AppendWorkingRequest,
             messages=[_raw(message) for message in messages],
             **self._scope(user_id=user_id),
         )
-        path = f"/v1/sessions/{session_id}/working/messages"
+        path = f"/v1/sessions/{_seg(session_id)}/working/messages"
         return Call("POST", path, m.WorkingMemoryOut, json=_body(request))
 
     def put_working(
@@ -211,7 +244,7 @@ class Requests:
         summary: str | None,
         expected_version: int | None,
     ) -> Call[m.WorkingMemoryOut]:
-        request = _validate(
+        request = validate(
             m.PutWorkingRequest,
             messages=None if messages is None else [_raw(x) for x in messages],
             state=state,
@@ -219,12 +252,14 @@ class Requests:
             expected_version=expected_version,
             **self._scope(user_id=user_id),
         )
-        path = f"/v1/sessions/{session_id}/working"
-        return Call("PUT", path, m.WorkingMemoryOut, json=_body(request))
+        path = f"/v1/sessions/{_seg(session_id)}/working"
+        # A conditional write repeated after it succeeded would fail with a conflict.
+        safe = expected_version is None
+        return Call("PUT", path, m.WorkingMemoryOut, json=_body(request), idempotent=safe)
 
     def delete_working(self, session_id: str, *, user_id: str | None) -> Call[BaseModel]:
         params = self._scope(user_id=user_id)
-        return Call("DELETE", f"/v1/sessions/{session_id}/working", None, params=params)
+        return Call("DELETE", f"/v1/sessions/{_seg(session_id)}/working", None, params=params)
 
     def compact(
         self, session_id: str, *, user_id: str | None, wait: bool
@@ -232,16 +267,16 @@ class Requests:
         params: dict[str, Any] = self._scope(user_id=user_id)
         if wait:
             params["wait"] = "true"
-        path = f"/v1/sessions/{session_id}/compact"
+        path = f"/v1/sessions/{_seg(session_id)}/compact"
         return Call("POST", path, m.CompactResponse, params=params)
 
     def forget_session(self, session_id: str, *, user_id: str | None) -> Call[m.ForgetResponse]:
         params = self._scope(user_id=user_id)
-        return Call("DELETE", f"/v1/sessions/{session_id}", m.ForgetResponse, params=params)
+        return Call("DELETE", f"/v1/sessions/{_seg(session_id)}", m.ForgetResponse, params=params)
 
     def forget_user(self, user_id: str) -> Call[m.ForgetResponse]:
         params = {key: value for key, value in self.ids.items() if key != "user_id"}
-        return Call("DELETE", f"/v1/users/{user_id}", m.ForgetResponse, params=params)
+        return Call("DELETE", f"/v1/users/{_seg(user_id)}", m.ForgetResponse, params=params)
 
     def memory_prompt(
         self,
@@ -254,7 +289,7 @@ class Requests:
         top_k: int,
         recent_messages: int,
     ) -> Call[m.MemoryPromptResponse]:
-        request = _validate(
+        request = validate(
             m.MemoryPromptRequest,
             query=query,
             max_tokens=max_tokens,
@@ -263,7 +298,8 @@ class Requests:
             recent_messages=recent_messages,
             **self._scope(user_id=user_id, session_id=session_id),
         )
-        return Call("POST", "/v1/memory-prompt", m.MemoryPromptResponse, json=_body(request))
+        path = "/v1/memory-prompt"
+        return Call("POST", path, m.MemoryPromptResponse, json=_body(request), idempotent=True)
 
     def tools(self) -> Call[m.ToolsResponse]:
         return Call("GET", "/v1/tools", m.ToolsResponse)
@@ -275,7 +311,7 @@ class Requests:
         user_id: str | None,
         session_id: str | None,
     ) -> Call[m.ToolMessageOut]:
-        request = _validate(
+        request = validate(
             m.ToolCallRequest,
             tool_call=tool_call,
             **self._scope(user_id=user_id, session_id=session_id),
