@@ -44,11 +44,17 @@ if TYPE_CHECKING:
     from pydantic import SecretStr
 
     from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
+    from memmachine.agent_state import StateBackend
 
 # Adapters are imported inside the functions that choose them, so importing memmachine
 # loads no driver and no model runtime until a manager is actually built.
 
-__all__ = ["build_manager", "open_manager", "start_manager"]
+__all__ = [
+    "build_manager",
+    "build_state_backend",
+    "open_manager",
+    "start_manager",
+]
 
 log = logging.getLogger(__name__)
 
@@ -547,3 +553,53 @@ def build_language_model(settings: LlmSettings) -> tuple[LanguageModel | None, s
         max_retries=settings.max_retries,
     )
     return model, ""
+
+
+def build_state_backend(
+    settings: Settings,
+    kind: str = "working",
+    *,
+    manager: MemoryManager | None = None,
+    location: str | None = None,
+    password: str | None = None,
+) -> StateBackend:
+    """A typed-agent-state backend (not yet started; see :mod:`memmachine.agent_state`).
+
+    ``kind``: ``working`` (the session's working memory, through ``manager``, which is
+    required), ``file`` (JSON files under ``location``, default ``<data dir>/state``),
+    ``sqlite`` (the database file ``location``, default ``<data dir>/state.db``) or
+    ``redis`` (the server at ``location``, default ``MEMMACHINE_WORKING_STORE_URL`` with its
+    password, keys under ``MEMMACHINE_WORKING_KEY_PREFIX``). Anything else, or a missing
+    manager or Redis URL, is a ``ConfigurationError``.
+    """
+    data_dir = settings.data_dir.expanduser().resolve()
+    if kind == "working":
+        from memmachine.agent_state import WorkingMemoryStateBackend
+
+        if manager is None:
+            raise ConfigurationError("the working-memory state backend needs a manager")
+        return WorkingMemoryStateBackend(manager)
+    if kind == "file":
+        from memmachine.adapters.file_state_backend import FileStateBackend
+
+        return FileStateBackend(location or data_dir / "state")
+    if kind == "sqlite":
+        from memmachine.adapters.sqlite_state_backend import SQLiteStateBackend
+
+        return SQLiteStateBackend(location or data_dir / "state.db")
+    if kind == "redis":
+        from memmachine.adapters.redis_state_backend import RedisStateBackend
+
+        url = location
+        if url is None:
+            url = _secret(settings.working_store_url)
+            if url is None:
+                raise ConfigurationError(
+                    "the Redis state backend needs a URL: pass one, or set "
+                    "MEMMACHINE_WORKING_STORE_URL"
+                )
+            credentials = _credentials("WORKING", url, None, settings.working_store_password)
+            if credentials.password is not None and resolve_credentials(url).password is None:
+                password = password or credentials.password.get_secret_value()
+        return RedisStateBackend(url, key_prefix=settings.working_key_prefix, password=password)
+    raise ConfigurationError(f"unknown state backend {kind!r} (use working, file, sqlite or redis)")

@@ -10,6 +10,7 @@ CLI) map a small, closed set of types to responses and never see a driver's trac
     ├── AuthenticationError        missing or unknown API key             (HTTP 401)
     ├── NotFoundError              the thing does not exist in this scope (HTTP 404)
     ├── ConflictError              a stale version or a clash             (HTTP 409)
+    │   └── StateSchemaError       stored agent state its model cannot read (HTTP 409)
     ├── ConfigurationError         settings that cannot work              (startup)
     └── StoreError                 a storage backend failed               (HTTP 503)
         ├── StoreUnavailableError  a store cannot be reached at all
@@ -29,6 +30,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitedError",
+    "StateSchemaError",
     "StoreError",
     "StoreUnavailableError",
 ]
@@ -95,6 +97,24 @@ class ConflictError(MemMachineError):
     def __init__(self, message: str, current_version: int | None = None) -> None:
         super().__init__(message)
         self.current_version = current_version
+
+
+class StateSchemaError(ConflictError):
+    """Stored agent state that its model cannot read: a newer schema version than the code
+    knows, a missing or failing migration step, or data that no longer validates.
+    ``schema`` names the state type, ``stored_version`` the version found in the store and
+    ``field`` the dotted path that failed (when one did). The stored state is left as it is.
+    """
+
+    code = "state_schema_mismatch"
+
+    def __init__(
+        self, message: str, *, schema: str, stored_version: int | None, field: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.schema = schema
+        self.stored_version = stored_version
+        self.field = field
 
 
 class ConfigurationError(MemMachineError):

@@ -15,9 +15,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
-from memmachine.bootstrap import build_manager, start_manager
+from memmachine.agent_state import AgentStateStore, Migration, StateBackend, StateHandle
+from memmachine.bootstrap import build_manager, build_state_backend, start_manager
 from memmachine.config import Settings
 from memmachine.errors import InvalidInputError
 from memmachine.manager import MemoryManager
@@ -27,6 +28,7 @@ from memmachine.prompting import MemoryPrompt, PromptFormat, build_memory_prompt
 __all__ = ["MemoryLayer"]
 
 T = TypeVar("T")
+StateT = TypeVar("StateT", bound=BaseModel)
 
 
 class MemoryLayer:
@@ -69,6 +71,7 @@ class MemoryLayer:
         )
         self._thread.start()
         self._closed = False
+        self._state_backends: dict[str, StateBackend] = {}
         try:
             self.manager: MemoryManager = self._run(self._open())
         except BaseException:
@@ -194,6 +197,36 @@ class MemoryLayer:
             build_memory_prompt(self.manager, scope, query, max_tokens=max_tokens, format=format)
         )
 
+    # ------------------------------------------------------------------ typed state
+
+    def state(
+        self,
+        model: type[StateT],
+        *,
+        user_id: str,
+        session_id: str | None = None,
+        backend: str = "working",
+        name: str | None = None,
+        schema_version: int = 1,
+        migrations: Mapping[int, Migration] | None = None,
+    ) -> StateHandle[StateT]:
+        """The typed state ``model`` of ``user_id`` in a session (default: this layer's),
+        see :mod:`memmachine.agent_state`: ``handle.load()``, ``handle.save(state)``,
+        ``handle.delete()``, and ``with handle as state:`` to save changes on exit.
+        ``backend`` is ``working`` (the session's working memory), ``file``, ``sqlite``
+        (both under the data dir) or ``redis`` (the working store's server); one backend of
+        each kind is opened on first use and closed with the layer."""
+        scope = self._scope(user_id, session_id or self.session_id)
+        chosen = self._state_backends.get(backend)
+        if chosen is None:
+            chosen = build_state_backend(self.settings, backend, manager=self.manager)
+            self._run(chosen.start())
+            self._state_backends[backend] = chosen
+        store = AgentStateStore(
+            model, chosen, name=name, schema_version=schema_version, migrations=migrations
+        )
+        return StateHandle(store, scope, self._run)
+
     # ------------------------------------------------------------------ forget / lifecycle
 
     def forget_user(self, user_id: str) -> ForgetReport:
@@ -203,10 +236,17 @@ class MemoryLayer:
         if self._closed:
             return
         try:
-            self._run(self.manager.close())
+            self._run(self._close_parts())
         finally:
             self._closed = True
             self._stop_loop()
+
+    async def _close_parts(self) -> None:
+        try:
+            for backend in self._state_backends.values():
+                await backend.close()
+        finally:
+            await self.manager.close()
 
     def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -1,0 +1,198 @@
+"""Agent state on Redis (or any Redis-protocol server), one hash per (scope, name).
+
+Key layout (ids never contain ``:`` and are never empty, see ``memmachine.models.ID_PATTERN``;
+an unset agent, session or group id is the empty string; the name comes last)::
+
+    {prefix}:state:{tenant}:{org}:{project}:{user}                            set of the
+                                                                               user's keys
+    {prefix}:state:{tenant}:{org}:{project}:{user}:{agent}:{session}:{group}:{name}
+                                                              hash: revision, envelope,
+                                                                    updated_at
+
+Every write is one Lua script (compare the revision, write, index the key in the user's
+set), so concurrent writers are serialised by the server. ``delete_user`` walks the user's
+set. Records never expire. Like the working-memory store, the scripts touch keys derived
+from the user's key, so the backend targets standalone Redis, not Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from memmachine.adapters.redis_common import connect_redis, describe_error
+from memmachine.agent_state import (
+    StoredState,
+    check_expected_revision,
+    scope_fields,
+    stale_revision,
+)
+from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
+from memmachine.models import ID_PATTERN, Scope, utc_now
+
+__all__ = ["RedisStateBackend"]
+
+_STORE = "state"
+_SCHEMES = ("redis", "rediss", "unix")
+
+# KEYS[1] = the record, KEYS[2] = the user's set. ARGV[1] = expected revision ('' = none),
+# ARGV[2] = envelope JSON, ARGV[3] = updated_at. Returns {new revision} or {-1, current}.
+_PUT = """
+local current = tonumber(redis.call('HGET', KEYS[1], 'revision') or '0')
+if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= current then
+  return {-1, current}
+end
+redis.call('HSET', KEYS[1], 'revision', current + 1, 'envelope', ARGV[2], 'updated_at', ARGV[3])
+redis.call('SADD', KEYS[2], KEYS[1])
+return {current + 1}
+"""
+
+# KEYS[1] = the record, KEYS[2] = the user's set. Returns 1 when the record existed.
+_DELETE = """
+redis.call('SREM', KEYS[2], KEYS[1])
+return redis.call('DEL', KEYS[1])
+"""
+
+# KEYS[1] = the user's set. Returns how many records existed.
+_DELETE_USER = """
+local removed = 0
+for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  removed = removed + redis.call('DEL', key)
+end
+redis.call('DEL', KEYS[1])
+return removed
+"""
+
+
+class RedisStateBackend:
+    """A :class:`~memmachine.agent_state.StateBackend` on Redis.
+
+    ``url`` is ``redis://``, ``rediss://`` or ``unix:///path.sock``; ``password`` overrides
+    one in the URL; ``key_prefix`` (an id) starts every key so deployments and tests can
+    share a server.
+    """
+
+    name = _STORE
+    kind = "redis"
+
+    def __init__(self, url: str, *, key_prefix: str = "mm", password: str | None = None) -> None:
+        scheme = urlsplit(url).scheme
+        if scheme not in _SCHEMES:
+            raise ConfigurationError(
+                f"state store URL must start with redis://, rediss:// or unix://, not {scheme!r}"
+            )
+        if not re.fullmatch(ID_PATTERN, key_prefix):
+            raise ConfigurationError(f"state key prefix {key_prefix!r} must match {ID_PATTERN}")
+        self._url = url
+        self._password = password
+        self.key_prefix = key_prefix
+        self._client: Redis | None = None
+        self._put: AsyncScript | None = None
+        self._delete: AsyncScript | None = None
+        self._delete_user: AsyncScript | None = None
+
+    async def start(self) -> None:
+        """Connect and check the server answers. Idempotent."""
+        if self._client is not None:
+            return
+        client = await connect_redis(
+            self._url, password=self._password, label="state store", store=_STORE
+        )
+        self._client = client
+        self._put = client.register_script(_PUT)
+        self._delete = client.register_script(_DELETE)
+        self._delete_user = client.register_script(_DELETE_USER)
+
+    async def close(self) -> None:
+        """Close the client and its pool. Safe to call twice."""
+        client, self._client = self._client, None
+        self._put = self._delete = self._delete_user = None
+        if client is not None:
+            await client.aclose()
+
+    # ------------------------------------------------------------------ keys
+
+    def _user_key(self, scope: Scope) -> str:
+        return ":".join((self.key_prefix, "state", *scope_fields(scope)[:4]))
+
+    def _key(self, scope: Scope, name: str) -> str:
+        rest = (value or "" for value in scope_fields(scope)[4:])
+        return ":".join((self._user_key(scope), *rest, name))
+
+    # ------------------------------------------------------------------ operations
+
+    async def get(self, scope: Scope, name: str) -> StoredState | None:
+        client = self._require(self._client)
+        try:
+            fields = await client.hmget(self._key(scope, name), ["revision", "envelope"])
+        except RedisError as exc:
+            raise _translate(exc, "reading state") from exc
+        revision, raw = fields
+        if revision is None or raw is None:
+            return None
+        try:
+            envelope = json.loads(raw)
+            number = int(revision)
+        except ValueError as exc:
+            raise StoreError(f"the stored {name} state is corrupt", _STORE) from exc
+        return StoredState(envelope=envelope, revision=number)
+
+    async def put(
+        self,
+        scope: Scope,
+        name: str,
+        envelope: dict[str, Any],
+        *,
+        expected_revision: int | None = None,
+    ) -> int:
+        check_expected_revision(expected_revision)
+        script = self._require(self._put)
+        text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
+        expected = "" if expected_revision is None else str(expected_revision)
+        try:
+            reply = await script(
+                keys=[self._key(scope, name), self._user_key(scope)],
+                args=[expected, text, utc_now().isoformat()],
+            )
+        except RedisError as exc:
+            raise _translate(exc, "writing state") from exc
+        if int(reply[0]) == -1:
+            assert expected_revision is not None
+            raise stale_revision(name, expected_revision, int(reply[1]))
+        return int(reply[0])
+
+    async def delete(self, scope: Scope, name: str) -> bool:
+        script = self._require(self._delete)
+        try:
+            removed = await script(keys=[self._key(scope, name), self._user_key(scope)])
+        except RedisError as exc:
+            raise _translate(exc, "deleting state") from exc
+        return int(removed) > 0
+
+    async def delete_user(self, scope: Scope) -> int:
+        script = self._require(self._delete_user)
+        try:
+            removed = await script(keys=[self._user_key(scope)])
+        except RedisError as exc:
+            raise _translate(exc, "deleting a user's state") from exc
+        return int(removed)
+
+    @staticmethod
+    def _require(value: Any) -> Any:
+        if value is None:
+            raise StoreUnavailableError("the Redis state backend is not started", _STORE)
+        return value
+
+
+def _translate(exc: RedisError, doing: str) -> StoreError:
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return StoreUnavailableError(f"{doing} failed: {describe_error(exc)}", _STORE)
+    return StoreError(f"{doing} failed: {describe_error(exc)}", _STORE)
