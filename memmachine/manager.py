@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -35,6 +36,7 @@ from memmachine.errors import (
     StoreUnavailableError,
 )
 from memmachine.models import (
+    ID_PATTERN,
     EmbedderStatus,
     Episode,
     EpisodeDetachment,
@@ -230,12 +232,21 @@ class MemoryManager:
     # ------------------------------------------------------------------ episodic
 
     async def add_messages(
-        self, scope: Scope, messages: Sequence[NewMessage], *, working: bool = True
+        self,
+        scope: Scope,
+        messages: Sequence[NewMessage],
+        *,
+        working: bool = True,
+        ids: Sequence[str] | None = None,
+        extract: bool = True,
     ) -> list[Episode]:
         """Store messages as episodes of ``scope.session_id``, in order.
 
         With ``working`` the same messages are appended to the session's working memory.
         All or nothing: if any part fails, the episodes written by this call are removed.
+        ``ids`` gives the episodes' ids (one per message, each matching ``ID_PATTERN``; an id
+        the user already has raises ``ConflictError`` and stores nothing) instead of fresh
+        ones. Without ``extract`` no extraction job is queued for the new episodes.
 
         With ``safety.redact_pii`` the content and the metadata's string values are redacted
         before they are embedded or stored, and ``metadata["redacted"]`` counts what was
@@ -245,14 +256,15 @@ class MemoryManager:
         """
         session_scope = _require_session(scope)
         self._check_messages(messages)
+        episode_ids = _episode_ids(ids, len(messages))
         messages = [self._sanitize_message(message) for message in messages]
         now = utc_now()
         records = []
-        for message in messages:
+        for episode_id, message in zip(episode_ids, messages, strict=True):
             timestamp = as_utc(message.timestamp) if message.timestamp else now
             records.append(
                 EpisodeRecord(
-                    id=str(uuid.uuid4()),
+                    id=episode_id,
                     role=message.role,
                     producer=message.producer,
                     content=message.content,
@@ -283,7 +295,8 @@ class MemoryManager:
                     await self.episodes.delete_episode(session_scope, episode.id)
                 raise
             await self._maybe_enqueue_compaction(session_scope, memory)
-        await self._maybe_enqueue_extraction(session_scope, stored)
+        if extract:
+            await self._maybe_enqueue_extraction(session_scope, stored)
         return stored
 
     async def get_episode(self, scope: Scope, episode_id: str) -> Episode:
@@ -967,6 +980,21 @@ def _require_session(scope: Scope) -> Scope:
     if scope.session_id is None:
         raise InvalidInputError("session_id is required", field="session_id")
     return scope
+
+
+def _episode_ids(ids: Sequence[str] | None, count: int) -> list[str]:
+    """The caller's episode ids, checked, or ``count`` fresh ones."""
+    if ids is None:
+        return [str(uuid.uuid4()) for _ in range(count)]
+    if len(ids) != count:
+        raise InvalidInputError(f"{len(ids)} ids for {count} messages", field="ids")
+    for index, episode_id in enumerate(ids):
+        if re.fullmatch(ID_PATTERN, episode_id) is None:
+            raise InvalidInputError(
+                f"episode id {index} must be 1-128 letters, digits or ._@+-=#~|",
+                field=f"ids.{index}",
+            )
+    return list(ids)
 
 
 def _working_message(episode: Episode) -> WorkingMessage:

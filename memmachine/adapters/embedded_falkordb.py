@@ -226,7 +226,9 @@ class EmbeddedFalkorDBServer(Lifecycle):
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise ConfigurationError(
                     f"the data directory {self._data_dir} is in use by another memmachine "
-                    f"process or server (lock {self.lock_path})"
+                    f"process or server (lock {self.lock_path}); stop it (`memmachine serve`), "
+                    "or point the episode and working stores at servers "
+                    "(MEMMACHINE_EPISODE_STORE_URL, MEMMACHINE_WORKING_STORE_URL)"
                 ) from None
             raise ConfigurationError(f"cannot lock {self.lock_path}: {exc.strerror}") from None
         os.ftruncate(fd, 0)

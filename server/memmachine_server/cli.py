@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
+from memmachine_server import cli_data
 
 if TYPE_CHECKING:
     from memmachine.manager import MemoryManager
@@ -193,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", type=Path, help="data directory (default ./.memmachine, MEMMACHINE_DATA_DIR)"
     )
     worker.set_defaults(run=_worker)
+    cli_data.register(commands)
     show_version = commands.add_parser("version", help="print the version")
     show_version.set_defaults(run=_version)
     return parser
