@@ -1,0 +1,1 @@
+"""Runnable examples: ``uv run python -m examples.<name>`` from the repository root."""
