@@ -34,6 +34,7 @@ from memmachine.ports import (
     Embedder,
     EpisodeStore,
     JobQueue,
+    KeyStore,
     LanguageModel,
     ProfileStore,
     Reranker,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 # loads no driver and no model runtime until a manager is actually built.
 
 __all__ = [
+    "build_key_store",
     "build_manager",
     "build_state_backend",
     "open_manager",
@@ -340,16 +342,32 @@ def _falkordb_redis_url(url: str) -> str:
 def _profile_store(url: str | None, settings: Settings) -> ProfileStore:
     from memmachine.adapters.sql_profile_store import SqlProfileStore
 
+    return SqlProfileStore(_profile_database_url(url, settings))
+
+
+def _profile_database_url(url: str | None, settings: Settings) -> str:
+    """The SQLAlchemy URL of the profile database: SQLite in the data dir when unset."""
     if url is None:
         path = settings.data_dir.expanduser().resolve() / "profile.db"
-        return SqlProfileStore(f"sqlite+aiosqlite:///{path}")
+        return f"sqlite+aiosqlite:///{path}"
     if _scheme(url).startswith("sqlite"):
-        return SqlProfileStore(url.replace("sqlite://", "sqlite+aiosqlite://", 1))
+        return url.replace("sqlite://", "sqlite+aiosqlite://", 1)
     # postgresql+psycopg:// or postgresql:// (the store gives a bare one its async driver)
     credentials = _credentials("PROFILE", url, None, settings.profile_store_password)
     if credentials.password is not None and resolve_credentials(url).password is None:
         url = with_password(url, credentials.password.get_secret_value())
-    return SqlProfileStore(url)
+    return url
+
+
+def build_key_store(settings: Settings) -> KeyStore:
+    """The API key store (not yet started): the ``api_keys`` table in the profile store's
+    database, so the server and the ``memmachine keys`` command share it through the data
+    dir (SQLite) or ``MEMMACHINE_PROFILE_STORE_URL``."""
+    from memmachine.adapters.sql_key_store import SqlKeyStore
+
+    url = _secret(settings.profile_store_url)
+    _check_schemes(None, url, None)
+    return SqlKeyStore(_profile_database_url(url, settings))
 
 
 def _working_store(

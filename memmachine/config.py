@@ -497,6 +497,18 @@ class Settings(_Section):
     #: ``key=tenant`` pairs, comma separated. When set, every /v1 request needs
     #: ``Authorization: Bearer <key>`` and is confined to that key's tenant.
     api_keys: SecretStr | None = None
+    #: ``auto``: API keys are required once any key exists (in the key store, or
+    #: ``api_keys`` / ``admin_key`` set); with none, the server is open on a loopback address
+    #: and ``memmachine serve`` refuses to start on any other. ``on``: a key is always
+    #: required. ``off``: open, every caller is tenant ``default`` (logged at every start).
+    auth: Literal["auto", "on", "off"] = "auto"
+    #: A key that may only manage API keys (``/v1/admin/keys``), for every tenant.
+    admin_key: SecretStr | None = None
+    #: Requests per minute per API key when the key sets no limit of its own; 0 = unlimited.
+    rate_limit_per_minute: int = Field(default=0, ge=0)
+    #: How often a running server re-reads the key store (keys created or revoked by the
+    #: ``memmachine keys`` command take effect within this time).
+    key_refresh_seconds: float = Field(default=2.0, gt=0)
 
     #: How long startup keeps retrying a store that cannot be reached (all stores share the
     #: budget; 0 = one attempt each), and the exponential backoff between attempts.
@@ -554,6 +566,7 @@ class Settings(_Section):
             self.profile_store_password,
             self.working_store_password,
             self.api_keys,
+            self.admin_key,
             self.embedding.api_key,
         ):
             text = _plain(secret)

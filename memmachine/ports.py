@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from memmachine.auth import ApiKey, StoredKey
 from memmachine.models import (
     Episode,
     EpisodeDetachment,
@@ -47,6 +48,7 @@ __all__ = [
     "Job",
     "JobQueue",
     "JobStatus",
+    "KeyStore",
     "LanguageModel",
     "Lifecycle",
     "ProfileStore",
@@ -455,3 +457,43 @@ class JobQueue(Protocol):
         self, scope: Scope, *, status: JobStatus | None = None, limit: int = 100
     ) -> list[Job]: ...
     async def replay(self, scope: Scope, job_id: str) -> Job: ...
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """API keys (:class:`~memmachine.auth.ApiKey`) with the hash of their secret; never a key.
+
+    Keys are looked up by id before anyone knows the caller's tenant, so these methods take
+    a tenant (or nothing, for an operator's view of all tenants) instead of a Scope.
+
+    Contract:
+
+    * ``create(key, secret_hash)`` stores a new key and returns it; an id already stored
+      raises ``ConflictError``. Only ``secret_hash`` is kept of the secret.
+    * ``get(key_id)`` returns the :class:`~memmachine.auth.StoredKey` (revoked or not), or
+      ``None`` for an unknown id.
+    * ``list_keys(tenant)`` returns the tenant's keys, revoked ones included, oldest first;
+      ``tenant=None`` returns every tenant's.
+    * ``active_keys()`` returns every key not revoked, with its hash (what a server caches
+      to check requests).
+    * ``revoke(key_id, tenant)`` marks the key revoked and returns it; revoking it again
+      keeps the first ``revoked_at``. An unknown id, or one of another tenant when ``tenant``
+      is given, raises ``NotFoundError``.
+    * ``any_active()`` is whether at least one key is not revoked.
+    * Keys survive a restart; several processes (the server and the ``memmachine keys``
+      command) may use one database at once.
+    """
+
+    name: str
+    kind: str
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def health(self) -> StoreHealth: ...
+
+    async def create(self, key: ApiKey, secret_hash: str) -> ApiKey: ...
+    async def get(self, key_id: str) -> StoredKey | None: ...
+    async def list_keys(self, tenant: str | None = None) -> list[ApiKey]: ...
+    async def active_keys(self) -> list[StoredKey]: ...
+    async def revoke(self, key_id: str, tenant: str | None = None) -> ApiKey: ...
+    async def any_active(self) -> bool: ...

@@ -31,10 +31,12 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     DateTime,
     Dialect,
     Float,
     Index,
+    Integer,
     LargeBinary,
     MetaData,
     String,
@@ -46,7 +48,14 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["NAMING_CONVENTION", "Base", "ProfileFactHistoryRow", "ProfileFactRow", "UtcDateTime"]
+__all__ = [
+    "NAMING_CONVENTION",
+    "ApiKeyRow",
+    "Base",
+    "ProfileFactHistoryRow",
+    "ProfileFactRow",
+    "UtcDateTime",
+]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -195,3 +204,23 @@ class ProfileFactHistoryRow(Base):
     valid_to: Mapped[datetime] = mapped_column(UtcDateTime())
     reason: Mapped[str] = mapped_column(Text)
     recorded_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class ApiKeyRow(Base):
+    """One API key (see :mod:`memmachine.auth`): its tenant, rights and the sha256 of its
+    secret, never the key itself. ``revoked_at`` set = the key authenticates nothing."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (Index("ix_api_keys_tenant", "tenant"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(ID_LENGTH))
+    name: Mapped[str] = mapped_column(Text)
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    can_read: Mapped[bool] = mapped_column(Boolean)
+    can_write: Mapped[bool] = mapped_column(Boolean)
+    is_admin: Mapped[bool] = mapped_column(Boolean)
+    #: ``NULL`` = the server's default limit; 0 = unlimited.
+    rate_limit_per_minute: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

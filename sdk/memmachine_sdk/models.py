@@ -474,3 +474,84 @@ class ProfileHistoryResponse(_Model):
 
 
 __all__ += ["FactVersionOut", "ProfileHistoryResponse"]
+
+
+# ----------------------------------------------------------------- API keys (admin)
+
+KeyPermission = Literal["read", "write", "admin"]
+
+
+def _read_write() -> list[KeyPermission]:
+    return ["read", "write"]
+
+
+class CreateKeyRequest(_Model):
+    """A new API key. ``tenant`` may be left out by a tenant's own admin key (its tenant is
+    used); ``MEMMACHINE_ADMIN_KEY`` must name it. ``rate_limit_per_minute``: unset = the
+    server's default, 0 = unlimited."""
+
+    tenant: Id | None = None
+    name: str = Field(default="", max_length=200)
+    permissions: list[KeyPermission] = Field(default_factory=_read_write, min_length=1)
+    rate_limit_per_minute: int | None = Field(default=None, ge=0)
+
+
+class ApiKeyOut(_Model):
+    """An API key as listed: never its secret."""
+
+    id: str
+    tenant: str
+    name: str
+    permissions: list[KeyPermission]
+    rate_limit_per_minute: int | None = None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class CreatedKeyOut(ApiKeyOut):
+    """A key just created; ``key`` (what goes into ``Authorization: Bearer``) is shown only
+    this once."""
+
+    key: str
+
+
+class ApiKeyListResponse(_Model):
+    keys: list[ApiKeyOut]
+
+
+__all__ += ["ApiKeyListResponse", "ApiKeyOut", "CreateKeyRequest", "CreatedKeyOut"]
+
+
+# ----------------------------------------------------------------- custom memory types
+
+
+class MemoryTypeOut(_Model):
+    """A registered custom memory type: what its two calls take, as JSON schemas, and which
+    ids (besides the user) keep its records apart and must be sent."""
+
+    name: str
+    description: str
+    store_schema: dict[str, Any]
+    retrieve_schema: dict[str, Any]
+    partition_by: list[str] = Field(default_factory=list)
+
+
+class MemoryTypesResponse(_Model):
+    types: list[MemoryTypeOut]
+
+
+class CustomMemoryRequest(ScopeFields):
+    """A call of a custom type: ``input`` is validated against the type's own model
+    (``store_schema`` / ``retrieve_schema``); errors name ``input.<field>``."""
+
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class CustomMemoryResponse(_Model):
+    """What the type's ``store`` / ``retrieve`` returned, as JSON."""
+
+    type: str
+    result: Any = None
+
+
+__all__ += ["CustomMemoryRequest", "CustomMemoryResponse", "MemoryTypeOut", "MemoryTypesResponse"]

@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import Depends, FastAPI
 
-from memmachine.bootstrap import build_manager, start_manager
+from memmachine.bootstrap import build_key_store, build_manager, start_manager
 from memmachine.config import Settings
 from memmachine.jobs import Worker
 from memmachine.jobs.handlers import handlers_for
@@ -18,8 +18,9 @@ from memmachine.manager import MemoryManager
 from memmachine_sdk import models as wire
 from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
+from memmachine_server.keyring import Keyring
 from memmachine_server.limits import BodySizeLimit
-from memmachine_server.routes import jobs, memories, profile, prompt, sessions
+from memmachine_server.routes import admin, jobs, memories, profile, prompt, sessions
 from memmachine_server.state import AppState, manager_of
 
 log = logging.getLogger("memmachine.server")
@@ -53,6 +54,7 @@ def create_app(
         else:
             manager = await manager_factory(settings)
             await start_manager(manager, settings)
+        keyring: Keyring | None = None
         try:
             report = await manager.health()
             if report.mode == "lexical-only":
@@ -60,12 +62,16 @@ def create_app(
             else:
                 log.info("search runs in hybrid mode with %s", report.embedder.model)
             keys = settings.api_key_tenants()
-            if not keys and settings.host not in ("127.0.0.1", "localhost", "::1"):
-                log.warning("no MEMMACHINE_API_KEYS set while listening on %s", settings.host)
-            app.state.memmachine = AppState(settings=settings, manager=manager, api_keys=keys)
+            keyring = Keyring(settings, build_key_store(settings))
+            await keyring.start()  # logs loudly when requests without a key are served
+            app.state.memmachine = AppState(
+                settings=settings, manager=manager, api_keys=keys, keyring=keyring
+            )
             async with _in_process_worker(settings, manager):
                 yield
         finally:
+            if keyring is not None:
+                await keyring.close()
             await manager.close()
 
     app = FastAPI(
@@ -89,6 +95,7 @@ def create_app(
     app.include_router(sessions.router)
     app.include_router(prompt.router)
     app.include_router(jobs.router)
+    app.include_router(admin.router)
     return app
 
 

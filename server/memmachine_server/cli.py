@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
-from memmachine_server import cli_data
+from memmachine_server import cli_data, cli_keys
 
 if TYPE_CHECKING:
     from memmachine.manager import MemoryManager
@@ -86,6 +86,9 @@ async def _run(settings: Settings) -> int:
     manager = await _start(settings)
     if isinstance(manager, int):
         return manager
+    if refusal := await _auth_refusal(settings):
+        await manager.close()
+        return _fail(refusal)
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(settings, manager=manager),
@@ -106,6 +109,14 @@ async def _run(settings: Settings) -> int:
     finally:
         await manager.close()  # the app closed it already unless startup failed; idempotent
     return 0 if server.started else 1
+
+
+async def _auth_refusal(settings: Settings) -> str | None:
+    """Why serving would be open on a non-loopback address (see ``open_mode_refusal``)."""
+    from memmachine.bootstrap import build_key_store
+    from memmachine_server.keyring import open_mode_refusal
+
+    return await open_mode_refusal(settings, build_key_store(settings))
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -195,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.set_defaults(run=_worker)
     cli_data.register(commands)
+    cli_keys.register(commands)
     show_version = commands.add_parser("version", help="print the version")
     show_version.set_defaults(run=_version)
     return parser

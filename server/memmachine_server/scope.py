@@ -6,18 +6,31 @@ The tenant never comes from the request; it is "default" when auth is off.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from pydantic import ValidationError
 
-from memmachine.errors import AuthenticationError, InvalidInputError
+from memmachine.errors import AuthenticationError, InvalidInputError, PermissionDeniedError
 from memmachine.models import Scope
 from memmachine_sdk.models import ScopeFields
+from memmachine_server.keyring import Keyring, Principal
 from memmachine_server.state import AppState, app_state
+
+__all__ = [
+    "AdminPrincipal",
+    "Principal",
+    "ReadTenant",
+    "Tenant",
+    "ToolTenant",
+    "WriteTenant",
+    "authenticate",
+    "keyring_of",
+    "principal_of",
+    "resolve_scope",
+    "tenant_of",
+]
 
 _FIELDS = ("user_id", "session_id", "agent_id", "group_id", "org_id", "project_id")
 _HEADERS = {
@@ -30,39 +43,46 @@ _HEADERS = {
 }
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the tenant their key belongs to and what the key may do.
+def _presented_key(headers: Mapping[str, str]) -> str:
+    auth = headers.get("authorization", "")
+    presented = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    return presented or headers.get("x-api-key", "").strip()
 
-    In open mode (no auth) every caller is the ``default`` tenant with every right."""
 
-    tenant: str
-    key_id: str | None = None
-    can_read: bool = True
-    can_write: bool = True
-    is_admin: bool = False
+def keyring_of(state: AppState) -> Keyring:
+    """The app's keyring; one with only the settings' static and admin keys when the state
+    was built without one."""
+    if state.keyring is None:
+        state.keyring = Keyring(state.settings, None)
+    return state.keyring
 
 
 def authenticate(state: AppState, headers: Mapping[str, str]) -> Principal:
     """The principal behind ``Authorization: Bearer <key>`` (or ``X-API-Key``).
 
     The one place every interface (REST, MCP over HTTP) turns credentials into a tenant.
-    Raises AuthenticationError for a missing or unknown key."""
-    keys = state.api_keys
-    if not keys:
-        return Principal(tenant="default")
-    auth = headers.get("authorization", "")
-    presented = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-    presented = presented or headers.get("x-api-key", "")
-    if not presented:
+    A presented key is always checked, in every mode, and spends one request of its rate
+    limit. Without a key the caller is the open ``default`` principal unless the keyring
+    requires a key (``MEMMACHINE_AUTH``; see :meth:`Keyring.requires_key`).
+    Raises AuthenticationError for a missing (when required), unknown or revoked key and
+    RateLimitedError for a key over its limit."""
+    keyring = keyring_of(state)
+    presented = _presented_key(headers)
+    if presented:
+        return keyring.identify(presented)
+    if keyring.requires_key():
         raise AuthenticationError("an API key is required (Authorization: Bearer <key>)")
-    for key, tenant in keys.items():
-        if hmac.compare_digest(key.encode(), presented.encode()):
-            return Principal(tenant=tenant, key_id=None)
-    raise AuthenticationError("unknown API key")
+    return Principal(tenant="default")
 
 
-def principal_of(request: Request, state: Annotated[AppState, Depends(app_state)]) -> Principal:
+async def principal_of(
+    request: Request, state: Annotated[AppState, Depends(app_state)]
+) -> Principal:
+    """:func:`authenticate`, after re-reading the key store when the request presents a
+    stored key this process has not seen yet (one the CLI made a moment ago)."""
+    presented = _presented_key(request.headers)
+    if presented:
+        await keyring_of(state).refresh_for(presented)
     return authenticate(state, request.headers)
 
 
@@ -71,7 +91,58 @@ def tenant_of(principal: Annotated[Principal, Depends(principal_of)]) -> str:
     return principal.tenant
 
 
+def read_tenant(principal: Annotated[Principal, Depends(principal_of)]) -> str:
+    """The caller's tenant when its key may read memories; 403 otherwise."""
+    if not principal.can_read:
+        raise PermissionDeniedError("this API key may not read memories (no read permission)")
+    return principal.tenant
+
+
+def write_tenant(principal: Annotated[Principal, Depends(principal_of)]) -> str:
+    """The caller's tenant when its key may write (and delete) memories; 403 otherwise."""
+    if not principal.can_write:
+        raise PermissionDeniedError(
+            "this API key may not write or delete memories (no write permission)"
+        )
+    return principal.tenant
+
+
+async def tool_tenant(
+    request: Request, principal: Annotated[Principal, Depends(principal_of)]
+) -> str:
+    """The caller's tenant for running a tool call: ``recall`` needs read permission,
+    ``remember`` and ``forget`` need write permission (any other name needs read and is
+    then refused as unknown by the tool runner)."""
+    try:
+        body = await request.json()
+        name = body["tool_call"]["function"]["name"]
+    except (ValueError, KeyError, TypeError):
+        name = None
+    if name in ("remember", "forget"):
+        return write_tenant(principal)
+    return read_tenant(principal)
+
+
+def admin_principal(principal: Annotated[Principal, Depends(principal_of)]) -> Principal:
+    """The caller when it may manage API keys: ``MEMMACHINE_ADMIN_KEY`` or a key with the
+    admin permission; 403 otherwise."""
+    if not principal.is_admin:
+        raise PermissionDeniedError(
+            "managing API keys needs MEMMACHINE_ADMIN_KEY or a key with the admin permission"
+        )
+    return principal
+
+
+#: Any authenticated caller's tenant.
 Tenant = Annotated[str, Depends(tenant_of)]
+#: The tenant of a caller allowed to read memories.
+ReadTenant = Annotated[str, Depends(read_tenant)]
+#: The tenant of a caller allowed to write or delete memories.
+WriteTenant = Annotated[str, Depends(write_tenant)]
+#: The tenant of a caller allowed to run the tool call in the body.
+ToolTenant = Annotated[str, Depends(tool_tenant)]
+#: A caller allowed to manage API keys.
+AdminPrincipal = Annotated[Principal, Depends(admin_principal)]
 
 
 def resolve_scope(

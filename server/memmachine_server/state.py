@@ -8,6 +8,7 @@ from fastapi import Request
 
 from memmachine.config import Settings
 from memmachine.manager import MemoryManager
+from memmachine_server.keyring import Keyring
 
 
 @dataclass
@@ -15,6 +16,9 @@ class AppState:
     settings: Settings
     manager: MemoryManager
     api_keys: dict[str, str]
+    #: The accepted keys (store, static, admin), the key store and the rate limiter;
+    #: ``None`` = static and admin keys from ``settings`` only.
+    keyring: Keyring | None = None
 
 
 def app_state(request: Request) -> AppState:

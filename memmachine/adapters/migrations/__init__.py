@@ -15,6 +15,8 @@ Revisions (``versions/``):
   ``embedding_vec vector`` column (backfilled from ``embedding``). A no-op elsewhere.
 * ``0004`` fact provenance and history: ``source_episode_ids``, ``valid_from``, ``valid_to``
   on ``profile_facts`` and the ``profile_fact_history`` table of closed versions.
+* ``0005`` the ``api_keys`` table (hashes of API key secrets, never keys), used by
+  :class:`~memmachine.adapters.sql_key_store.SqlKeyStore` on the same database.
 
 A database made by the pre-migration code (``profile_facts`` without an ``alembic_version``
 table) is stamped at the baseline and then upgraded, so its rows are kept.

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from memmachine.errors import NotFoundError, StoreUnavailableError
 from memmachine.ports import Job, JobQueue
 from memmachine_sdk import models as wire
-from memmachine_server.scope import Tenant, resolve_scope
+from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
 __all__ = ["job_out", "queue_of", "router"]
@@ -56,7 +56,7 @@ def job_out(job: Job) -> wire.JobOut:
 @router.get("/jobs", response_model=wire.JobListResponse)
 async def list_jobs(
     request: Request,
-    tenant: Tenant,
+    tenant: ReadTenant,
     queue: Queue,
     status: Literal["queued", "running", "done", "dead"] | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -68,7 +68,7 @@ async def list_jobs(
 
 
 @router.get("/jobs/{job_id}", response_model=wire.JobOut)
-async def get_job(job_id: str, request: Request, tenant: Tenant, queue: Queue) -> wire.JobOut:
+async def get_job(job_id: str, request: Request, tenant: ReadTenant, queue: Queue) -> wire.JobOut:
     """One of the user's jobs; another user's job is a 404 like a missing one."""
     job = await queue.get(resolve_scope(request, tenant), job_id)
     if job is None:
@@ -77,6 +77,8 @@ async def get_job(job_id: str, request: Request, tenant: Tenant, queue: Queue) -
 
 
 @router.post("/jobs/{job_id}/replay", response_model=wire.JobOut)
-async def replay_job(job_id: str, request: Request, tenant: Tenant, queue: Queue) -> wire.JobOut:
+async def replay_job(
+    job_id: str, request: Request, tenant: WriteTenant, queue: Queue
+) -> wire.JobOut:
     """Requeue a dead job with its attempts reset; 409 when it is not dead."""
     return job_out(await queue.replay(resolve_scope(request, tenant), job_id))

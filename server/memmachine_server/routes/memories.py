@@ -10,7 +10,7 @@ from memmachine.manager import MemoryManager
 from memmachine.models import MemoryType
 from memmachine_sdk import models as wire
 from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
-from memmachine_server.scope import Tenant, resolve_scope
+from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
@@ -19,7 +19,7 @@ Manager = Annotated[MemoryManager, Depends(manager_of)]
 
 @router.post("", status_code=201, response_model=wire.AddMemoriesResponse)
 async def add_memories(
-    body: wire.AddMemoriesRequest, request: Request, tenant: Tenant, manager: Manager
+    body: wire.AddMemoriesRequest, request: Request, tenant: WriteTenant, manager: Manager
 ) -> wire.AddMemoriesResponse:
     """Store messages as episodes of a session (and, by default, in its working memory)."""
     scope = resolve_scope(request, tenant, body, require_session=True)
@@ -32,7 +32,7 @@ async def add_memories(
 @router.get("", response_model=wire.EpisodeListResponse)
 async def list_memories(
     request: Request,
-    tenant: Tenant,
+    tenant: ReadTenant,
     manager: Manager,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
@@ -53,7 +53,7 @@ async def list_memories(
 
 @router.post("/search", response_model=wire.SearchResponse)
 async def search_memories(
-    body: wire.SearchRequest, request: Request, tenant: Tenant, manager: Manager
+    body: wire.SearchRequest, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.SearchResponse:
     """Hybrid search over episodes, matching profile facts, and the session's working memory."""
     scope = resolve_scope(request, tenant, body)
@@ -74,7 +74,7 @@ async def search_memories(
 
 @router.get("/{episode_id}", response_model=wire.EpisodeOut)
 async def get_memory(
-    episode_id: str, request: Request, tenant: Tenant, manager: Manager
+    episode_id: str, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.EpisodeOut:
     scope = resolve_scope(request, tenant)
     return episode_out(await manager.get_episode(scope, episode_id))
@@ -82,7 +82,7 @@ async def get_memory(
 
 @router.delete("/{episode_id}", status_code=204)
 async def delete_memory(
-    episode_id: str, request: Request, tenant: Tenant, manager: Manager
+    episode_id: str, request: Request, tenant: WriteTenant, manager: Manager
 ) -> Response:
     scope = resolve_scope(request, tenant)
     await manager.delete_episode(scope, episode_id)

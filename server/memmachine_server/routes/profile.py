@@ -10,7 +10,7 @@ from memmachine.manager import MemoryManager
 from memmachine.models import FactRecord
 from memmachine_sdk import models as wire
 from memmachine_server.convert import fact_out, fact_version_out
-from memmachine_server.scope import Tenant, resolve_scope
+from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
 router = APIRouter(prefix="/v1/profile", tags=["profile"])
@@ -19,7 +19,7 @@ Manager = Annotated[MemoryManager, Depends(manager_of)]
 
 @router.post("", response_model=wire.ProfileResponse)
 async def set_profile(
-    body: wire.SetProfileRequest, request: Request, tenant: Tenant, manager: Manager
+    body: wire.SetProfileRequest, request: Request, tenant: WriteTenant, manager: Manager
 ) -> wire.ProfileResponse:
     """Create or replace facts; a user holds one fact per (tag, feature)."""
     scope = resolve_scope(request, tenant, body)
@@ -31,7 +31,7 @@ async def set_profile(
 @router.get("", response_model=wire.ProfileResponse)
 async def get_profile(
     request: Request,
-    tenant: Tenant,
+    tenant: ReadTenant,
     manager: Manager,
     tag: str | None = None,
     feature: str | None = None,
@@ -46,7 +46,7 @@ async def get_profile(
 @router.get("/history", response_model=wire.ProfileHistoryResponse)
 async def get_profile_history(
     request: Request,
-    tenant: Tenant,
+    tenant: ReadTenant,
     manager: Manager,
     tag: Annotated[str, Query(min_length=1)],
     feature: Annotated[str, Query(min_length=1)],
@@ -61,7 +61,7 @@ async def get_profile_history(
 
 @router.post("/search", response_model=wire.ProfileSearchResponse)
 async def search_profile(
-    body: wire.ProfileSearchRequest, request: Request, tenant: Tenant, manager: Manager
+    body: wire.ProfileSearchRequest, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.ProfileSearchResponse:
     scope = resolve_scope(request, tenant, body)
     hits = await manager.search_facts(scope, body.query, top_k=body.top_k)
@@ -70,13 +70,15 @@ async def search_profile(
 
 @router.get("/facts/{fact_id}", response_model=wire.FactOut)
 async def get_fact(
-    fact_id: str, request: Request, tenant: Tenant, manager: Manager
+    fact_id: str, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.FactOut:
     return fact_out(await manager.get_fact(resolve_scope(request, tenant), fact_id))
 
 
 @router.delete("/facts/{fact_id}", status_code=204)
-async def delete_fact(fact_id: str, request: Request, tenant: Tenant, manager: Manager) -> Response:
+async def delete_fact(
+    fact_id: str, request: Request, tenant: WriteTenant, manager: Manager
+) -> Response:
     await manager.delete_fact(resolve_scope(request, tenant), fact_id)
     return Response(status_code=204)
 
@@ -84,7 +86,7 @@ async def delete_fact(fact_id: str, request: Request, tenant: Tenant, manager: M
 @router.delete("", response_model=wire.DeletedResponse)
 async def delete_facts(
     request: Request,
-    tenant: Tenant,
+    tenant: WriteTenant,
     manager: Manager,
     tag: str | None = None,
     feature: str | None = None,

@@ -10,7 +10,7 @@ from memmachine.manager import MemoryManager
 from memmachine.prompting import build_memory_prompt
 from memmachine.tools import execute_tool_call, memory_tools
 from memmachine_sdk import models as wire
-from memmachine_server.scope import Tenant, resolve_scope
+from memmachine_server.scope import ReadTenant, Tenant, ToolTenant, resolve_scope
 from memmachine_server.state import manager_of
 
 router = APIRouter(prefix="/v1", tags=["prompt"])
@@ -19,7 +19,7 @@ Manager = Annotated[MemoryManager, Depends(manager_of)]
 
 @router.post("/memory-prompt", response_model=wire.MemoryPromptResponse)
 async def memory_prompt(
-    body: wire.MemoryPromptRequest, request: Request, tenant: Tenant, manager: Manager
+    body: wire.MemoryPromptRequest, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.MemoryPromptResponse:
     """Profile facts, relevant episodes, the session summary and recent messages, then the
     new message, within ``max_tokens`` (estimated as ceil(chars / 4) + 4 per message), in
@@ -45,7 +45,7 @@ async def tools(tenant: Tenant) -> wire.ToolsResponse:
 
 @router.post("/tools/execute", response_model=wire.ToolMessageOut)
 async def execute_tool(
-    body: wire.ToolCallRequest, request: Request, tenant: Tenant, manager: Manager
+    body: wire.ToolCallRequest, request: Request, tenant: ToolTenant, manager: Manager
 ) -> wire.ToolMessageOut:
     """Run one tool call as the model made it; returns the ``tool`` message to send back."""
     scope = resolve_scope(request, tenant, body)

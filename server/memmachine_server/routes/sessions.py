@@ -11,7 +11,7 @@ from memmachine.manager import MemoryManager
 from memmachine_sdk import models as wire
 from memmachine_server.convert import compaction_out, working_messages, working_out
 from memmachine_server.routes.jobs import job_out
-from memmachine_server.scope import Tenant, resolve_scope
+from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
@@ -22,7 +22,7 @@ Manager = Annotated[MemoryManager, Depends(manager_of)]
 async def get_working(
     session_id: str,
     request: Request,
-    tenant: Tenant,
+    tenant: ReadTenant,
     manager: Manager,
     last_n: Annotated[int | None, Query(ge=0, le=100_000)] = None,
     offset: Annotated[int, Query(ge=0)] = 0,
@@ -40,7 +40,7 @@ async def append_working(
     session_id: str,
     body: wire.AppendWorkingRequest,
     request: Request,
-    tenant: Tenant,
+    tenant: WriteTenant,
     manager: Manager,
 ) -> wire.WorkingMemoryOut:
     """Append messages atomically (no version needed)."""
@@ -53,7 +53,7 @@ async def put_working(
     session_id: str,
     body: wire.PutWorkingRequest,
     request: Request,
-    tenant: Tenant,
+    tenant: WriteTenant,
     manager: Manager,
 ) -> wire.WorkingMemoryOut:
     """Replace messages, state and/or summary; with ``expected_version``, 409 when stale."""
@@ -72,7 +72,7 @@ async def put_working(
 async def compact(
     session_id: str,
     request: Request,
-    tenant: Tenant,
+    tenant: WriteTenant,
     manager: Manager,
     wait: bool = False,
 ) -> wire.CompactResponse:
@@ -89,7 +89,7 @@ async def compact(
 
 @router.delete("/sessions/{session_id}/working", status_code=204)
 async def delete_working(
-    session_id: str, request: Request, tenant: Tenant, manager: Manager
+    session_id: str, request: Request, tenant: WriteTenant, manager: Manager
 ) -> Response:
     await manager.delete_working(resolve_scope(request, tenant, session_id=session_id))
     return Response(status_code=204)
@@ -97,7 +97,7 @@ async def delete_working(
 
 @router.delete("/sessions/{session_id}", response_model=wire.ForgetResponse)
 async def forget_session(
-    session_id: str, request: Request, tenant: Tenant, manager: Manager
+    session_id: str, request: Request, tenant: WriteTenant, manager: Manager
 ) -> wire.ForgetResponse:
     """Forget a session everywhere: its episodes, its working memory, and facts sourced from it."""
     scope = resolve_scope(request, tenant, session_id=session_id)
@@ -107,7 +107,7 @@ async def forget_session(
 
 @router.delete("/users/{user_id}", response_model=wire.ForgetResponse)
 async def forget_user(
-    user_id: str, request: Request, tenant: Tenant, manager: Manager
+    user_id: str, request: Request, tenant: WriteTenant, manager: Manager
 ) -> wire.ForgetResponse:
     """Forget a user everywhere: all episodes, facts and sessions."""
     scope = resolve_scope(request, tenant, user_id=user_id)
