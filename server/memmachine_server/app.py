@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import Depends, FastAPI
+from starlette.routing import Route
 
 from memmachine.bootstrap import build_key_store, build_manager, start_manager
 from memmachine.config import Settings
@@ -20,6 +22,7 @@ from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
 from memmachine_server.keyring import Keyring
 from memmachine_server.limits import BodySizeLimit
+from memmachine_server.mcp_server import MCP_PATH, McpHttpEndpoint, scope_defaults
 from memmachine_server.routes import admin, jobs, memories, profile, prompt, sessions
 from memmachine_server.state import AppState, manager_of
 
@@ -67,7 +70,7 @@ def create_app(
             app.state.memmachine = AppState(
                 settings=settings, manager=manager, api_keys=keys, keyring=keyring
             )
-            async with _in_process_worker(settings, manager):
+            async with _in_process_worker(settings, manager), mcp.running(app.state.memmachine):
                 yield
         finally:
             if keyring is not None:
@@ -96,6 +99,8 @@ def create_app(
     app.include_router(prompt.router)
     app.include_router(jobs.router)
     app.include_router(admin.router)
+    mcp = McpHttpEndpoint(scope_defaults(os.environ), version=package_version())
+    app.router.routes.append(Route(MCP_PATH, endpoint=mcp, include_in_schema=False))
     return app
 
 

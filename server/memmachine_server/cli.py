@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
-from memmachine_server import cli_data, cli_keys
+from memmachine_server import cli_data, cli_keys, cli_mcp
 
 if TYPE_CHECKING:
     from memmachine.manager import MemoryManager
@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", type=Path, help="data directory (default ./.memmachine, MEMMACHINE_DATA_DIR)"
     )
     worker.set_defaults(run=_worker)
+    cli_mcp.register(commands)
     cli_data.register(commands)
     cli_keys.register(commands)
     show_version = commands.add_parser("version", help="print the version")
