@@ -56,6 +56,8 @@ ExtractedFact = CandidateFact
 MAX_EXISTING_FACTS = 60
 #: Similar stored facts looked up per message or candidate.
 FACTS_PER_TEXT = 8
+#: ``metadata["via"]`` of the episodes the ``remember`` tool writes.
+REMEMBER_TOOL_MARK = "remember"
 #: Why a fact invalidated by extraction left the profile.
 INVALIDATED_REASON = "contradicted by a later conversation"
 
@@ -111,7 +113,11 @@ async def consolidate(
 
 
 async def apply_consolidation(
-    manager: MemoryManager, scope: Scope, decisions: Sequence[FactDecision]
+    manager: MemoryManager,
+    scope: Scope,
+    decisions: Sequence[FactDecision],
+    *,
+    tool_episode_ids: frozenset[str] = frozenset(),
 ) -> ExtractionResult:
     """Apply ``decisions`` to the user's profile in one store transaction.
 
@@ -123,7 +129,8 @@ async def apply_consolidation(
     otherwise it only lowers the fact's confidence, and a fact that falls below
     ``extraction.min_confidence`` is invalidated. NONE naming no fact changes nothing. With
     ``safety.block_injected_facts`` a fact that reads as an instruction to the model is
-    dropped instead of failing the batch."""
+    dropped instead of failing the batch. A fact drawn only from ``tool_episode_ids`` (notes
+    an agent saved with the ``remember`` tool) gets source ``tool``."""
     user = scope.user_scope()
     settings = manager.extraction
     now = utc_now()
@@ -175,7 +182,9 @@ async def apply_consolidation(
             result.unchanged += 1
             continue
         if target is None:
-            records[(found.tag, found.feature)] = _record(scope, found, found.tag, found.feature)
+            records[(found.tag, found.feature)] = _record(
+                scope, found, found.tag, found.feature, tool_episode_ids
+            )
             result.created += 1
             continue
         value, confidence = current(target)
@@ -183,14 +192,14 @@ async def apply_consolidation(
         aged_from = now if key in records else target.updated_at
         worth = effective(confidence, aged_from, now, settings.confidence_half_life_days)
         if value == found.value:
-            record = _record(scope, found, *key)
+            record = _record(scope, found, *key, tool_episode_ids)
             record.confidence = corroborated(worth, found.confidence)
             record.source = records[key].source if key in records else target.source
             records[key] = record
             result.corroborated += 1
             continue
         if supersedes(found.confidence, worth):
-            records[key] = _record(scope, found, *key)
+            records[key] = _record(scope, found, *key, tool_episode_ids)
             result.updated += 1
             continue
         lowered = contradicted(worth, found.confidence)
@@ -222,13 +231,16 @@ async def apply_consolidation(
     return result
 
 
-def _record(scope: Scope, found: ExtractedFact, tag: str, feature: str) -> FactRecord:
+def _record(
+    scope: Scope, found: ExtractedFact, tag: str, feature: str, tool_ids: frozenset[str]
+) -> FactRecord:
+    from_tool = bool(found.episode_ids) and all(e in tool_ids for e in found.episode_ids)
     return FactRecord(
         tag=tag,
         feature=feature,
         value=found.value,
         confidence=found.confidence,
-        source=f"user-{found.kind}",
+        source="tool" if from_tool else f"user-{found.kind}",
         source_session_id=scope.session_id,
         source_episode_ids=list(found.episode_ids),
     )
@@ -283,5 +295,6 @@ async def extract_from_episodes(
         manager, user, [f"{c.tag} {c.feature} {c.value}" for c in candidates]
     )
     decisions = await consolidate(model, candidates, similar)
-    result = await apply_consolidation(manager, scope, decisions)
+    tool_ids = frozenset(e.id for e in usable if e.metadata.get("via") == REMEMBER_TOOL_MARK)
+    result = await apply_consolidation(manager, scope, decisions, tool_episode_ids=tool_ids)
     return result.model_copy(update={"episodes": len(usable)})

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memmachine.errors import InvalidInputError
+from memmachine.extraction import REMEMBER_TOOL_MARK
 from memmachine.manager import MemoryManager
 from memmachine.models import MemoryType, NewMessage, Scope
 
@@ -204,7 +205,10 @@ async def _remember(manager: MemoryManager, scope: Scope, args: _Arguments) -> d
     args.done()
     assert content is not None
     message = NewMessage(
-        role="assistant", content=content, producer="memory-tool", metadata={"via": "remember"}
+        role="assistant",
+        content=content,
+        producer="memory-tool",
+        metadata={"via": REMEMBER_TOOL_MARK},
     )
     stored = await manager.add_messages(session, [message], working=False)
     return {"stored": True, "episode_id": stored[0].id, "session_id": session.session_id}

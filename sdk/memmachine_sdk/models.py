@@ -135,7 +135,9 @@ class FactIn(_Model):
     feature: str = Field(min_length=1)
     value: str = Field(min_length=1)
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    source: str = Field(default="api", max_length=64)
+    #: Provenance: ``bootstrapped`` (seeded by the application, the default),
+    #: ``user-explicit``, ``user-implicit`` or ``tool``; any other short label is kept.
+    source: str = Field(default="bootstrapped", max_length=64)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -473,7 +475,13 @@ class ProfileHistoryResponse(_Model):
     history: list[FactVersionOut]
 
 
-__all__ += ["FactVersionOut", "ProfileHistoryResponse"]
+class InvalidateFactRequest(ScopeFields):
+    """Close a fact by hand: it leaves the profile, its value stays in the history."""
+
+    reason: str = Field(default="invalidated by the user", min_length=1, max_length=500)
+
+
+__all__ += ["FactVersionOut", "InvalidateFactRequest", "ProfileHistoryResponse"]
 
 
 # ----------------------------------------------------------------- API keys (admin)

@@ -208,3 +208,64 @@ def test_consolidation_sees_the_similar_fact_among_hundreds(
     assert next(f for f in _profile(api) if f["id"] == zebra_id)["value"] == (
         "loves zebras and okapis"
     )
+
+
+def test_a_fact_can_be_invalidated_by_hand_and_its_history_stays(
+    app_factory: AppFactory,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    api = _app(app_factory, llm_server)
+    response = api.post(
+        "/v1/profile",
+        json={"user_id": USER, "facts": [{**CITY, "value": "Porto"}]},
+    )
+    [fact] = response.json()["facts"]
+    url = f"/v1/profile/facts/{fact['id']}/invalidate"
+    # Another user cannot close it, nor learn that it exists.
+    assert api.post(url, json={"user_id": "someone-else"}).status_code == 404
+    assert api.post(url, json={"user_id": USER, "reason": ""}).status_code == 422
+    closed = api.post(url, json={"user_id": USER, "reason": "moved away"})
+    assert closed.status_code == 200, closed.text
+    body = closed.json()
+    assert body["current"] is None
+    assert [(v["value"], v["reason"]) for v in body["history"]] == [("Porto", "moved away")]
+    assert _profile(api) == []
+    assert api.post(url, json={"user_id": USER}).status_code == 404  # already closed
+
+
+def test_facts_carry_their_source_type(
+    app_factory: AppFactory,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    api = _app(app_factory, llm_server)
+    seeded = api.post("/v1/profile", json={"user_id": USER, "facts": [{**CITY, "value": "Porto"}]})
+    assert seeded.json()["facts"][0]["source"] == "bootstrapped"
+
+    # A note the agent saved with the remember tool becomes a fact marked "tool".
+    before = len(_extract_jobs(api))
+    asked = len(llm_server.completions)
+    llm_server.reply(
+        _facts(
+            {"tag": "preferences", "feature": "seat", "value": "Aisle seat", "kind": "explicit"}
+        ),
+        _decide("CREATE"),
+    )
+    tool_call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {
+            "name": "remember",
+            "arguments": json.dumps(
+                {"content": "Lena always wants an aisle seat", "session_id": "s1"}
+            ),
+        },
+    }
+    response = api.post("/v1/tools/execute", json={"user_id": USER, "tool_call": tool_call})
+    assert response.status_code == 200, response.text
+    deadline = time.monotonic() + 20
+    while len([j for j in _extract_jobs(api) if j["status"] in ("done", "dead")]) <= before:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert "memory-tool" in llm_server.completions[asked].last_user_content  # the extraction
+    seat = next(f for f in _profile(api) if f["feature"] == "seat")
+    assert (seat["value"], seat["source"]) == ("Aisle seat", "tool")

@@ -59,6 +59,25 @@ async def get_profile_history(
     )
 
 
+@router.post("/facts/{fact_id}/invalidate", response_model=wire.ProfileHistoryResponse)
+async def invalidate_fact(
+    fact_id: str,
+    request: Request,
+    tenant: WriteTenant,
+    manager: Manager,
+    body: wire.InvalidateFactRequest | None = None,
+) -> wire.ProfileHistoryResponse:
+    """Close a fact that no longer holds: it leaves the profile and search, and its value
+    stays readable in the history with ``reason``. Answers with that history."""
+    body = body or wire.InvalidateFactRequest()
+    scope = resolve_scope(request, tenant, body)
+    current, history = await manager.invalidate_fact(scope, fact_id, body.reason)
+    return wire.ProfileHistoryResponse(
+        current=None if current is None else fact_out(current),
+        history=[fact_version_out(version) for version in history],
+    )
+
+
 @router.post("/search", response_model=wire.ProfileSearchResponse)
 async def search_profile(
     body: wire.ProfileSearchRequest, request: Request, tenant: ReadTenant, manager: Manager
