@@ -1,5 +1,6 @@
-"""What the runnable examples share: arguments, the data directory, opening memory, the
-agent loop over a scripted conversation, and the printed report.
+"""What the runnable examples share: arguments, the data directory, opening memory (and
+reopening it after the restart), the agent loop over a scripted conversation, and the
+printed report of what memory recalls.
 
 Every example is one command run from the repository root, ``uv run python -m
 examples.<name>``, and takes:
@@ -63,6 +64,11 @@ __all__ = [
     "fill_template",
     "heading",
     "open_memory",
+    "preview_prompt",
+    "recall_facts",
+    "recall_history",
+    "recall_search",
+    "reopen_memory",
     "run_example",
     "shared_block",
     "show_facts",
@@ -152,6 +158,15 @@ async def open_memory(settings: Settings) -> AsyncIterator[MemoryManager]:
     print(f"memory closed: {settings.data_dir} holds everything written so far")
 
 
+@asynccontextmanager
+async def reopen_memory(settings: Settings) -> AsyncIterator[MemoryManager]:
+    """Announce the restart, then :func:`open_memory` again on the same data directory: what
+    the block reads was written by the memory closed before it."""
+    heading("restart: memory was closed above and is reopened on the same data directory")
+    async with open_memory(settings) as manager:
+        yield manager
+
+
 # ---------------------------------------------------------------------- the agent loop
 
 
@@ -186,9 +201,7 @@ class Assistant:
 
     async def reply(self, session: Session, turn: Say) -> Reply:
         """The assistant's answer to ``turn`` in ``session``, from memory as it is now."""
-        memory_scope = (session.memory_scope or session.scope).for_session(
-            _session_id(session.scope)
-        )
+        memory_scope = _memory_scope(session)
         prompt = await build_memory_prompt(
             self.manager, memory_scope, turn.user, max_tokens=PROMPT_MAX_TOKENS
         )
@@ -284,6 +297,11 @@ def _session_id(scope: Scope) -> str:
     return scope.session_id
 
 
+def _memory_scope(session: Session) -> Scope:
+    """What the assistant reads for a turn of ``session``: its memory scope, in its session."""
+    return (session.memory_scope or session.scope).for_session(_session_id(session.scope))
+
+
 # ---------------------------------------------------------------------- the report
 
 
@@ -367,6 +385,58 @@ def show_prompt(prompt: MemoryPrompt) -> None:
         f"{prompt.message_count} recent messages; about {prompt.token_count} of "
         f"{prompt.max_tokens} tokens)"
     )
+
+
+# ---------------------------------------------------------------------- recall, printed
+
+
+async def recall_facts(
+    manager: MemoryManager, title: str, scope: Scope, *, tag: str | None = None
+) -> list[Fact]:
+    """Print ``title`` and the profile facts of ``scope``'s user (only ``tag`` when given);
+    return them."""
+    heading(title)
+    facts = await manager.list_facts(scope, tag=tag)
+    show_facts(facts)
+    return facts
+
+
+async def recall_history(
+    manager: MemoryManager, scope: Scope, tag: str, feature: str
+) -> tuple[Fact | None, list[FactVersion]]:
+    """Print the history of ``tag`` / ``feature`` for ``scope``'s user; return the current
+    fact (``None`` when there is none) and its closed versions, oldest first."""
+    heading(f"history of {tag} / {feature}")
+    current, versions = await manager.fact_history(scope, tag, feature)
+    show_history(current, versions)
+    return current, versions
+
+
+async def recall_search(
+    manager: MemoryManager, title: str, scope: Scope, query: str, *, top_k: int
+) -> list[EpisodeHit]:
+    """Print ``title: "query"`` and the ``top_k`` episodes of ``scope`` that search finds for
+    ``query``; return them."""
+    heading(f'{title}: "{query}"')
+    hits = await manager.search_episodes(scope, query, top_k=top_k)
+    show_hits(hits)
+    return hits
+
+
+async def preview_prompt(
+    manager: MemoryManager, title: str, session: Session, *, preface: str | None = None
+) -> MemoryPrompt:
+    """Print ``title`` and the memory prompt built for ``session``'s first turn from what the
+    session's assistant reads (its ``memory_scope``), at :func:`build_memory_prompt`'s
+    default budget; return it. ``preface`` (what the assistant adds of its own, such as
+    :func:`shared_block`) is printed first, as system lines followed by an empty one."""
+    heading(title)
+    if preface is not None:
+        for line in [*preface.splitlines(), ""]:
+            print(f"  | {line}".rstrip())
+    prompt = await build_memory_prompt(manager, _memory_scope(session), session.turns[0].user)
+    show_prompt(prompt)
+    return prompt
 
 
 @dataclass

@@ -27,13 +27,14 @@ from examples._common import (
     Session,
     heading,
     open_memory,
+    preview_prompt,
+    recall_facts,
+    recall_history,
+    recall_search,
+    reopen_memory,
     run_example,
-    show_facts,
-    show_history,
-    show_hits,
-    show_prompt,
 )
-from memmachine import Settings, build_memory_prompt
+from memmachine import Settings
 from memmachine.models import Scope
 
 __all__ = ["main", "story"]
@@ -145,22 +146,14 @@ async def story(settings: Settings) -> Checks:
         for call in sales_calls():
             await sales.converse(call)
 
-    heading("restart: memory was closed above and is reopened on the same data directory")
     checks = Checks(NAME)
-    async with open_memory(settings) as memory:
-        heading("profile facts of the account")
-        facts = await memory.list_facts(ACCOUNT)
-        show_facts(facts)
+    async with reopen_memory(settings) as memory:
+        facts = await recall_facts(memory, "profile facts of the account", ACCOUNT)
         values = {(f.tag, f.feature): f.value for f in facts}
-
-        heading("history of deal / stage")
-        current, versions = await memory.fact_history(ACCOUNT, "deal", "stage")
-        show_history(current, versions)
-
-        query = "who signs off on the budget?"
-        heading(f'search the account: "{query}"')
-        hits = await memory.search_episodes(ACCOUNT, query, top_k=3)
-        show_hits(hits)
+        current, versions = await recall_history(memory, ACCOUNT, "deal", "stage")
+        hits = await recall_search(
+            memory, "search the account", ACCOUNT, "who signs off on the budget?", top_k=3
+        )
 
         last_call = SALES.for_session("call-2026-03-30")
         working = await memory.get_working(last_call)
@@ -168,12 +161,9 @@ async def story(settings: Settings) -> Checks:
         print(f"  {working.message_count} messages, version {working.version}")
 
         ticket = support_ticket()
-        heading("memory prompt the support assistant gets for the ticket")
-        prompt = await build_memory_prompt(
-            memory, ACCOUNT.for_session("ticket-481"), ticket.turns[0].user
+        prompt = await preview_prompt(
+            memory, "memory prompt the support assistant gets for the ticket", ticket
         )
-        show_prompt(prompt)
-
         support = Assistant(memory, name="support assistant", persona=PERSONA)
         await support.converse(ticket)
         own = await memory.search_episodes(SUPPORT, "Rotterdam route exports", top_k=10)

@@ -26,13 +26,15 @@ from examples._common import (
     Session,
     heading,
     open_memory,
+    preview_prompt,
+    recall_facts,
+    recall_history,
+    recall_search,
+    reopen_memory,
     run_example,
     show_facts,
-    show_history,
-    show_hits,
-    show_prompt,
 )
-from memmachine import Settings, build_memory_prompt
+from memmachine import Settings
 from memmachine.models import Scope
 
 __all__ = ["main", "story"]
@@ -139,34 +141,23 @@ async def story(settings: Settings) -> Checks:
             agent = Assistant(memory, name=name, persona=PERSONA)
             await agent.converse(meeting)
 
-    heading("restart: memory was closed above and is reopened on the same data directory")
     checks = Checks(NAME)
-    async with open_memory(settings) as memory:
-        heading("risk profile (tag risk_profile)")
-        risk = await memory.list_facts(CLIENT, tag="risk_profile")
-        show_facts(risk)
-        heading("portfolio (tag portfolio)")
-        portfolio = await memory.list_facts(CLIENT, tag="portfolio")
-        show_facts(portfolio)
+    async with reopen_memory(settings) as memory:
+        await recall_facts(memory, "risk profile (tag risk_profile)", CLIENT, tag="risk_profile")
+        portfolio = await recall_facts(memory, "portfolio (tag portfolio)", CLIENT, tag="portfolio")
         heading("goals and preferences")
         everything = await memory.list_facts(CLIENT)
         show_facts([f for f in everything if f.tag in ("goals", "preferences")])
 
-        heading("history of risk_profile / tolerance")
-        current, versions = await memory.fact_history(CLIENT, "risk_profile", "tolerance")
-        show_history(current, versions)
-
-        query = "house deposit"
-        heading(f'search the client\'s meetings: "{query}"')
-        hits = await memory.search_episodes(CLIENT, query, top_k=3)
-        show_hits(hits)
+        current, versions = await recall_history(memory, CLIENT, "risk_profile", "tolerance")
+        hits = await recall_search(
+            memory, "search the client's meetings", CLIENT, "house deposit", top_k=3
+        )
 
         question = next_question()
-        heading("memory prompt the rebalancing assistant gets")
-        prompt = await build_memory_prompt(
-            memory, CLIENT.for_session("rebalance-2026-07-01"), question.turns[0].user
+        prompt = await preview_prompt(
+            memory, "memory prompt the rebalancing assistant gets", question
         )
-        show_prompt(prompt)
         advisor = Assistant(memory, name="rebalancing assistant", persona=PERSONA)
         await advisor.converse(question)
 

@@ -29,12 +29,13 @@ from examples._common import (
     Session,
     heading,
     open_memory,
+    preview_prompt,
+    recall_facts,
+    recall_search,
+    reopen_memory,
     run_example,
-    show_facts,
-    show_hits,
-    show_prompt,
 )
-from memmachine import Settings, build_memory_prompt
+from memmachine import Settings
 from memmachine.models import Scope
 
 __all__ = ["main", "story"]
@@ -138,29 +139,23 @@ async def story(settings: Settings) -> Checks:
         # What orthopedics' first reply was built on.
         first_prompt = orthopedics.replies[0].prompt
 
-    heading("restart: memory was closed above and is reopened on the same data directory")
     checks = Checks(NAME)
-    async with open_memory(settings) as memory:
-        heading("the patient's record (profile facts)")
-        facts = await memory.list_facts(PATIENT)
-        show_facts(facts)
+    async with reopen_memory(settings) as memory:
+        facts = await recall_facts(memory, "the patient's record (profile facts)", PATIENT)
 
         query = "anticoagulant bleeding risk with painkillers"
-        heading(f'care-team search: "{query}"')
-        shared = await memory.search_episodes(CARE_TEAM, query, top_k=4)
-        show_hits(shared)
-
+        shared = await recall_search(memory, "care-team search", CARE_TEAM, query, top_k=4)
         orthopedics_only = CARE_TEAM.model_copy(update={"agent_id": "orthopedics-agent"})
-        heading(f'orthopedics\' own notes only (agent_id=orthopedics-agent): "{query}"')
-        own = await memory.search_episodes(orthopedics_only, query, top_k=10)
-        show_hits(own)
+        own = await recall_search(
+            memory,
+            "orthopedics' own notes only (agent_id=orthopedics-agent)",
+            orthopedics_only,
+            query,
+            top_k=10,
+        )
 
         request = pharmacy_request()
-        heading("memory prompt the pharmacy agent gets")
-        prompt = await build_memory_prompt(
-            memory, CARE_TEAM.for_session("pharmacy-2026-03-01"), request.turns[0].user
-        )
-        show_prompt(prompt)
+        prompt = await preview_prompt(memory, "memory prompt the pharmacy agent gets", request)
         pharmacy = Assistant(memory, name="pharmacy navigator", persona=PERSONA)
         await pharmacy.converse(request)
 

@@ -29,13 +29,14 @@ from examples._common import (
     Session,
     heading,
     open_memory,
+    preview_prompt,
+    recall_facts,
+    recall_search,
+    reopen_memory,
     run_example,
     shared_block,
-    show_facts,
-    show_hits,
-    show_prompt,
 )
-from memmachine import MemoryManager, Settings, build_memory_prompt
+from memmachine import MemoryManager, Settings
 from memmachine.models import Fact, Scope
 
 __all__ = ["APP_USER", "main", "story"]
@@ -177,46 +178,45 @@ async def story(settings: Settings) -> Checks:
         await editor.converse(style_guide_session())
         await assistant(memory).converse(lena_session())
 
-    heading("restart: memory was closed above and is reopened on the same data directory")
     checks = Checks(NAME)
-    async with open_memory(settings) as memory:
-        heading(f"app-level memory: the style guide (user {APP_USER}, project {PROJECT})")
-        guide = await memory.list_facts(APP)
-        show_facts(guide)
+    async with reopen_memory(settings) as memory:
+        guide = await recall_facts(
+            memory, f"app-level memory: the style guide (user {APP_USER}, project {PROJECT})", APP
+        )
+        hits = await recall_search(
+            memory, "search the app-level memory", APP, "Oxford comma", top_k=2
+        )
+        lena_facts = await recall_facts(
+            memory, "Lena's own memory", writer("lena", "lena-route-post")
+        )
 
-        query = "Oxford comma"
-        heading(f'search the app-level memory: "{query}"')
-        hits = await memory.search_episodes(APP, query, top_k=2)
-        show_hits(hits)
-
-        heading("Lena's own memory")
-        lena_facts = await memory.list_facts(writer("lena", "lena-route-post"))
-        show_facts(lena_facts)
-
-        lena = lena_next_turn()
-        heading("memory prompt for Lena's next turn (her memory + the project style guide)")
+        # The assistant adds the style guide to the prompt memmachine builds for the writer.
         block = shared_block(STYLE_GUIDE, guide)
-        for line in [*block.splitlines(), ""]:
-            print(f"  | {line}".rstrip())
-        lena_prompt = await build_memory_prompt(memory, lena.scope, lena.turns[0].user)
-        show_prompt(lena_prompt)
+        lena = lena_next_turn()
+        lena_prompt = await preview_prompt(
+            memory,
+            "memory prompt for Lena's next turn (her memory + the project style guide)",
+            lena,
+            preface=block,
+        )
         await assistant(memory).converse(lena)
 
         omar = omar_session()
-        heading("memory prompt for Omar's first turn (his memory + the project style guide)")
-        for line in [*block.splitlines(), ""]:
-            print(f"  | {line}".rstrip())
-        prompt = await build_memory_prompt(memory, omar.scope, omar.turns[0].user)
-        show_prompt(prompt)
+        prompt = await preview_prompt(
+            memory,
+            "memory prompt for Omar's first turn (his memory + the project style guide)",
+            omar,
+            preface=block,
+        )
         omar_assistant = assistant(memory)
         await omar_assistant.converse(omar)
         given = {(f.tag, f.feature) for f in omar_assistant.replies[0].extra}
         omar_facts = await memory.list_facts(omar.scope)
 
         other_project = APP.model_copy(update={"project_id": "docs"})
-        heading("app-level memory of another project (docs)")
-        elsewhere = await memory.list_facts(other_project)
-        show_facts(elsewhere)
+        elsewhere = await recall_facts(
+            memory, "app-level memory of another project (docs)", other_project
+        )
 
         heading("checks")
         style = {f.feature: f.value for f in guide}

@@ -34,8 +34,10 @@ a load.
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STATE_NAME_PATTERN",
     "AgentStateStore",
+    "JsonStateBackend",
     "LoadedState",
     "Migration",
     "StateBackend",
@@ -68,6 +71,7 @@ __all__ = [
     "StoredState",
     "WorkingMemoryStateBackend",
     "check_expected_revision",
+    "record_key",
     "scope_fields",
     "stale_revision",
 ]
@@ -152,6 +156,12 @@ def scope_fields(scope: Scope) -> tuple[str, str, str, str, str | None, str | No
     )
 
 
+def record_key(scope: Scope, name: str) -> tuple[str, ...]:
+    """A record's identity as text: the seven scope fields (``""`` for an unset agent,
+    session or group id, which no id can be), then ``name``."""
+    return (*(value or "" for value in scope_fields(scope)), name)
+
+
 def check_expected_revision(expected_revision: int | None) -> None:
     """``InvalidInputError`` for a negative (or non-integer) expected revision."""
     if expected_revision is not None and (
@@ -171,6 +181,36 @@ def stale_revision(name: str, expected: int, current: int) -> ConflictError:
         "loaded; load it again and reapply the change",
         current_version=current,
     )
+
+
+class JsonStateBackend(ABC):
+    """The shared front of the :class:`StateBackend` implementations that keep an envelope
+    as JSON text (files, SQLite, Redis).
+
+    :meth:`put` refuses a negative or non-integer ``expected_revision``
+    (``InvalidInputError``), writes the envelope as JSON (non-ASCII kept as it is, no NaN or
+    infinity) and hands the text to :meth:`_put_text`, which stores it under the
+    :class:`StateBackend` contract's revision rules.
+    """
+
+    async def put(
+        self,
+        scope: Scope,
+        name: str,
+        envelope: dict[str, Any],
+        *,
+        expected_revision: int | None = None,
+    ) -> int:
+        check_expected_revision(expected_revision)
+        text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
+        return await self._put_text(scope, name, text, expected_revision)
+
+    @abstractmethod
+    async def _put_text(
+        self, scope: Scope, name: str, text: str, expected_revision: int | None
+    ) -> int:
+        """Store ``text`` (the envelope's JSON) as the record; the new revision, or
+        :func:`stale_revision` when ``expected_revision`` is given and not current."""
 
 
 @dataclass

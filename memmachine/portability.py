@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -373,7 +373,7 @@ async def export_user(
                 timestamp=episode.timestamp,
                 metadata=episode.metadata,
             )
-            write(("\n" if report.episodes == 0 else ",\n") + item.model_dump_json())
+            write(_element(report.episodes, item))
             report.episodes += 1
         offset += len(page)
         tick("episodes", report.episodes, total)
@@ -382,19 +382,13 @@ async def export_user(
     write("\n],\n")
 
     write('"facts": [')
-    offset = 0
-    while True:
-        facts = await manager.list_facts(user, limit=page_size, offset=offset)
+    async for facts in _fact_pages(manager, user, page_size):
         for fact in facts:
             _, history = await manager.fact_history(user, fact.tag, fact.feature)
-            item_fact = _exported_fact(fact, history)
-            write(("\n" if report.facts == 0 else ",\n") + item_fact.model_dump_json())
+            write(_element(report.facts, _exported_fact(fact, history)))
             report.facts += 1
             report.fact_versions += len(history)
-        offset += len(facts)
         tick("facts", report.facts, None)
-        if len(facts) < page_size:
-            break
     write("\n],\n")
 
     write('"working": [')
@@ -410,11 +404,30 @@ async def export_user(
                 state=memory.state,
                 summary=memory.summary,
             )
-            write(("\n" if report.sessions == 0 else ",\n") + item_session.model_dump_json())
+            write(_element(report.sessions, item_session))
             report.sessions += 1
         tick("working", number, len(sessions))
     write("\n]}\n")
     return report
+
+
+def _element(count: int, item: BaseModel) -> str:
+    """``item`` as the next element of a JSON array that holds ``count`` elements so far."""
+    return ("\n" if count == 0 else ",\n") + item.model_dump_json()
+
+
+async def _fact_pages(
+    manager: MemoryManager, user: Scope, page_size: int
+) -> AsyncIterator[list[Fact]]:
+    """The user's current facts, a page of at most ``page_size`` at a time, in the manager's
+    order (tag, feature); the last page is the first one shorter than ``page_size``."""
+    offset = 0
+    while True:
+        page = await manager.list_facts(user, limit=page_size, offset=offset)
+        yield page
+        offset += len(page)
+        if len(page) < page_size:
+            return
 
 
 def _exported_fact(fact: Fact, history: Sequence[FactVersion]) -> ExportedFact:
@@ -563,13 +576,8 @@ async def _import_facts(
     batch_size: int,
 ) -> None:
     current: dict[tuple[str, str], Fact] = {}
-    offset = 0
-    while True:
-        page = await manager.list_facts(user, limit=_PAGE, offset=offset)
+    async for page in _fact_pages(manager, user, _PAGE):
         current.update({(fact.tag, fact.feature): fact for fact in page})
-        offset += len(page)
-        if len(page) < _PAGE:
-            break
     size = max(1, min(batch_size, manager.limits.max_facts_per_request))
     total = len(document.facts)
     pending: dict[tuple[str | None, str | None], list[FactRecord]] = {}

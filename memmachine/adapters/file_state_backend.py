@@ -29,12 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memmachine.agent_state import (
-    StoredState,
-    check_expected_revision,
-    scope_fields,
-    stale_revision,
-)
+from memmachine.agent_state import JsonStateBackend, StoredState, scope_fields, stale_revision
 from memmachine.errors import StoreError
 from memmachine.models import Scope
 
@@ -43,7 +38,7 @@ __all__ = ["FileStateBackend"]
 _STORE = "state"
 
 
-class FileStateBackend:
+class FileStateBackend(JsonStateBackend):
     """A :class:`~memmachine.agent_state.StateBackend` on the local file system."""
 
     name = _STORE
@@ -66,16 +61,9 @@ class FileStateBackend:
     async def get(self, scope: Scope, name: str) -> StoredState | None:
         return await asyncio.to_thread(self._get, scope, name)
 
-    async def put(
-        self,
-        scope: Scope,
-        name: str,
-        envelope: dict[str, Any],
-        *,
-        expected_revision: int | None = None,
+    async def _put_text(
+        self, scope: Scope, name: str, text: str, expected_revision: int | None
     ) -> int:
-        check_expected_revision(expected_revision)
-        text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
         return await asyncio.to_thread(self._put, scope, name, text, expected_revision)
 
     async def delete(self, scope: Scope, name: str) -> bool:

@@ -30,8 +30,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memmachine.adapters.redis_common import connect_redis, describe_error
 from memmachine.agent_state import (
+    JsonStateBackend,
     StoredState,
-    check_expected_revision,
+    record_key,
     scope_fields,
     stale_revision,
 )
@@ -72,7 +73,7 @@ return removed
 """
 
 
-class RedisStateBackend:
+class RedisStateBackend(JsonStateBackend):
     """A :class:`~memmachine.agent_state.StateBackend` on Redis.
 
     ``url`` is ``redis://``, ``rediss://`` or ``unix:///path.sock``; ``password`` overrides
@@ -124,8 +125,7 @@ class RedisStateBackend:
         return ":".join((self.key_prefix, "state", *scope_fields(scope)[:4]))
 
     def _key(self, scope: Scope, name: str) -> str:
-        rest = (value or "" for value in scope_fields(scope)[4:])
-        return ":".join((self._user_key(scope), *rest, name))
+        return ":".join((self.key_prefix, "state", *record_key(scope, name)))
 
     # ------------------------------------------------------------------ operations
 
@@ -145,17 +145,10 @@ class RedisStateBackend:
             raise StoreError(f"the stored {name} state is corrupt", _STORE) from exc
         return StoredState(envelope=envelope, revision=number)
 
-    async def put(
-        self,
-        scope: Scope,
-        name: str,
-        envelope: dict[str, Any],
-        *,
-        expected_revision: int | None = None,
+    async def _put_text(
+        self, scope: Scope, name: str, text: str, expected_revision: int | None
     ) -> int:
-        check_expected_revision(expected_revision)
         script = self._require(self._put)
-        text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
         expected = "" if expected_revision is None else str(expected_revision)
         try:
             reply = await script(

@@ -1,8 +1,9 @@
 """API keys on SQL through SQLAlchemy 2 async, in the profile store's database.
 
 The ``api_keys`` table (:class:`~memmachine.adapters.sql_models.ApiKeyRow`) is made by the
-same Alembic migrations as the profile tables; ``start()`` runs them exactly as
-:class:`~memmachine.adapters.sql_profile_store.SqlProfileStore` does (PostgreSQL under the
+same Alembic migrations as the profile tables; ``start()`` opens the database and runs them
+through the same :class:`~memmachine.adapters.sql_engine.SqlDatabase` as
+:class:`~memmachine.adapters.sql_profile_store.SqlProfileStore` (PostgreSQL under the
 migration advisory lock, SQLite under the sibling file lock and ``BEGIN IMMEDIATE``), so
 either store may be the first to open a fresh database, and the ``memmachine keys`` command
 can open the keys while a server uses the same file. Only the sha256 of a key's secret is
@@ -17,26 +18,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from alembic.util.exc import CommandError as AlembicError
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memmachine.adapters.health import health_of
-from memmachine.adapters.migrations import ADVISORY_LOCK_KEY, upgrade_schema
+from memmachine.adapters.migrations import upgrade_schema
+from memmachine.adapters.sql_engine import SqlDatabase, describe_sql_error
 from memmachine.adapters.sql_models import ApiKeyRow
-from memmachine.adapters.sql_profile_store import (
-    SqlProfileStore,
-    _describe,
-)
 from memmachine.auth import ApiKey, Permission, StoredKey
-from memmachine.errors import (
-    ConflictError,
-    MemMachineError,
-    NotFoundError,
-    StoreError,
-    StoreUnavailableError,
-)
+from memmachine.errors import ConflictError, MemMachineError, NotFoundError, StoreError
 from memmachine.models import StoreHealth, utc_now
 from memmachine.ports import Lifecycle
 
@@ -55,47 +46,22 @@ class SqlKeyStore(Lifecycle):
     name = _STORE
 
     def __init__(self, url: str) -> None:
-        # The profile store's engine set-up (URL checks, SQLite WAL, busy timeout, BEGIN
-        # IMMEDIATE for writers, the start lock) is reused through an unstarted instance.
-        self._sql = SqlProfileStore(url)
-        self.kind: str = self._sql.kind
-        self._engine: AsyncEngine | None = None
-        self._reader: async_sessionmaker[AsyncSession] | None = None
-        self._writer: async_sessionmaker[AsyncSession] | None = None
+        self._database = SqlDatabase(url, store=_STORE, label="key store")
+        self.kind: str = self._database.kind
 
     async def start(self) -> None:
         """Open the engine and migrate the database to the newest revision. Idempotent."""
-        if self._engine is not None:
+        if self._database.engine is not None:
             return
-        sql = self._sql
-        engine = sql._create_engine()
-        writer_engine = sql._writer_engine(engine)
-        try:
-            async with sql._start_lock(), writer_engine.begin() as conn:
-                if self.kind == "postgresql":
-                    await conn.execute(
-                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
-                    )
-                await conn.run_sync(upgrade_schema)
-        except (SQLAlchemyError, AlembicError) as exc:
-            await engine.dispose()
-            raise StoreUnavailableError(
-                f"key store cannot start: {_describe(exc)}", store=_STORE
-            ) from exc
-        self._engine = engine
-        self._reader = async_sessionmaker(engine, expire_on_commit=False)
-        self._writer = async_sessionmaker(writer_engine, expire_on_commit=False)
+        await self._database.start(upgrade_schema)
 
     async def close(self) -> None:
         """Dispose of the engine. Safe to call twice."""
-        engine, self._engine = self._engine, None
-        self._reader = self._writer = None
-        if engine is not None:
-            await engine.dispose()
+        await self._database.close()
 
     async def health(self) -> StoreHealth:
         """Round-trip ``SELECT 1``. Never raises."""
-        engine = self._engine
+        engine = self._database.engine
         if engine is None:
             return health_of(self, "down", detail="not started")
         started = time.perf_counter()
@@ -103,7 +69,7 @@ class SqlKeyStore(Lifecycle):
             async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS), engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except Exception as exc:
-            return health_of(self, "down", detail=_describe(exc))
+            return health_of(self, "down", detail=describe_sql_error(exc))
         latency = (time.perf_counter() - started) * 1000
         return health_of(self, "ok", detail=engine.dialect.name, latency_ms=latency)
 
@@ -180,10 +146,7 @@ class SqlKeyStore(Lifecycle):
     # ------------------------------------------------------------------ internals
 
     def _sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
-        sessions = self._writer if write else self._reader
-        if sessions is None:
-            raise StoreError("key store is not started", store=_STORE)
-        return sessions
+        return self._database.sessions(write=write)
 
 
 def _to_key(row: ApiKeyRow) -> ApiKey:
@@ -213,4 +176,6 @@ def _translate(action: str) -> Iterator[None]:
     except (MemMachineError, IntegrityError):
         raise
     except SQLAlchemyError as exc:
-        raise StoreError(f"key store could not {action}: {_describe(exc)}", store=_STORE) from exc
+        raise StoreError(
+            f"key store could not {action}: {describe_sql_error(exc)}", store=_STORE
+        ) from exc

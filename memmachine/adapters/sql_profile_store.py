@@ -38,23 +38,18 @@ no-op at head; PostgreSQL serialises concurrent starts with an advisory lock, SQ
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import json
 import math
-import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
-from alembic.util.exc import CommandError as AlembicError
 from sqlalchemy import (
     ColumnElement,
     CursorResult,
@@ -66,7 +61,6 @@ from sqlalchemy import (
     case,
     column,
     delete,
-    event,
     func,
     literal_column,
     or_,
@@ -76,29 +70,23 @@ from sqlalchemy import (
 )
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import (
-    ArgumentError,
     DBAPIError,
     DisconnectionError,
     IntegrityError,
     InterfaceError,
     SQLAlchemyError,
 )
-from sqlalchemy.ext.asyncio import (
-    AsyncEngine,
-    AsyncSession,
-    async_sessionmaker,
-    create_async_engine,
-)
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.sql.expression import ColumnClause
 
 from memmachine.adapters.health import health_of
-from memmachine.adapters.migrations import ADVISORY_LOCK_KEY, upgrade_schema
+from memmachine.adapters.migrations import upgrade_schema
 from memmachine.adapters.migrations.pgvector import enable_pgvector, set_vectors
+from memmachine.adapters.sql_engine import SqlDatabase, describe_sql_error, dump_json
 from memmachine.adapters.sql_models import ProfileFactHistoryRow, ProfileFactRow
 from memmachine.errors import (
-    ConfigurationError,
     InvalidInputError,
     MemMachineError,
     StoreError,
@@ -144,12 +132,8 @@ class SqlProfileStore(Lifecycle):
     name = _STORE
 
     def __init__(self, url: str, *, echo: bool = False) -> None:
-        self._url = _normalise_url(url)
-        self.kind: str = self._url.get_backend_name()
-        self._echo = echo
-        self._engine: AsyncEngine | None = None
-        self._reader: async_sessionmaker[AsyncSession] | None = None
-        self._writer: async_sessionmaker[AsyncSession] | None = None
+        self._database = SqlDatabase(url, store=_STORE, label="profile store", echo=echo)
+        self.kind: str = self._database.kind
         #: PostgreSQL with ``embedding_vec`` (pgvector): cosine similarity runs in SQL.
         self._pgvector = False
 
@@ -160,41 +144,21 @@ class SqlProfileStore(Lifecycle):
 
         The upgrade runs in one transaction: on PostgreSQL under a transaction-level
         advisory lock (a concurrent start waits, then finds the schema at head), on SQLite
-        under a file lock (see :meth:`_start_lock`) and ``BEGIN IMMEDIATE``. On PostgreSQL
-        it also enables pgvector when the server gained it after the schema reached head.
+        under a file lock (see :meth:`~memmachine.adapters.sql_engine.SqlDatabase.start_lock`)
+        and ``BEGIN IMMEDIATE``. On PostgreSQL it also enables pgvector when the server gained
+        it after the schema reached head.
         """
-        if self._engine is not None:
+        if self._database.engine is not None:
             return
-        engine = self._create_engine()
-        writer_engine = self._writer_engine(engine)
-        try:
-            async with self._start_lock(), writer_engine.begin() as conn:
-                if self.kind == "postgresql":
-                    await conn.execute(
-                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
-                    )
-                await conn.run_sync(upgrade_schema)
-                pgvector = await conn.run_sync(enable_pgvector)
-        except (SQLAlchemyError, AlembicError) as exc:
-            await engine.dispose()
-            raise StoreUnavailableError(
-                f"profile store cannot start: {_describe(exc)}", store=_STORE
-            ) from exc
-        self._pgvector = pgvector
-        self._engine = engine
-        self._reader = async_sessionmaker(engine, expire_on_commit=False)
-        self._writer = async_sessionmaker(writer_engine, expire_on_commit=False)
+        self._pgvector = await self._database.start(_migrate)
 
     async def close(self) -> None:
         """Dispose of the engine and its pool. Safe to call twice."""
-        engine, self._engine = self._engine, None
-        self._reader = self._writer = None
-        if engine is not None:
-            await engine.dispose()
+        await self._database.close()
 
     async def health(self) -> StoreHealth:
         """Round-trip ``SELECT 1``; report dialect, server version and latency. Never raises."""
-        engine = self._engine
+        engine = self._database.engine
         if engine is None:
             return health_of(self, "down", detail="not started")
         started = time.perf_counter()
@@ -203,7 +167,7 @@ class SqlProfileStore(Lifecycle):
                 await conn.execute(text("SELECT 1"))
                 info = conn.dialect.server_version_info
         except Exception as exc:
-            return health_of(self, "down", detail=_describe(exc))
+            return health_of(self, "down", detail=describe_sql_error(exc))
         latency = (time.perf_counter() - started) * 1000
         version = ".".join(str(part) for part in info) if info else None
         detail = f"{engine.dialect.name}+{engine.dialect.driver}"
@@ -418,59 +382,8 @@ class SqlProfileStore(Lifecycle):
 
     # ------------------------------------------------------------------ internals
 
-    def _create_engine(self) -> AsyncEngine:
-        options: dict[str, Any] = {"echo": self._echo, "json_serializer": _dump_json}
-        if self.kind == "sqlite":
-            database = self._url.database
-            assert database is not None  # _normalise_url refuses in-memory databases
-            try:
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreUnavailableError(
-                    f"profile store cannot create the directory of {database}: {exc}",
-                    store=_STORE,
-                ) from exc
-        else:
-            options["pool_pre_ping"] = True
-        try:
-            engine = create_async_engine(self._url, **options)
-        except (ImportError, SQLAlchemyError) as exc:
-            raise ConfigurationError(
-                f"profile store URL cannot be used ({type(exc).__name__}: {exc}); "
-                "is the async driver installed?"
-            ) from exc
-        if self.kind == "sqlite":
-            _configure_sqlite(engine)
-        return engine
-
-    @asynccontextmanager
-    async def _start_lock(self) -> AsyncIterator[None]:
-        """On SQLite, one start at a time per database file, across threads and processes.
-
-        ``flock`` on a sibling ``<file>.lock`` (it conflicts even between two descriptors of
-        one process). Inside it the first connection switches the file to WAL and migrates;
-        later starts find both done. SQLite's own locks cannot do this: the WAL switch may
-        fail with "database is locked" without waiting for the busy timeout.
-        """
-        if self.kind != "sqlite" or self._url.database is None:
-            yield
-            return
-        fd = await asyncio.to_thread(_lock_beside, self._url.database)
-        try:
-            yield
-        finally:
-            os.close(fd)  # releases the lock
-
-    def _writer_engine(self, engine: AsyncEngine) -> AsyncEngine:
-        if self.kind == "sqlite":
-            return engine.execution_options(**{_SQLITE_BEGIN_OPTION: "IMMEDIATE"})
-        return engine
-
     def _sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
-        sessions = self._writer if write else self._reader
-        if sessions is None:
-            raise StoreError("profile store is not started", store=_STORE)
-        return sessions
+        return self._database.sessions(write=write)
 
     async def _select(self, statement: Select[ProfileFactRow], action: str) -> list[ProfileFactRow]:
         reader = self._sessions(write=False)
@@ -492,78 +405,13 @@ class SqlProfileStore(Lifecycle):
 # ---------------------------------------------------------------------- configuration
 
 
-def _normalise_url(url: str) -> URL:
-    """Parse ``url``, give a bare ``sqlite`` / ``postgresql`` its async driver, refuse others."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        # The message would repeat the URL, password included.
-        raise ConfigurationError("profile store URL is not a valid SQLAlchemy URL") from exc
-    backend, _, driver = parsed.drivername.partition("+")
-    if backend in ("postgres", "postgresql"):
-        return parsed.set(drivername=f"postgresql+{driver or 'psycopg'}")
-    if backend != "sqlite":
-        raise ConfigurationError(
-            f"profile store backend {backend!r} is not supported; use sqlite or postgresql"
-        )
-    if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
-        raise ConfigurationError("profile store needs an SQLite file, not an in-memory database")
-    return parsed.set(drivername=f"sqlite+{driver or 'aiosqlite'}")
-
-
-def _configure_sqlite(engine: AsyncEngine) -> None:
-    """WAL, busy timeout and foreign keys on every connection; SQLAlchemy emits ``BEGIN``."""
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Stop the driver from issuing its own BEGIN so that _on_begin decides the mode.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        try:
-            # The busy timeout first: switching to WAL needs a lock that a connection opening
-            # at the same moment may hold, and without a timeout SQLite fails at once.
-            cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-        finally:
-            cursor.close()
-
-    @event.listens_for(engine.sync_engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        mode = conn.get_execution_options().get(_SQLITE_BEGIN_OPTION, "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
-
-
-def _lock_beside(database: str) -> int:
-    """Open ``<database>.lock`` (creating its directory) and block until it is ours."""
-    path = Path(database).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _dump_json(value: Any) -> str:
-    """JSON accepted by SQLite and PostgreSQL alike (no NaN / Infinity)."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+def _migrate(connection: Connection) -> bool:
+    """The schema at head, then pgvector when the server offers it; whether it is on."""
+    upgrade_schema(connection)
+    return enable_pgvector(connection)
 
 
 # ---------------------------------------------------------------------- errors
-
-
-def _describe(exc: BaseException) -> str:
-    """The driver's own error, first line only: never the SQL text or its parameters."""
-    orig = getattr(exc, "orig", None)
-    cause = orig if isinstance(orig, BaseException) else exc
-    message = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
-    if isinstance(cause, SQLAlchemyError) and not isinstance(cause, DBAPIError):
-        message = message.split("[SQL:", 1)[0].strip()
-    return f"{type(cause).__name__}: {message[:200]}" if message else type(cause).__name__
 
 
 def _store_error(action: str, exc: SQLAlchemyError) -> StoreError:
@@ -571,7 +419,7 @@ def _store_error(action: str, exc: SQLAlchemyError) -> StoreError:
         isinstance(exc, DBAPIError) and exc.connection_invalidated
     )
     error_type = StoreUnavailableError if unavailable else StoreError
-    return error_type(f"profile store could not {action}: {_describe(exc)}", store=_STORE)
+    return error_type(f"profile store could not {action}: {describe_sql_error(exc)}", store=_STORE)
 
 
 @contextmanager
@@ -598,7 +446,7 @@ class _Prepared:
 def _prepare(index: int, record: FactRecord) -> _Prepared:
     """Check the parts the database would reject mid-batch, and encode the embedding."""
     try:
-        _dump_json(record.metadata)
+        dump_json(record.metadata)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(
             f"metadata of fact {index} is not JSON: {exc}", field=f"records[{index}].metadata"

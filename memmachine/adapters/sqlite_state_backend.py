@@ -15,13 +15,13 @@ import contextlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import aiosqlite
 
 from memmachine.agent_state import (
+    JsonStateBackend,
     StoredState,
-    check_expected_revision,
+    record_key,
     scope_fields,
     stale_revision,
 )
@@ -76,7 +76,7 @@ _DELETE_USER = (
 )
 
 
-class SQLiteStateBackend:
+class SQLiteStateBackend(JsonStateBackend):
     """A :class:`~memmachine.agent_state.StateBackend` on a SQLite file (``:memory:`` works
     too, for one backend object)."""
 
@@ -126,7 +126,7 @@ class SQLiteStateBackend:
         db = self._conn()
         async with self._lock:
             try:
-                async with db.execute(_SELECT, _key(scope, name)) as cursor:
+                async with db.execute(_SELECT, record_key(scope, name)) as cursor:
                     row = await cursor.fetchone()
             except sqlite3.Error as exc:
                 raise StoreError(f"reading state failed: {_describe(exc)}", _STORE) from exc
@@ -138,17 +138,10 @@ class SQLiteStateBackend:
             raise StoreError(f"the stored {name} state is not JSON", _STORE) from exc
         return StoredState(envelope=envelope, revision=int(row[0]))
 
-    async def put(
-        self,
-        scope: Scope,
-        name: str,
-        envelope: dict[str, Any],
-        *,
-        expected_revision: int | None = None,
+    async def _put_text(
+        self, scope: Scope, name: str, text: str, expected_revision: int | None
     ) -> int:
-        check_expected_revision(expected_revision)
-        text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
-        key = _key(scope, name)
+        key = record_key(scope, name)
         db = self._conn()
         async with self._lock:
             try:
@@ -175,7 +168,7 @@ class SQLiteStateBackend:
         return revision
 
     async def delete(self, scope: Scope, name: str) -> bool:
-        return await self._delete(_DELETE, _key(scope, name)) > 0
+        return await self._delete(_DELETE, record_key(scope, name)) > 0
 
     async def delete_user(self, scope: Scope) -> int:
         return await self._delete(_DELETE_USER, scope_fields(scope)[:4])
@@ -190,10 +183,6 @@ class SQLiteStateBackend:
             except sqlite3.Error as exc:
                 raise StoreError(f"deleting state failed: {_describe(exc)}", _STORE) from exc
         return count
-
-
-def _key(scope: Scope, name: str) -> tuple[str, ...]:
-    return (*(value or "" for value in scope_fields(scope)), name)
 
 
 def _describe(exc: BaseException) -> str:
