@@ -1,21 +1,29 @@
-"""LoCoMo retrieval recall: memmachine's hybrid search against plain baselines, one run.
+"""LoCoMo retrieval recall: memmachine's search path against plain baselines, in one run.
 
 Ingests every turn of each LoCoMo conversation (../shared/bench) through the real
-MemoryManager on embedded stores, asks every scorable question, and counts how often the
-evidence turns are in the top K. In the same run it scores two plain baselines over the
-same turns, so the comparison holds on a noisy machine:
+MemoryManager (embedded stores by default; the production stores when
+``MEMMACHINE_EPISODE_STORE_URL`` etc. are set, see memmachine.config), asks every scorable
+question (categories 1-4) and counts how often the evidence turns are in the top K. The same
+run scores plain baselines over the same turns, so comparisons hold on a noisy machine:
 
-* ``bm25``  — Okapi BM25 over the bare turn text;
-* ``dense`` — cosine similarity of the bare turn text's embedding (same model);
-* ``mm-fulltext`` / ``mm-dense`` — each signal of the product path alone, over the
-  "date speaker: text" form each episode is indexed under;
-* ``memmachine`` — the product path: both signals fused by reciprocal rank.
+* ``bm25``: Okapi BM25 over the bare turn text;
+* ``dense``: cosine similarity of the bare turn text's embedding (same model);
+* ``hybrid``: BM25 fused with dense over ``"date speaker: text"`` (RRF k=60), the best
+  simple hybrid;
+* ``memmachine``: ``MemoryManager.search`` with the configured retrieval settings, and with
+  ``--ablate`` the same path with one stage switched off per row.
 
-    uv run python bench/locomo_recall.py [--conversations N] [--set rrf_k=20 ...]
+Every returned hit takes one of the K slots, in the order returned: with ``--expand N``
+the neighbouring turns that context expansion adds are results of their own. Each search
+asks for top_k = 20 and is cut at K = 1, 5, 10, 20. Latency is per question: the search
+itself plus the question's embedding (computed once per question and charged to every
+method that uses it).
 
-Results and the command that produced them: bench/RESULTS.md.
+    uv run python bench/locomo_recall.py [--conversations N] [--set speaker_boost=0 ...]
+        [--ablate] [--expand N] [--data-dir DIR [--reuse]] [--json out.json]
 
-Content is the turn text plus " [shares image: <caption>]" when a caption exists.
+Results and the command that produced them: bench/RESULTS.md. Content is the turn text plus
+``" [shares image: <caption>]"`` when a caption exists.
 """
 
 from __future__ import annotations
@@ -24,29 +32,52 @@ import argparse
 import asyncio
 import json
 import math
+import os
+import platform
 import re
-import statistics
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from memmachine.bootstrap import build_manager
-from memmachine.config import EmbeddingSettings, Settings
+from memmachine.config import EmbeddingSettings, RetrievalSettings, Settings
 from memmachine.manager import MemoryManager
-from memmachine.models import MemoryType, NewMessage, Scope
+from memmachine.models import NewMessage, Scope
+from memmachine.retrieval.text import episode_search_text
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "bench"
-KS = (1, 5, 10, 20, 50)
+KS = (1, 5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 TOKEN = re.compile(r"[a-z0-9]+")
+MARKER = "locomo-ingested.json"
+
+#: ``--ablate``: each row switches one stage off (or, for the opt-in ones, on).
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "+ inflections": {"inflections": True},
+    "- sentence derivatives": {"sentence_derivatives": False},
+    "+ speaker boost (0.5)": {"speaker_boost": 0.5},
+    "- time ranges": {"time_boost": 0.0},
+    "- graph neighbourhood": {"neighbour_weight": 0.0},
+    "+ recency": {"recency_weight": 0.5},
+    "+ inflections + speaker boost (0.5)": {"inflections": True, "speaker_boost": 0.5},
+    "+ context expansion (1 turn each side)": {},
+    "plain RRF (all stages off)": {
+        "inflections": False,
+        "sentence_derivatives": False,
+        "speaker_boost": 0.0,
+        "time_boost": 0.0,
+        "neighbour_weight": 0.0,
+    },
+}
 
 
 @dataclass
@@ -60,29 +91,67 @@ class Turn:
 
 @dataclass
 class Scores:
-    """any@K / all@K hits per category, and per-query latency."""
+    """any@K / all@K / frac@K per category, and per-query latency."""
 
-    hits_any: dict[int, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
-    hits_all: dict[int, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    hits: dict[tuple[int, int, str], float] = field(default_factory=lambda: defaultdict(float))
     counts: Counter[int] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
+    #: any@10 hits and questions per conversation
+    per_conversation: dict[str, list[int]] = field(
+        default_factory=lambda: defaultdict(lambda: [0, 0])
+    )
 
-    def add(self, category: int, evidence: set[str], ranked: list[str], seconds: float) -> None:
+    def add(
+        self,
+        sample_id: str,
+        category: int,
+        evidence: set[str],
+        ranked: Sequence[str],
+        seconds: float,
+    ) -> None:
+        """One question: ``ranked`` holds one dia_id per returned result, in order."""
         self.counts[category] += 1
         self.latencies.append(seconds)
+        self.per_conversation[sample_id][0] += bool(evidence & set(ranked[:10]))
+        self.per_conversation[sample_id][1] += 1
         for k in KS:
             top = set(ranked[:k])
-            self.hits_any[category][k] += bool(evidence & top)
-            self.hits_all[category][k] += evidence <= top
+            found = len(evidence & top)
+            self.hits[category, k, "any"] += found > 0
+            self.hits[category, k, "all"] += found == len(evidence)
+            self.hits[category, k, "frac"] += found / len(evidence)
 
-    def any_at(self, k: int, category: int | None = None) -> float:
+    def at(self, metric: str, k: int, category: int | None = None) -> float:
         cats = [category] if category else list(CATEGORIES)
         total = sum(self.counts[c] for c in cats)
-        return sum(self.hits_any[c][k] for c in cats) / total if total else 0.0
+        return sum(self.hits[c, k, metric] for c in cats) / total if total else 0.0
 
-    def all_at(self, k: int) -> float:
-        total = sum(self.counts[c] for c in CATEGORIES)
-        return sum(self.hits_all[c][k] for c in CATEGORIES) / total if total else 0.0
+    def percentile(self, share: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[round(share * (len(ordered) - 1))] * 1000 if ordered else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        def block(category: int | None) -> dict[str, float]:
+            return {
+                f"{metric}@{k}": round(self.at(metric, k, category), 4)
+                for metric in ("any", "all", "frac")
+                for k in KS
+            }
+
+        return {
+            "overall": block(None),
+            "questions": sum(self.counts[c] for c in CATEGORIES),
+            "by_category": {
+                f"{c} {name}": {"questions": self.counts[c], **block(c)}
+                for c, name in CATEGORIES.items()
+            },
+            "any@10_by_conversation": {
+                sample: round(hit / total, 4)
+                for sample, (hit, total) in self.per_conversation.items()
+            },
+            "p50_ms": round(self.percentile(0.5), 2),
+            "p95_ms": round(self.percentile(0.95), 2),
+        }
 
 
 def load(data_dir: Path, limit: int | None) -> tuple[dict[str, list[Turn]], list[dict[str, Any]]]:
@@ -111,7 +180,7 @@ def load(data_dir: Path, limit: int | None) -> tuple[dict[str, list[Turn]], list
                         turn["dia_id"],
                         turn["speaker"],
                         text,
-                        start + timedelta(seconds=index),
+                        start.replace(tzinfo=UTC) + timedelta(seconds=index),
                         number,
                     )
                 )
@@ -152,88 +221,183 @@ class Bm25:
         return [i for i in np.argsort(scores)[::-1].tolist() if scores[i] > 0]
 
 
-def progress(label: str, done: int, total: int, started: float) -> None:
-    width = 30
-    filled = int(width * done / max(total, 1))
-    rate = done / max(time.monotonic() - started, 1e-9)
-    sys.stderr.write(
-        f"\r{label:<28} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {rate:6.1f}/s"
-    )
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+def rrf(lists: Sequence[Sequence[int]], k: int = 60) -> list[int]:
+    fused: dict[int, float] = defaultdict(float)
+    for ranked in lists:
+        for position, item in enumerate(ranked, start=1):
+            fused[item] += 1.0 / (k + position)
+    return sorted(fused, key=lambda item: -fused[item])
 
 
-async def run(args: argparse.Namespace) -> dict[str, Scores]:
+class Progress:
+    """A one-line progress bar on stderr with rate and time left."""
+
+    def __init__(self, label: str, total: int) -> None:
+        self.label, self.total, self.done = label, total, 0
+        self.started = time.monotonic()
+
+    def step(self, count: int = 1) -> None:
+        self.done += count
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = self.done / elapsed
+        left = (self.total - self.done) / rate if rate else 0.0
+        filled = int(30 * self.done / max(self.total, 1))
+        sys.stderr.write(
+            f"\r{self.label:<34} [{'#' * filled}{'.' * (30 - filled)}] "
+            f"{self.done}/{self.total} {rate:6.1f}/s ~{left:4.0f}s left "
+        )
+        if self.done >= self.total:
+            sys.stderr.write(f"\r{self.label:<34} done: {self.total} in {elapsed:.0f}s{' ' * 30}\n")
+        sys.stderr.flush()
+
+
+async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, Any]]:
     turns, questions = load(args.data, args.conversations)
     embedding = (
         EmbeddingSettings(provider="local", model=str(args.model), onnx_file=args.onnx_file)
         if args.model
         else EmbeddingSettings(provider="none")
     )
-    names = ("bm25", "dense", "mm-fulltext", "mm-dense", "memmachine")
-    results = {name: Scores() for name in names}
     with tempfile.TemporaryDirectory(prefix="mm-locomo-") as tmp:
-        settings = Settings(data_dir=Path(tmp), embedding=embedding)
+        data_dir = args.data_dir or Path(tmp)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        settings = Settings(data_dir=data_dir, embedding=embedding)
         tuning = settings.retrieval.model_copy(update=dict(args.retrieval))
         settings = settings.model_copy(update={"retrieval": tuning})
         manager = await build_manager(settings)
         await manager.start()
         try:
-            await ingest(manager, turns)
-            await score(manager, turns, questions, results, args.top_k)
+            marker = data_dir / MARKER
+            fingerprint = {
+                "conversations": list(turns),
+                "model": str(args.model),
+                "sentence_derivatives": tuning.sentence_derivatives,
+            }
+            if args.reuse and _ingested(marker, fingerprint):
+                sys.stderr.write(f"reusing the episodes ingested in {data_dir}\n")
+            else:
+                for sample_id in turns:
+                    await manager.forget_user(Scope(user_id=sample_id))
+                await ingest(manager, turns)
+                marker.write_text(json.dumps(fingerprint))
+            variants: dict[str, tuple[RetrievalSettings, int]] = {
+                "memmachine": (tuning, args.expand)
+            }
+            if args.ablate:
+                for name, change in ABLATIONS.items():
+                    expand = 1 if name.startswith("+ context expansion") else args.expand
+                    variants[name] = (tuning.model_copy(update=change), expand)
+            results = await score(manager, turns, questions, variants, args, data_dir)
         finally:
             await manager.close()
-    if manager.embedder is None:
-        del results["dense"], results["mm-dense"]
-    return results
+    meta = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "uv run python bench/locomo_recall.py " + " ".join(sys.argv[1:]),
+        "machine": machine(),
+        "conversations": list(turns),
+        "questions": len(questions),
+        "search_top_k": max(KS),
+        "expand_context": args.expand,
+        "retrieval": tuning.model_dump(),
+        "ablations": {name: ABLATIONS[name] for name in results if name in ABLATIONS},
+    }
+    return results, meta
 
 
 async def ingest(manager: MemoryManager, turns: dict[str, list[Turn]]) -> None:
-    total = sum(len(t) for t in turns.values())
-    done, started = 0, time.monotonic()
+    bar = Progress("ingest (memmachine)", sum(len(t) for t in turns.values()))
     for sample_id, conversation in turns.items():
         by_session: dict[int, list[Turn]] = defaultdict(list)
         for turn in conversation:
             by_session[turn.session].append(turn)
         for number, session in by_session.items():
             scope = Scope(user_id=sample_id, session_id=f"session-{number}")
-            messages = [
-                NewMessage(
-                    content=turn.content,
-                    producer=turn.speaker,
-                    timestamp=turn.timestamp,
-                    metadata={
-                        "dia_id": turn.dia_id,
-                        "speaker": turn.speaker,
-                        "sample_id": sample_id,
-                    },
-                )
-                for turn in session
-            ]
-            await manager.add_messages(scope, messages, working=False)
-            done += len(session)
-            progress("ingest (memmachine)", done, total, started)
+            for start in range(0, len(session), 32):
+                batch = session[start : start + 32]
+                messages = [
+                    NewMessage(
+                        content=turn.content,
+                        producer=turn.speaker,
+                        timestamp=turn.timestamp,
+                        metadata={
+                            "dia_id": turn.dia_id,
+                            "speaker": turn.speaker,
+                            "sample_id": sample_id,
+                        },
+                    )
+                    for turn in batch
+                ]
+                await manager.add_messages(scope, messages, working=False)
+                bar.step(len(batch))
+
+
+async def embed_cached(
+    manager: MemoryManager, texts: list[str], cache: Path, label: str
+) -> np.ndarray[Any, Any]:
+    """Embeddings of ``texts`` for the baselines, kept in ``cache`` between runs."""
+    stored = _load_matrix(cache, len(texts))
+    if stored is not None:
+        return stored
+    assert manager.embedder is not None
+    bar = Progress(label, len(texts))
+    vectors: list[list[float]] = []
+    for start in range(0, len(texts), 64):
+        vectors += await manager.embedder.embed(texts[start : start + 64])
+        bar.step(len(texts[start : start + 64]))
+    matrix = np.asarray(vectors, dtype=np.float32)
+    np.save(cache, matrix)
+    return matrix
+
+
+def _load_matrix(path: Path, rows: int) -> np.ndarray[Any, Any] | None:
+    if not path.exists():
+        return None
+    stored: np.ndarray[Any, Any] = np.load(path)
+    return stored if stored.shape[0] == rows else None
+
+
+def _ingested(marker: Path, fingerprint: dict[str, Any]) -> bool:
+    return marker.exists() and bool(json.loads(marker.read_text()) == fingerprint)
 
 
 async def score(
     manager: MemoryManager,
     turns: dict[str, list[Turn]],
     questions: list[dict[str, Any]],
-    results: dict[str, Scores],
-    top_k: int,
-) -> None:
+    variants: dict[str, tuple[RetrievalSettings, int]],
+    args: argparse.Namespace,
+    data_dir: Path,
+) -> dict[str, Scores]:
     embedder = manager.embedder
+    names = ["bm25", "dense", "hybrid", *variants] if embedder else ["bm25", *variants]
+    results = {name: Scores() for name in names}
     by_sample: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for question in questions:
         by_sample[question["sample_id"]].append(question)
-    done, started = 0, time.monotonic()
+    everything = [turn for conversation in turns.values() for turn in conversation]
+    bare = contextual = None
+    if embedder is not None:
+        key = "-".join(turns)
+        bare = await embed_cached(
+            manager,
+            [t.content for t in everything],
+            data_dir / f"bare-{key}.npy",
+            "embed (baseline, bare)",
+        )
+        contextual = await embed_cached(
+            manager,
+            [context(t) for t in everything],
+            data_dir / f"context-{key}.npy",
+            "embed (baseline, context)",
+        )
+    bar = Progress("questions", len(questions) * len(results))
+    offset = 0
     for sample_id, conversation in turns.items():
         ids = [turn.dia_id for turn in conversation]
+        rows = slice(offset, offset + len(conversation))
+        offset += len(conversation)
         bm25 = Bm25([turn.content for turn in conversation])
-        matrix = None
-        if embedder is not None:
-            matrix = np.asarray(await embedder.embed([turn.content for turn in conversation]))
+        bm25_context = Bm25([context(turn) for turn in conversation])
         scope = Scope(user_id=sample_id)
         for question in by_sample[sample_id]:
             evidence = set(question["evidence"])
@@ -241,80 +405,121 @@ async def score(
             text = question["question"]
 
             began = time.perf_counter()
-            ranked = bm25.rank(text)[:top_k]
+            ranked = bm25.rank(text)[: max(KS)]
             results["bm25"].add(
-                category, evidence, [ids[i] for i in ranked], time.perf_counter() - began
-            )
-
-            if embedder is not None and matrix is not None:
-                began = time.perf_counter()
-                vector = np.asarray((await embedder.embed([text]))[0])
-                order = np.argsort(-(matrix @ vector))[:top_k].tolist()
-                results["dense"].add(
-                    category, evidence, [ids[i] for i in order], time.perf_counter() - began
-                )
-
-            # ablations: each signal of the product path on its own
-            began = time.perf_counter()
-            lexical = await manager.episodes.fulltext_search(scope, text, top_k)
-            results["mm-fulltext"].add(
+                sample_id,
                 category,
                 evidence,
-                [e.metadata["dia_id"] for e, _ in lexical],
+                [ids[i] for i in ranked],
                 time.perf_counter() - began,
             )
+            bar.step()
+            # the question is embedded once; every method using it is charged that time
+            vector: list[float] | None = None
+            embed_seconds = 0.0
             if embedder is not None:
                 began = time.perf_counter()
                 vector = (await embedder.embed([text]))[0]
-                dense_hits = await manager.episodes.vector_search(scope, vector, top_k)
-                results["mm-dense"].add(
+                embed_seconds = time.perf_counter() - began
+            if vector is not None and bare is not None and contextual is not None:
+                query = np.asarray(vector, dtype=np.float32)
+                began = time.perf_counter()
+                order = np.argsort(-(bare[rows] @ query))[: max(KS)].tolist()
+                results["dense"].add(
+                    sample_id,
                     category,
                     evidence,
-                    [e.metadata["dia_id"] for e, _ in dense_hits],
-                    time.perf_counter() - began,
+                    [ids[i] for i in order],
+                    time.perf_counter() - began + embed_seconds,
                 )
+                bar.step()
+                began = time.perf_counter()
+                dense_order = np.argsort(-(contextual[rows] @ query))[:100].tolist()
+                fused = rrf([bm25_context.rank(text)[:100], dense_order])[: max(KS)]
+                results["hybrid"].add(
+                    sample_id,
+                    category,
+                    evidence,
+                    [ids[i] for i in fused],
+                    time.perf_counter() - began + embed_seconds,
+                )
+                bar.step()
 
-            began = time.perf_counter()
-            found = await manager.search(scope, text, top_k=top_k, types=[MemoryType.EPISODIC])
-            elapsed = time.perf_counter() - began
-            results["memmachine"].add(
-                category,
-                evidence,
-                [hit.episode.metadata["dia_id"] for hit in found.episodic],
-                elapsed,
-            )
-            done += 1
-            progress("questions", done, len(questions), started)
+            for name, (tuning, expand) in variants.items():
+                manager.retrieval = tuning
+                began = time.perf_counter()
+                found = await manager.search_episodes(
+                    scope, text, top_k=max(KS), expand_context=expand, query_vector=vector
+                )
+                elapsed = time.perf_counter() - began + embed_seconds
+                # one slot per returned hit, context neighbours included, in order
+                returned = [hit.episode.metadata["dia_id"] for hit in found]
+                results[name].add(sample_id, category, evidence, returned, elapsed)
+                bar.step()
+    manager.retrieval = variants["memmachine"][0]
+    return results
 
 
-def table(results: dict[str, Scores]) -> str:
-    lines = [
-        "| method | any@1 | any@5 | any@10 | any@20 | any@50 | all@10 | "
-        + " | ".join(f"c{c} any@10" for c in CATEGORIES)
-        + " | p50 ms | p95 ms |",
-        "|" + " --- |" * (9 + len(CATEGORIES)),
-    ]
-    for name, scores in results.items():
-        latencies = sorted(scores.latencies)
-        p50 = statistics.median(latencies) * 1000
-        p95 = latencies[int(0.95 * (len(latencies) - 1))] * 1000
-        cells = [f"{scores.any_at(k):.3f}" for k in KS] + [f"{scores.all_at(10):.3f}"]
-        cells += [f"{scores.any_at(10, c):.3f}" for c in CATEGORIES]
-        cells += [f"{p50:.1f}", f"{p95:.1f}"]
+def context(turn: Turn) -> str:
+    return episode_search_text(
+        turn.content, timestamp=turn.timestamp, producer=turn.speaker, role="user"
+    )
+
+
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    system = f"{platform.system()} {platform.release()}"
+    return f"{os.cpu_count()} vCPU {model}, {system}, Python {platform.python_version()}"
+
+
+def summary_table(results: dict[str, Scores]) -> str:
+    head = (
+        ["method"]
+        + [f"any@{k}" for k in KS]
+        + ["all@10", "frac@10"]
+        + [f"c{c} {n} any@10" for c, n in CATEGORIES.items()]
+        + ["p50 ms", "p95 ms"]
+    )
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, s in results.items():
+        cells = [f"{s.at('any', k):.3f}" for k in KS]
+        cells += [f"{s.at('all', 10):.3f}", f"{s.at('frac', 10):.3f}"]
+        cells += [f"{s.at('any', 10, c):.3f}" for c in CATEGORIES]
+        cells += [f"{s.percentile(0.5):.1f}", f"{s.percentile(0.95):.1f}"]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _setting(text: str) -> tuple[str, float]:
+def category_table(scores: Scores) -> str:
+    head = ["category", "questions"] + [f"{m}@{k}" for m in ("any", "all", "frac") for k in KS]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    rows: list[tuple[str, int | None]] = [(f"c{c} {n}", c) for c, n in CATEGORIES.items()]
+    rows.append(("**overall**", None))
+    for label, category in rows:
+        count = scores.counts[category] if category else sum(scores.counts.values())
+        cells = [f"{scores.at(m, k, category):.3f}" for m in ("any", "all", "frac") for k in KS]
+        lines.append(f"| {label} | {count} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _setting(text: str) -> tuple[str, Any]:
     name, _, value = text.partition("=")
-    number = float(value)
-    return name, int(
-        number
-    ) if number.is_integer() and name != "vector_weight" and name != "fulltext_weight" else number
+    fields = RetrievalSettings.model_fields
+    if name not in fields:
+        raise argparse.ArgumentTypeError(f"unknown retrieval setting {name!r}")
+    parsed: Any = json.loads(value.lower()) if value.lower() in ("true", "false") else value
+    return name, getattr(RetrievalSettings.model_validate({name: parsed}), name)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument(
         "--model",
@@ -324,8 +529,13 @@ def main() -> None:
     )
     parser.add_argument("--onnx-file", default="onnx/model.onnx")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
-    parser.add_argument("--top-k", type=int, default=max(KS))
-    parser.add_argument("--json", type=Path, help="also write raw numbers here")
+    parser.add_argument("--expand", type=int, default=0, help="expand_context of each search")
+    parser.add_argument("--ablate", action="store_true", help="also run each stage switched off")
+    parser.add_argument("--data-dir", type=Path, help="keep the stores here (default: a temp dir)")
+    parser.add_argument(
+        "--reuse", action="store_true", help="skip ingestion when --data-dir holds the same data"
+    )
+    parser.add_argument("--json", type=Path, help="also write every number here")
     parser.add_argument(
         "--set",
         dest="retrieval",
@@ -333,22 +543,23 @@ def main() -> None:
         default=[],
         type=_setting,
         metavar="NAME=VALUE",
-        help="override a RetrievalSettings field, e.g. rrf_k=20",
+        help="override a RetrievalSettings field, e.g. speaker_boost=0",
     )
     args = parser.parse_args()
     if args.model is not None and not str(args.model):
         args.model = None
-    results = asyncio.run(run(args))
-    print(table(results))
+    results, meta = asyncio.run(run(args))
+    print(f"{meta['questions']} questions, {meta['date']}, {meta['machine']}\n")
+    print(summary_table(results))
+    print("\nmemmachine per category:\n")
+    print(category_table(results["memmachine"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
             json.dumps(
-                {
-                    name: {f"any@{k}": s.any_at(k) for k in KS} | {"all@10": s.all_at(10)}
-                    for name, s in results.items()
-                },
+                {"meta": meta, "results": {n: s.as_json() for n, s in results.items()}},
                 indent=2,
+                default=str,
             )
         )
 

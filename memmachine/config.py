@@ -268,6 +268,36 @@ class RetrievalSettings(_Section):
     min_candidates: int = Field(default=30, ge=1)
     #: With a reranker: how many of the best fused hits it scores (at least ``top_k``).
     rerank_candidates: int = Field(default=30, ge=1)
+    #: Full-text search also matches the ``-ed``/``-ing`` forms and bases of the query's
+    #: words ("paint" finds "painted"). Off by default: only the words as written (plurals
+    #: folded); on LoCoMo it lifts any@10 overall but not in every conversation.
+    inflections: bool = False
+    #: Embed each sentence of a multi-sentence message too (at write time); dense search
+    #: scores an episode by the best of its own vector and its sentences'. Off: new
+    #: episodes get no sentence vectors and search ignores stored ones.
+    sentence_derivatives: bool = True
+    #: Hits said by a speaker the query names ("What did Caroline ...") get their score
+    #: multiplied by ``1 + speaker_boost``; 0 (the default) turns it off. On LoCoMo 0.5
+    #: lifts any@1 but not any@10 in every conversation (bench/RESULTS.md).
+    speaker_boost: float = Field(default=0.0, ge=0)
+    #: Graph neighbourhood: each of the best ``neighbour_candidates`` hits passes
+    #: ``neighbour_weight`` times its score to the turns right before and after it (an
+    #: answer often follows the question that matched); 0 turns it off.
+    neighbour_weight: float = Field(default=0.5, ge=0)
+    neighbour_candidates: int = Field(default=20, ge=1)
+    #: Hits whose timestamp lies in a time range the query names ("in May 2023", "last
+    #: week") get their score multiplied by ``1 + time_boost``; 0 turns it off. Ranges are
+    #: widened by ``time_slack_days`` on each side.
+    time_boost: float = Field(default=0.5, ge=0)
+    time_slack_days: int = Field(default=0, ge=0)
+    #: Recency: score multiplied by ``1 + recency_weight * 0.5 ** (age / half-life)``, age
+    #: counted back from the newest candidate; 0 (the default) turns it off.
+    recency_weight: float = Field(default=0.0, ge=0)
+    recency_half_life_days: float = Field(default=30.0, gt=0)
+    #: Importance: score multiplied by ``1 + importance_weight * importance``, where
+    #: importance is the episode's ``metadata["importance"]`` (a number in [0, 1], clamped;
+    #: absent = 0); 0 turns it off.
+    importance_weight: float = Field(default=0.0, ge=0)
 
 
 #: Shown by /health and the API when no language model is configured.

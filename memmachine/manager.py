@@ -17,6 +17,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
 from memmachine.compaction import RESERVED_STATE_KEY, working_tokens
@@ -71,6 +72,10 @@ from memmachine.ports import (
     WorkingMemoryStore,
 )
 from memmachine.retrieval import episode_search_text, reciprocal_rank_fusion
+from memmachine.retrieval.derivatives import split_sentences
+from memmachine.retrieval.speakers import named_speakers
+from memmachine.retrieval.temporal import time_ranges
+from memmachine.retrieval.terms import inflected_query
 from memmachine.safety import Redactor, looks_like_injection, merge_counts
 
 __all__ = ["MemoryManager", "Resource"]
@@ -279,9 +284,7 @@ class MemoryManager:
                 )
             )
         if self.embedder is not None and records:
-            vectors = await self.embedder.embed([record.search_text for record in records])
-            for record, vector in zip(records, vectors, strict=True):
-                record.embedding = vector
+            await self._embed_records(self.embedder, records)
         stored = await self.episodes.add_episodes(session_scope, records)
         if working and stored:
             try:
@@ -361,31 +364,54 @@ class MemoryManager:
         expand_context: int = 0,
         query_vector: Sequence[float] | None = None,
     ) -> list[EpisodeHit]:
-        """Hybrid search: dense similarity and full-text, fused by reciprocal rank, then
-        reranked when the manager has a reranker.
+        """Hybrid search over the scope's episodes, best first.
 
-        Without a reranker a hit's ``score`` is the fused score in [0, 1] (1.0 = first in
-        every signal). With one, the best ``max(top_k, retrieval.rerank_candidates)`` fused
-        hits are scored by the reranker against their indexed text (``"<date> <speaker>:
-        <content>"``), reordered by that score (equal scores keep the fused order), cut to
-        ``top_k`` and given ``ranks["rerank"]`` (1-based); ``score`` is then the reranker's
-        score min-max scaled over those candidates: 1.0 = the reranker's best, 0.0 = its
-        worst, and 1.0 for all when it scored them all alike. A failing reranker raises
-        ``StoreError`` (``store="reranker"``): the search fails rather than silently
-        returning another order.
+        Stages (each has a switch in :class:`~memmachine.config.RetrievalSettings`):
+
+        1. Candidates: dense similarity (an episode scores the best of its own vector and its
+           sentences' vectors, ``sentence_derivatives``) and full-text BM25 (also matching
+           the ``-ed``/``-ing`` forms of the query's words, ``inflections``), each
+           ``max(min_candidates, top_k * candidates_per_result)`` deep, fused by reciprocal
+           rank (``rrf_k``, ``vector_weight``, ``fulltext_weight``).
+        2. Boosts, multiplying the fused score: hits said by a speaker the query names
+           (``speaker_boost``), hits inside a time range the query names, relative ranges
+           resolved against the newest candidate or now, whichever is earlier
+           (``time_boost``, see :func:`memmachine.retrieval.temporal.time_ranges`), recency
+           (``recency_weight``) and ``metadata["importance"]`` (``importance_weight``).
+        3. Graph neighbourhood: each of the best ``neighbour_candidates`` passes
+           ``neighbour_weight`` times its score to the turns right before and after it in its
+           session; a turn keeps the largest share passed to it, added to its own score,
+           and may enter the results this way (``ranks["neighbour"]`` = the rank of the hit
+           that passed it).
+
+        Without a reranker a hit's ``score`` is in [0, 1]: 1.0 = first in every signal with
+        every boost and the largest neighbour share. With one, the best
+        ``max(top_k, retrieval.rerank_candidates)`` hits are scored by the reranker against
+        their indexed text (``"<date> <speaker>: <content>"``), reordered by that score
+        (equal scores keep the earlier order), cut to ``top_k`` and given
+        ``ranks["rerank"]`` (1-based); ``score`` is then the reranker's score min-max scaled
+        over those candidates: 1.0 = the reranker's best, 0.0 = its worst, and 1.0 for all
+        when it scored them all alike. A failing reranker raises ``StoreError``
+        (``store="reranker"``): the search fails rather than silently returning another
+        order.
 
         ``expand_context`` adds up to that many neighbouring turns before and after each hit
-        (marked ``context=True``, scored just below the hit they surround).
+        (marked ``context=True``, scored just below the hit they surround); they come on top
+        of the ``top_k`` hits.
         """
         self._check_query(query, top_k)
         tuning = self.retrieval
         candidates = max(tuning.min_candidates, top_k * tuning.candidates_per_result)
         if query_vector is None and self.embedder is not None:
             query_vector = (await self.embedder.embed([query]))[0]
-        lexical = self.episodes.fulltext_search(scope, query, candidates)
+        lexical_query = inflected_query(query) if tuning.inflections else query
+        lexical = self.episodes.fulltext_search(scope, lexical_query, candidates)
         if query_vector is not None:
             dense_hits, text_hits = await asyncio.gather(
-                self.episodes.vector_search(scope, query_vector, candidates), lexical
+                self.episodes.vector_search(
+                    scope, query_vector, candidates, derivatives=tuning.sentence_derivatives
+                ),
+                lexical,
             )
         else:
             dense_hits, text_hits = [], await lexical
@@ -397,17 +423,112 @@ class MemoryManager:
             "fulltext": [episode.id for episode, _ in text_hits],
         }
         weights = {"vector": tuning.vector_weight, "fulltext": tuning.fulltext_weight}
+        fused = reciprocal_rank_fusion(rankings, k=tuning.rrf_k, weights=weights)
+        scores = {item.key: item.score for item in fused}
+        ranks = {item.key: dict(item.ranks) for item in fused}
+        ceiling = self._boost(query, scores, by_id)
+        if tuning.neighbour_weight > 0 and scores:
+            await self._spread_to_neighbours(scope, scores, ranks, by_id)
+            ceiling *= 1 + tuning.neighbour_weight
+        # sorted() is stable: equal scores keep the fused order
+        order = sorted(scores, key=lambda key: -scores[key])
         pool = top_k if self.reranker is None else max(top_k, tuning.rerank_candidates)
-        fused = reciprocal_rank_fusion(rankings, k=tuning.rrf_k, weights=weights)[:pool]
         hits = [
-            EpisodeHit(episode=by_id[item.key], score=item.score, ranks=item.ranks)
-            for item in fused
+            EpisodeHit(episode=by_id[key], score=min(scores[key] / ceiling, 1.0), ranks=ranks[key])
+            for key in order[:pool]
         ]
         if self.reranker is not None and hits:
             hits = await self._rerank(self.reranker, query, hits, top_k)
         if expand_context > 0 and hits:
             hits = await self._expand(scope, hits, expand_context)
         return hits
+
+    async def _embed_records(self, embedder: Embedder, records: Sequence[EpisodeRecord]) -> None:
+        """Set each record's embedding (of its search text) and, with
+        ``retrieval.sentence_derivatives``, its ``derivative_embeddings``: one per sentence
+        of a multi-sentence message, embedded in the same ``"<date> <speaker>:"`` context.
+        One embedder call for all of them."""
+        texts = [record.search_text for record in records]
+        owners: list[int] = []
+        if self.retrieval.sentence_derivatives:
+            for index, record in enumerate(records):
+                for sentence in split_sentences(record.content):
+                    texts.append(
+                        episode_search_text(
+                            sentence,
+                            timestamp=record.timestamp,
+                            producer=record.producer,
+                            role=record.role,
+                        )
+                    )
+                    owners.append(index)
+        vectors = await embedder.embed(texts)
+        for record, vector in zip(records, vectors[: len(records)], strict=True):
+            record.embedding = vector
+        for index, vector in zip(owners, vectors[len(records) :], strict=True):
+            records[index].derivative_embeddings.append(vector)
+
+    def _boost(self, query: str, scores: dict[str, float], by_id: dict[str, Episode]) -> float:
+        """Multiply ``scores`` in place by the speaker, time, recency and importance boosts
+        (see :meth:`search_episodes`); returns the largest factor any hit could have had."""
+        tuning = self.retrieval
+        ceiling = 1.0
+        if not scores:
+            return ceiling
+        episodes = [by_id[key] for key in scores]
+        factors = dict.fromkeys(scores, 1.0)
+        if tuning.speaker_boost > 0:
+            named = named_speakers(query, {e.producer for e in episodes if e.producer})
+            if named:
+                ceiling *= 1 + tuning.speaker_boost
+                for episode in episodes:
+                    if episode.producer in named:
+                        factors[episode.id] *= 1 + tuning.speaker_boost
+        newest = max(episode.timestamp for episode in episodes)
+        if tuning.time_boost > 0:
+            anchor = min(newest, utc_now())
+            ranges = time_ranges(query, anchor, slack=timedelta(days=tuning.time_slack_days))
+            if ranges:
+                ceiling *= 1 + tuning.time_boost
+                for episode in episodes:
+                    if any(episode.timestamp in span for span in ranges):
+                        factors[episode.id] *= 1 + tuning.time_boost
+        if tuning.recency_weight > 0:
+            ceiling *= 1 + tuning.recency_weight
+            half_life = tuning.recency_half_life_days * 86_400.0
+            for episode in episodes:
+                age = max((newest - episode.timestamp).total_seconds(), 0.0)
+                factors[episode.id] *= 1 + tuning.recency_weight * 0.5 ** (age / half_life)
+        if tuning.importance_weight > 0:
+            ceiling *= 1 + tuning.importance_weight
+            for episode in episodes:
+                factors[episode.id] *= 1 + tuning.importance_weight * _importance(episode)
+        for key, factor in factors.items():
+            scores[key] *= factor
+        return ceiling
+
+    async def _spread_to_neighbours(
+        self,
+        scope: Scope,
+        scores: dict[str, float],
+        ranks: dict[str, dict[str, int]],
+        by_id: dict[str, Episode],
+    ) -> None:
+        """Graph neighbourhood (see :meth:`search_episodes`): add to ``scores`` in place the
+        largest share each adjacent turn receives from the best hits."""
+        tuning = self.retrieval
+        sources = sorted(scores, key=lambda key: -scores[key])[: tuning.neighbour_candidates]
+        adjacent = await self.episodes.adjacent(scope, sources)
+        shares: dict[str, tuple[float, int]] = {}
+        for position, key in enumerate(sources, 1):
+            share = tuning.neighbour_weight * scores[key]
+            for episode in adjacent.get(key, []):
+                by_id.setdefault(episode.id, episode)
+                if share > shares.get(episode.id, (0.0, 0))[0]:
+                    shares[episode.id] = (share, position)
+        for key, (share, position) in shares.items():
+            scores[key] = scores.get(key, 0.0) + share
+            ranks.setdefault(key, {})["neighbour"] = position
 
     @staticmethod
     async def _rerank(
@@ -1005,6 +1126,14 @@ def _working_message(episode: Episode) -> WorkingMessage:
         timestamp=episode.timestamp,
         metadata={**episode.metadata, "episode_id": episode.id},
     )
+
+
+def _importance(episode: Episode) -> float:
+    """``metadata["importance"]`` clamped to [0, 1]; 0 when absent or not a number."""
+    value = episode.metadata.get("importance")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return min(max(float(value), 0.0), 1.0)
 
 
 def _fact_text(fact: FactRecord) -> str:

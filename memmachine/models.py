@@ -107,6 +107,9 @@ class EpisodeRecord(BaseModel):
     metadata: JsonDict = Field(default_factory=dict)
     search_text: str
     embedding: list[float] | None = None
+    #: Vectors of the episode's sentences (derivatives); dense search scores the episode by
+    #: the best of ``embedding`` and these.
+    derivative_embeddings: list[list[float]] = Field(default_factory=list)
 
     @field_validator("timestamp")
     @classmethod

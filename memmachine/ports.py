@@ -107,7 +107,12 @@ class EpisodeStore(Protocol):
     * ``vector_search`` returns up to ``k`` episodes in scope with the highest cosine
       similarity (``1.0`` = same direction), best first, as ``(episode, similarity)``. Exact
       within scope: an episode in scope is never lost because other scopes crowd an index.
-      Returns ``[]`` when the store was started without vectors.
+      Returns ``[]`` when the store was started without vectors. An episode stored with
+      ``derivative_embeddings`` (the vectors of its sentences) scores the best similarity
+      of its own vector and those, unless ``derivatives=False`` is passed; each episode
+      appears at most once. Derivatives are part of their episode: they are stored with it
+      (all or nothing, same vector checks, field ``records.<i>.derivative_embeddings``),
+      deleted with it, never returned on their own and never reached from another scope.
     * ``fulltext_search`` returns up to ``k`` episodes in scope matching any term of
       ``query`` (case-insensitive, punctuation ignored), best first, as ``(episode, score)``
       with higher = better. A query with no usable term returns ``[]``; user text never
@@ -116,6 +121,10 @@ class EpisodeStore(Protocol):
       preceding and ``after`` following it in its session, in session order (the episode
       itself excluded), only ever episodes inside ``scope``; ``[]`` when the episode is not
       in scope.
+    * ``adjacent(scope, episode_ids)`` maps each id of an episode inside ``scope`` to what
+      ``neighbours(scope, id, before=1, after=1)`` returns for it (the nearest in-scope
+      episode before and after it in its session, in session order); ids not in scope are
+      left out. One round trip for all ids.
     * A lexical-only store (started without dimensions) may open a graph built with vectors;
       its new episodes carry none. A store started with other dimensions or another model
       than the graph was built with raises ``ConfigurationError``.
@@ -139,7 +148,7 @@ class EpisodeStore(Protocol):
     async def delete_episode(self, scope: Scope, episode_id: str) -> bool: ...
     async def delete_episodes(self, scope: Scope) -> int: ...
     async def vector_search(
-        self, scope: Scope, embedding: Sequence[float], k: int
+        self, scope: Scope, embedding: Sequence[float], k: int, *, derivatives: bool = True
     ) -> list[tuple[Episode, float]]: ...
     async def fulltext_search(
         self, scope: Scope, query: str, k: int
@@ -147,6 +156,9 @@ class EpisodeStore(Protocol):
     async def neighbours(
         self, scope: Scope, episode_id: str, *, before: int, after: int
     ) -> list[Episode]: ...
+    async def adjacent(
+        self, scope: Scope, episode_ids: Sequence[str]
+    ) -> dict[str, list[Episode]]: ...
 
 
 @runtime_checkable

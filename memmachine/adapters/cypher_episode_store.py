@@ -68,6 +68,7 @@ class CypherEpisodeStore(Lifecycle):
         (:Session {key, tenant, org_id, project_id, user_id, session_id, created_at,
                    updated_at})-[:HAS_EPISODE]->(:Episode)
         (:Episode)-[:NEXT]->(:Episode)                       session order
+        (:Episode)-[:HAS_DERIVATIVE]->(:Derivative {embedding})   a sentence's vector
         (:MemMachineMeta {key, schema_version, embedding_dimensions, embedding_model})
 
     Every ``Episode`` node carries its whole scope (tenant, org_id, project_id, user_id,
@@ -83,7 +84,8 @@ class CypherEpisodeStore(Lifecycle):
 
     * ``vector_search`` scores every in-scope episode with cosine similarity in the query
       itself (an exact scan through the ``user_id`` index), so no other scope can crowd a
-      result out.
+      result out; an episode's ``Derivative`` nodes (reached only through it, so they carry
+      no scope of their own) are scored too and the episode keeps the best similarity.
     * ``fulltext_search`` takes candidates from the full-text index (any query term) and
       ranks them with BM25 (k1 = 1.2, b = 0.75) computed in the query from the scope's own
       statistics, so scores agree across engines and are not skewed by other scopes.
@@ -158,8 +160,11 @@ class CypherEpisodeStore(Lifecycle):
         embedding = ""
         if self._dimensions is not None:
             vector = self._dialect.vector_value("r.embedding")
+            part = self._dialect.vector_value("v")
             embedding = (
-                f"SET e.embedding = CASE WHEN r.embedding IS NULL THEN NULL ELSE {vector} END"
+                f"SET e.embedding = CASE WHEN r.embedding IS NULL THEN NULL ELSE {vector} END "
+                "FOREACH (v IN r.derivatives | "
+                f"CREATE (e)-[:HAS_DERIVATIVE]->(:Derivative {{embedding: {part}}}))"
             )
         # The session node is the lock: its update serialises appends to one session, so
         # each reads the last sequence after the previous append committed.
@@ -229,6 +234,9 @@ class CypherEpisodeStore(Lifecycle):
             WHERE e.id = $episode_id AND {where}
             OPTIONAL MATCH (p:Episode)-[:NEXT]->(e)
             OPTIONAL MATCH (e)-[:NEXT]->(n:Episode)
+            OPTIONAL MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative)
+            WITH s, e, p, n, collect(x) AS parts
+            FOREACH (y IN parts | DETACH DELETE y)
             DETACH DELETE e
             WITH s, p, n
             FOREACH (a IN CASE WHEN p IS NULL OR n IS NULL THEN [] ELSE [p] END |
@@ -250,6 +258,9 @@ class CypherEpisodeStore(Lifecycle):
         result = await self._run(
             f"""
             MATCH (s:Session)-[:HAS_EPISODE]->(e:Episode) WHERE {where}
+            OPTIONAL MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative)
+            WITH s, e, collect(x) AS parts
+            FOREACH (y IN parts | DETACH DELETE y)
             WITH s, collect(e) AS doomed
             FOREACH (x IN doomed | DETACH DELETE x)
             WITH s, size(doomed) AS deleted
@@ -337,21 +348,64 @@ class CypherEpisodeStore(Lifecycle):
         )
         return sorted((_episode_from_row(row) for row in rows), key=lambda e: e.sequence)
 
+    async def adjacent(self, scope: Scope, episode_ids: Sequence[str]) -> dict[str, list[Episode]]:
+        """For each in-scope id, the nearest in-scope episode before and after it in its
+        session (in session order), in one query."""
+        if not episode_ids:
+            return {}
+        anchor, params = scope_predicate("e", scope)
+        earlier, _ = scope_predicate("x", scope)
+        later, _ = scope_predicate("y", scope)
+        rows = await self._run(
+            f"""
+            MATCH (s:Session)-[:HAS_EPISODE]->(e:Episode)
+            WHERE e.id IN $ids AND {anchor}
+            OPTIONAL MATCH (s)-[:HAS_EPISODE]->(x:Episode)
+            WHERE x.sequence < e.sequence AND {earlier}
+            WITH s, e, x ORDER BY x.sequence DESC
+            WITH s, e, head(collect(x)) AS previous
+            OPTIONAL MATCH (s)-[:HAS_EPISODE]->(y:Episode)
+            WHERE y.sequence > e.sequence AND {later}
+            WITH e, previous, y ORDER BY y.sequence ASC
+            WITH e, previous, head(collect(y)) AS following
+            UNWIND [previous, following] AS n
+            RETURN {_columns("n")}, e.id
+            """,
+            {**params, "ids": list(dict.fromkeys(episode_ids))},
+            read_only=True,
+        )
+        out: dict[str, list[Episode]] = {}
+        for row in rows:
+            neighbours = out.setdefault(str(row[-1]), [])
+            if row[0] is not None:  # no episode on that side
+                neighbours.append(_episode_from_row(row))
+        return {key: sorted(value, key=lambda e: e.sequence) for key, value in out.items()}
+
     # ------------------------------------------------------------------ search
 
     async def vector_search(
-        self, scope: Scope, embedding: Sequence[float], k: int
+        self, scope: Scope, embedding: Sequence[float], k: int, *, derivatives: bool = True
     ) -> list[tuple[Episode, float]]:
-        """The ``k`` in-scope episodes most similar to ``embedding`` (exact cosine scan)."""
+        """The ``k`` in-scope episodes most similar to ``embedding`` (exact cosine scan); with
+        ``derivatives`` an episode scores the best of its own and its sentences' vectors."""
         if self._dimensions is None or k <= 0:
             return []
         vector = _checked_vector(embedding, self._dimensions, "embedding")
         where, params = scope_predicate("e", scope)
         similarity = self._dialect.cosine_similarity("e.embedding", "vector")
+        best = ""
+        if derivatives:
+            part = self._dialect.cosine_similarity("x.embedding", "vector")
+            best = f"""
+            OPTIONAL MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative)
+            WITH e, own, max({part}) AS sentence
+            WITH e, CASE WHEN sentence IS NULL OR own >= sentence THEN own ELSE sentence END
+                 AS own"""
         rows = await self._run(
             f"""
             MATCH (e:Episode) WHERE {where} AND e.embedding IS NOT NULL
-            WITH e, {similarity} AS score
+            WITH e, {similarity} AS own{best}
+            WITH e, own AS score
             ORDER BY score DESC, e.id ASC LIMIT $k
             RETURN {_columns("e")}, score
             """,
@@ -425,11 +479,19 @@ class CypherEpisodeStore(Lifecycle):
             "search_terms": joined_terms(terms),
             "term_count": len(terms),
             "embedding": None,
+            "derivatives": [],
         }
         if self._dimensions is not None and record.embedding is not None:
             row["embedding"] = _checked_vector(
                 record.embedding, self._dimensions, f"records.{position}.embedding"
             )
+        if self._dimensions is not None:
+            row["derivatives"] = [
+                _checked_vector(
+                    vector, self._dimensions, f"records.{position}.derivative_embeddings"
+                )
+                for vector in record.derivative_embeddings
+            ]
         return row
 
     async def _raise_conflict(self, scope: Scope, ids: list[str]) -> None:

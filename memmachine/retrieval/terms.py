@@ -15,6 +15,7 @@ __all__ = [
     "STOPWORDS",
     "TERM_PATTERN",
     "document_terms",
+    "inflected_query",
     "query_terms",
 ]
 
@@ -66,6 +67,45 @@ def query_terms(text: str) -> list[str]:
         if len(seen) == MAX_QUERY_TERMS:
             break
     return list(seen)
+
+
+def inflected_query(text: str) -> str:
+    """A full-text query for ``text`` that also matches the common inflections of its terms:
+    its own terms first, then for each ASCII word of four letters or more its ``-ed`` and
+    ``-ing`` forms or, for such a form, its possible bases ("paint" also finds "painted" and
+    "painting"; "hiking" also finds "hike" and "hiked"). Variants no document holds cost
+    nothing but a term slot; the result keeps at most :data:`MAX_QUERY_TERMS` terms."""
+    terms = query_terms(text)
+    out = dict.fromkeys(terms)
+    for term in terms:
+        for variant in _inflections(term):
+            if len(out) >= MAX_QUERY_TERMS:
+                return " ".join(out)
+            out.setdefault(variant, None)
+    return " ".join(out)
+
+
+def _inflections(term: str) -> list[str]:
+    """Likely inflections of ``term``, itself excluded: for an ``-ing``/``-ed`` word its
+    possible bases and their other forms, otherwise its ``-ed``/``-ing`` forms."""
+    if len(term) < 4 or not term.isascii() or not term.isalpha():
+        return []
+    bases = []
+    for suffix in ("ing", "ed"):
+        stem = term[: -len(suffix)]
+        if term.endswith(suffix) and len(stem) >= 3:
+            bases += [stem, stem + "e"]
+            if stem[-1] == stem[-2]:
+                bases.append(stem[:-1])  # "shopping" -> "shop"
+    found: dict[str, None] = {}
+    for base in bases or [term]:
+        forms = [base, base + "ed", base + "ing"]
+        if base.endswith("e"):
+            forms = [base, base + "d", base[:-1] + "ing"]
+        for form in forms:
+            if form != term:
+                found.setdefault(form, None)
+    return list(found)
 
 
 def _s_stem(term: str) -> str:

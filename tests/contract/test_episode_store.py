@@ -414,6 +414,38 @@ async def test_neighbours_only_inside_the_scope(
     assert ids(await episode_store.neighbours(bot, "b1", before=5, after=5)) == ["b2"]
 
 
+async def test_adjacent_answers_neighbours_for_many_ids_at_once(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    bot = ann.model_copy(update={"agent_id": "bot"})
+    helper = ann.model_copy(update={"agent_id": "helper"})
+    await episode_store.add_episodes(bot, [record("b1"), record("b2")])
+    await episode_store.add_episodes(helper, [record("h1")])
+    await episode_store.add_episodes(bot, [record("b3")])
+    await episode_store.add_episodes(ann.for_session("s2"), [record("alone")])
+    await episode_store.add_episodes(bob, [record("bob1"), record("bob2")])
+    asked = ["b2", "h1", "b1", "alone", "bob1", "missing"]
+
+    found = await episode_store.adjacent(ann.user_scope(), asked)
+    assert {key: ids(value) for key, value in found.items()} == {
+        "b2": ["b1", "h1"],
+        "h1": ["b2", "b3"],
+        "b1": ["b2"],
+        "alone": [],
+    }
+    for key in found:  # the same answer as neighbours(before=1, after=1)
+        one = await episode_store.neighbours(ann.user_scope(), key, before=1, after=1)
+        assert ids(found[key]) == ids(one)
+    # narrower scopes skip what lies outside them, and never reveal other users
+    narrowed = await episode_store.adjacent(bot, asked)
+    assert {key: ids(value) for key, value in narrowed.items()} == {
+        "b2": ["b1", "b3"],
+        "b1": ["b2"],
+    }
+    assert await episode_store.adjacent(bob, ["b1", "h1"]) == {}
+    assert await episode_store.adjacent(ann, []) == {}
+
+
 # ---------------------------------------------------------------------- isolation
 
 
@@ -514,6 +546,78 @@ async def test_vector_search_refuses_a_wrong_sized_query(
 ) -> None:
     with pytest.raises(InvalidInputError):
         await episode_store.vector_search(ann, [1.0, 0.0], 3)
+
+
+def with_sentences(base: EpisodeRecord, *vectors: Sequence[float]) -> EpisodeRecord:
+    return base.model_copy(update={"derivative_embeddings": [list(v) for v in vectors]})
+
+
+async def test_an_episode_scores_the_best_of_its_sentences_once(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    await episode_store.add_episodes(
+        ann,
+        [
+            with_sentences(
+                record("mixed", embedding=unit([1, 0, 0, 0])),
+                unit([0, 1, 0, 0]),
+                unit([0, 1, 1, 0]),
+            ),
+            record("whole", embedding=unit([3, 4, 0, 0])),
+        ],
+    )
+    hits = await episode_store.vector_search(ann, unit([0, 1, 0, 0]), 10)
+    assert hit_ids(hits) == ["mixed", "whole"]
+    assert [score for _, score in hits] == pytest.approx([1.0, 0.8], abs=1e-5)
+    # the episode's own vector still counts when it is the better match
+    assert hit_ids(await episode_store.vector_search(ann, unit([1, 0, 0, 0]), 1)) == ["mixed"]
+    plain = await episode_store.vector_search(ann, unit([0, 1, 0, 0]), 10, derivatives=False)
+    assert hit_ids(plain) == ["whole", "mixed"]
+    assert [score for _, score in plain] == pytest.approx([0.8, 0.0], abs=1e-5)
+
+
+async def test_a_bad_sentence_vector_stores_nothing(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    bad = with_sentences(record("b", embedding=unit([1, 0, 0, 0])), [1.0, 0.0])
+    with pytest.raises(InvalidInputError) as raised:
+        await episode_store.add_episodes(ann, [record("a"), bad])
+    assert raised.value.field == "records.1.derivative_embeddings"
+    assert await episode_store.count_episodes(ann) == 0
+
+
+async def test_sentences_are_searched_only_inside_the_scope(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    sentence = unit([0, 0, 0, 1])
+    await episode_store.add_episodes(
+        ann, [with_sentences(record("secret", embedding=unit([1, 0, 0, 0])), sentence)]
+    )
+    await episode_store.add_episodes(bob, [record("public", embedding=unit([0, 1, 0, 0]))])
+    assert hit_ids(await episode_store.vector_search(bob, sentence, 5)) == ["public"]
+    assert hit_ids(await episode_store.vector_search(ann, sentence, 5)) == ["secret"]
+
+
+async def test_deleting_episodes_deletes_their_sentences(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    sentence = unit([0, 1, 0, 0])
+    batch = [
+        with_sentences(record(f"e{i}", embedding=unit([1, 0, 0, 0])), sentence) for i in range(3)
+    ]
+    await episode_store.add_episodes(ann, batch)
+    other = with_sentences(record("x0", embedding=unit([1, 0, 0, 0])), sentence)
+    await episode_store.add_episodes(ann.for_session("s2"), [other])
+    assert await episode_store.delete_episode(ann, "e0") is True
+    assert await episode_store.delete_episodes(ann.model_copy(update={"session_id": None})) == 3
+    # the same id written again without sentences does not inherit the old ones
+    await episode_store.add_episodes(ann, [record("e1", embedding=unit([1, 0, 0, 0]))])
+    hits = await episode_store.vector_search(ann, sentence, 5)
+    assert [score for _, score in hits] == pytest.approx([0.0], abs=1e-5)
+    run = getattr(episode_store, "_run", None)
+    if run is not None:  # graph stores: no sentence node outlives its episode
+        rows = await run("MATCH (d:Derivative) WHERE NOT ()-[:HAS_DERIVATIVE]->(d) RETURN count(d)")
+        assert rows[0][0] == 0
 
 
 async def test_a_lexical_store_has_no_vector_search(

@@ -1,0 +1,166 @@
+"""Each search stage of the manager, on the real embedded stores, switched on and off.
+
+Most tests run lexical-only (no embedder) so the fused order is fully determined by BM25 and
+the stage under test; the sentence test uses the shared MiniLM model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memmachine import Scope, open_manager
+from memmachine.config import EmbeddingSettings, RetrievalSettings, Settings
+from memmachine.manager import MemoryManager
+from memmachine.models import EpisodeHit, NewMessage
+
+T0 = datetime(2024, 3, 10, 18, 0, tzinfo=UTC)
+ALL_OFF = {
+    "inflections": False,
+    "sentence_derivatives": False,
+    "speaker_boost": 0.0,
+    "time_boost": 0.0,
+    "neighbour_weight": 0.0,
+}
+
+Open = Callable[..., AbstractAsyncContextManager[MemoryManager]]
+
+
+@pytest.fixture
+def open_memory(tmp_path: Path) -> Open:
+    def opener(
+        embedding: EmbeddingSettings | None = None, **retrieval: Any
+    ) -> AbstractAsyncContextManager[MemoryManager]:
+        settings = Settings(
+            data_dir=tmp_path,
+            embedding=embedding or EmbeddingSettings(provider="none"),
+            retrieval=RetrievalSettings(**{**ALL_OFF, **retrieval}),
+        )
+        return open_manager(settings)
+
+    return opener
+
+
+def say(speaker: str, content: str, when: datetime = T0) -> NewMessage:
+    return NewMessage(content=content, producer=speaker, timestamp=when)
+
+
+def contents(hits: Sequence[EpisodeHit]) -> list[str]:
+    return [hit.episode.content for hit in hits]
+
+
+async def store(memory: MemoryManager, session: str, *messages: NewMessage) -> None:
+    await memory.add_messages(Scope(user_id="u", session_id=session), messages, working=False)
+
+
+USER = Scope(user_id="u")
+
+
+async def test_a_named_speaker_ranks_their_own_turns_first(open_memory: Open) -> None:
+    messages = [
+        say("Melanie", "Caroline, Caroline, I painted a lake too", T0 + timedelta(minutes=1)),
+        say("Caroline", "I painted a lake at sunrise", T0),
+    ]
+    async with open_memory() as memory:
+        await store(memory, "s1", *messages)
+        off = await memory.search_episodes(USER, "Which lake did Caroline paint?", top_k=2)
+        memory.retrieval = memory.retrieval.model_copy(update={"speaker_boost": 0.5})
+        on = await memory.search_episodes(USER, "Which lake did Caroline paint?", top_k=2)
+    assert [hit.episode.producer for hit in off] == ["Melanie", "Caroline"]
+    assert [hit.episode.producer for hit in on] == ["Caroline", "Melanie"]
+    assert all(0.0 < hit.score <= 1.0 for hit in on)
+
+
+async def test_a_time_named_in_the_query_prefers_turns_from_then(open_memory: Open) -> None:
+    may = datetime(2024, 5, 20, tzinfo=UTC)
+    june = datetime(2024, 6, 5, tzinfo=UTC)
+    query = "which kettle did I get last month?"
+    async with open_memory(time_boost=0.5) as memory:
+        await store(memory, "may", say("ann", "bought a red kettle", may))
+        await store(memory, "june", say("ann", "bought a blue kettle", june))
+        # relative times are read against the newest memory (June 2024): May
+        on = await memory.search_episodes(USER, query)
+        memory.retrieval = memory.retrieval.model_copy(update={"time_boost": 0.0})
+        off = await memory.search_episodes(USER, query)
+    assert contents(on) == ["bought a red kettle", "bought a blue kettle"]
+    # without the boost equal matches come newest first
+    assert contents(off) == ["bought a blue kettle", "bought a red kettle"]
+
+
+async def test_the_turn_after_a_matching_question_is_found(open_memory: Open) -> None:
+    session = [
+        say("Melanie", "Have you chosen a topic to research?"),
+        say("Caroline", "Yes: adoption agencies for single parents.", T0 + timedelta(seconds=1)),
+        say("Melanie", "Nice. The weather is lovely today.", T0 + timedelta(seconds=2)),
+        say("Caroline", "Unrelated words about gardening tomatoes.", T0 + timedelta(seconds=3)),
+    ]
+    async with open_memory(neighbour_weight=0.5) as memory:
+        await store(memory, "s1", *session)
+        on = await memory.search_episodes(USER, "Which topic to research?", top_k=3)
+        memory.retrieval = memory.retrieval.model_copy(update={"neighbour_weight": 0.0})
+        off = await memory.search_episodes(USER, "Which topic to research?", top_k=3)
+    assert contents(off) == ["Have you chosen a topic to research?"]
+    assert contents(on)[:1] == ["Have you chosen a topic to research?"]
+    answer = on[1]
+    assert answer.episode.content == "Yes: adoption agencies for single parents."
+    assert answer.ranks == {"neighbour": 1}
+    assert not answer.context  # a result of its own, not an expansion
+    assert 0.0 < answer.score < on[0].score
+    # only the neighbours of matches join: nothing two turns away
+    assert "Unrelated words about gardening tomatoes." not in contents(on)
+
+
+async def test_neighbours_never_cross_the_scope(open_memory: Open) -> None:
+    async with open_memory(neighbour_weight=0.5) as memory:
+        await store(
+            memory,
+            "s1",
+            say("ann", "where is the tram stop"),
+            say("ann", "left of the bakery", T0 + timedelta(seconds=1)),
+        )
+        other = Scope(user_id="v", session_id="s1")
+        await memory.add_messages(other, [say("v", "tram tickets are sold here")], working=False)
+        hits = await memory.search_episodes(Scope(user_id="v"), "tram", top_k=5)
+    assert contents(hits) == ["tram tickets are sold here"]
+
+
+async def test_each_sentence_of_a_long_message_is_searchable(
+    open_memory: Open, model_dir: Path
+) -> None:
+    message = (
+        "We spent the whole weekend repainting the kitchen cabinets in a pale green. "
+        "Also, my sister Jane finally got married in Lisbon!"
+    )
+    local = EmbeddingSettings(provider="local", model=str(model_dir))
+    async with open_memory(local, sentence_derivatives=True) as memory:
+        await store(memory, "s1", say("ann", message))
+        assert memory.embedder is not None
+        (query,) = await memory.embedder.embed(["Where did Jane get married?"])
+        with_sentences = await memory.episodes.vector_search(USER, query, 1)
+        whole_only = await memory.episodes.vector_search(USER, query, 1, derivatives=False)
+        memory.retrieval = memory.retrieval.model_copy(update={"sentence_derivatives": False})
+        await store(memory, "s2", say("ann", message.replace("Jane", "Joan")))
+        (joan,) = await memory.embedder.embed(["Where did Joan get married?"])
+        plain = await memory.episodes.vector_search(Scope(user_id="u", session_id="s2"), joan, 1)
+        plain_off = await memory.episodes.vector_search(
+            Scope(user_id="u", session_id="s2"), joan, 1, derivatives=False
+        )
+    # the episode scores its best sentence, above the blurred whole message
+    assert with_sentences[0][1] > whole_only[0][1] + 0.03
+    # with the stage off no sentence vectors are written
+    assert plain[0][1] == pytest.approx(plain_off[0][1], abs=1e-6)
+
+
+async def test_full_text_finds_other_forms_of_a_word(open_memory: Open) -> None:
+    async with open_memory(inflections=True) as memory:
+        await store(memory, "s1", say("ann", "I painted the fence blue"))
+        on = await memory.search_episodes(USER, "What did they paint?")
+        memory.retrieval = memory.retrieval.model_copy(update={"inflections": False})
+        off = await memory.search_episodes(USER, "What did they paint?")
+    assert contents(on) == ["I painted the fence blue"]
+    assert off == []

@@ -1,0 +1,158 @@
+"""Query and message analysis behind search: time expressions, sentences, named speakers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memmachine.retrieval.derivatives import MAX_DERIVATIVES, split_sentences
+from memmachine.retrieval.speakers import named_speakers
+from memmachine.retrieval.temporal import time_ranges
+from memmachine.retrieval.terms import MAX_QUERY_TERMS, inflected_query
+
+#: A Friday.
+ANCHOR = datetime(2023, 6, 2, 15, 30, tzinfo=UTC)
+
+
+def spans(query: str, anchor: datetime = ANCHOR, **kwargs: timedelta) -> list[tuple[str, str]]:
+    return [
+        (r.start.date().isoformat(), r.end.date().isoformat())
+        for r in time_ranges(query, anchor, **kwargs)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What painting did she show on October 13, 2023?", [("2023-10-13", "2023-10-14")]),
+        ("What did Gina find on 1 February, 2023?", [("2023-02-01", "2023-02-02")]),
+        ("notes from 2023-02-28", [("2023-02-28", "2023-03-01")]),
+        ("What did Maria donate in December 2023?", [("2023-12-01", "2024-01-01")]),
+        ("What did they do in 2022?", [("2022-01-01", "2023-01-01")]),
+        # a month without a year: its latest occurrence not after the anchor
+        ("When did Melanie go camping in June?", [("2023-06-01", "2023-07-01")]),
+        ("What happened last May?", [("2023-05-01", "2023-06-01")]),
+        ("plans made in July", [("2022-07-01", "2022-08-01")]),
+        ("yesterday's call", [("2023-06-01", "2023-06-02")]),
+        ("what did we discuss last week", [("2023-05-22", "2023-05-29")]),
+        ("last weekend", [("2023-05-27", "2023-05-29")]),
+        ("last month", [("2023-05-01", "2023-06-01")]),
+        ("two weeks ago", [("2023-05-16", "2023-05-23")]),
+        ("3 days ago", [("2023-05-29", "2023-06-01")]),
+        # an impossible day still names its month
+        ("on 31 February 2023", [("2023-02-01", "2023-03-01")]),
+    ],
+)
+def test_time_expressions_resolve_against_the_anchor(
+    query: str, expected: list[tuple[str, str]]
+) -> None:
+    assert spans(query) == expected
+
+
+def test_a_named_day_after_before_anchors_relative_expressions() -> None:
+    # 10 April 2023 was a Monday: "the weekend before" is 8-9 April
+    assert spans("What did Maria do last weekend before April 10, 2023?") == [
+        ("2023-04-08", "2023-04-10"),
+        ("2023-04-10", "2023-04-11"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What may Caroline do next?",  # the verb, not the month
+        "Why do they march every spring?",
+        "What did Caroline research?",
+        "Room 2023 booking",
+    ],
+)
+def test_queries_without_a_time_name_none(query: str) -> None:
+    assert time_ranges(query, ANCHOR) == []
+
+
+def test_ranges_widen_by_the_slack_and_contain_their_moments() -> None:
+    (day,) = time_ranges("on 13 October 2023", ANCHOR, slack=timedelta(days=2))
+    assert (day.start.date().isoformat(), day.end.date().isoformat()) == (
+        "2023-10-11",
+        "2023-10-16",
+    )
+    assert datetime(2023, 10, 15, 23, 0, tzinfo=UTC) in day
+    assert datetime(2023, 10, 15, 23, 0) in day  # naive = UTC
+    assert datetime(2023, 10, 16, tzinfo=UTC) not in day
+
+
+def test_a_naive_anchor_is_utc() -> None:
+    assert spans("yesterday", ANCHOR.replace(tzinfo=None)) == [("2023-06-01", "2023-06-02")]
+
+
+def test_multi_sentence_messages_split_into_sentences() -> None:
+    assert split_sentences(
+        "Hey Mel! Good to see you. I went to St. Louis with Dr. Smith last week. "
+        "Also, I started pottery! [shares image: a bowl on a wheel]"
+    ) == [
+        "Hey Mel! Good to see you.",
+        "I went to St. Louis with Dr. Smith last week.",
+        "Also, I started pottery!",
+        "shares image: a bowl on a wheel",
+    ]
+
+
+def test_paragraphs_and_list_items_are_sentences() -> None:
+    assert split_sentences("Shopping list\n- eggs and milk\n- a new kettle") == [
+        "Shopping list",
+        "- eggs and milk",
+        "- a new kettle",
+    ]
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["Just one sentence here.", "Wow. Great!", "ok", "The price is 3.5 dollars. Ok."],
+)
+def test_a_single_sentence_has_no_derivatives(content: str) -> None:
+    assert split_sentences(content) == []
+
+
+def test_a_captioned_photo_is_two_sentences() -> None:
+    assert split_sentences("Look at this! [shares image: a sunset over a lake]") == [
+        "Look at this!",
+        "shares image: a sunset over a lake",
+    ]
+
+
+def test_sentences_are_capped() -> None:
+    content = " ".join(f"Sentence number {i} is here." for i in range(40))
+    sentences = split_sentences(content)
+    assert len(sentences) == MAX_DERIVATIVES
+    assert sentences[0] == "Sentence number 0 is here."
+
+
+def test_named_speakers_match_whole_names_and_first_names() -> None:
+    speakers = ["Caroline", "Melanie", "Jon Snow", "assistant"]
+    assert named_speakers("What did Caroline's mom give her?", speakers) == {"Caroline"}
+    assert named_speakers("Where did jon go?", speakers) == {"Jon Snow"}
+    assert named_speakers("How do Caroline and Melanie know each other?", speakers) == {
+        "Caroline",
+        "Melanie",
+    }
+    assert named_speakers("What did Carolineville build?", speakers) == set()
+    assert named_speakers("What did she say?", speakers) == set()
+
+
+def test_inflected_queries_also_ask_for_other_forms_of_each_word() -> None:
+    assert inflected_query("What did Caroline paint?").split()[:2] == ["caroline", "paint"]
+    assert {"painted", "painting"} <= set(inflected_query("What did Caroline paint?").split())
+    assert {"hike", "hiked"} <= set(inflected_query("Who went hiking?").split())
+    assert {"shop", "shopped"} <= set(inflected_query("shopping").split())
+    assert {"bake", "baking"} <= set(inflected_query("baked").split())
+    # short words, numbers and stopwords bring no variants
+    assert inflected_query("Did you go to 2023 ski?") == "go 2023 ski"
+    assert inflected_query("the and of") == ""
+
+
+def test_an_inflected_query_keeps_its_own_terms_within_the_cap() -> None:
+    words = [f"word{chr(97 + i)}{chr(97 + j)}" for i in range(3) for j in range(10)]
+    terms = inflected_query(" ".join(words)).split()
+    assert len(terms) == MAX_QUERY_TERMS
+    assert terms[: len(words)] == words
