@@ -10,6 +10,7 @@ schema.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -162,7 +163,8 @@ class CypherEpisodeStore(Lifecycle):
             vector = self._dialect.vector_value("r.embedding")
             part = self._dialect.vector_value("v")
             embedding = (
-                f"SET e.embedding = CASE WHEN r.embedding IS NULL THEN NULL ELSE {vector} END "
+                f"SET e.embedding = CASE WHEN r.embedding IS NULL THEN NULL ELSE {vector} END, "
+                "e.derivative_count = size(coalesce(r.derivatives, [])) "
                 "FOREACH (v IN r.derivatives | "
                 f"CREATE (e)-[:HAS_DERIVATIVE]->(:Derivative {{embedding: {part}}}))"
             )
@@ -387,33 +389,53 @@ class CypherEpisodeStore(Lifecycle):
         self, scope: Scope, embedding: Sequence[float], k: int, *, derivatives: bool = True
     ) -> list[tuple[Episode, float]]:
         """The ``k`` in-scope episodes most similar to ``embedding`` (exact cosine scan); with
-        ``derivatives`` an episode scores the best of its own and its sentences' vectors."""
+        ``derivatives`` an episode scores the best of its own and its sentences' vectors.
+
+        Two scans, merged: the episodes' own vectors, and the sentence vectors of only the
+        episodes that have some (``derivative_count`` > 0). The merge is exact: an episode
+        in the true top ``k`` by its best score is in the top ``k`` of the scan its best
+        score comes from."""
         if self._dimensions is None or k <= 0:
             return []
         vector = _checked_vector(embedding, self._dimensions, "embedding")
         where, params = scope_predicate("e", scope)
-        similarity = self._dialect.cosine_similarity("e.embedding", "vector")
-        best = ""
+        values = {**params, "vector": vector, "k": k}
+        own = self._dialect.cosine_similarity("e.embedding", "vector")
+        scans = [
+            self._run(
+                f"""
+                MATCH (e:Episode) WHERE {where} AND e.embedding IS NOT NULL
+                WITH e, {own} AS score
+                ORDER BY score DESC, e.id ASC LIMIT $k
+                RETURN {_columns("e")}, score
+                """,
+                values,
+                read_only=True,
+            )
+        ]
         if derivatives:
             part = self._dialect.cosine_similarity("x.embedding", "vector")
-            best = f"""
-            OPTIONAL MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative)
-            WITH e, own, max({part}) AS sentence
-            WITH e, CASE WHEN sentence IS NULL OR own >= sentence THEN own ELSE sentence END
-                 AS own"""
-        rows = await self._run(
-            f"""
-            MATCH (e:Episode) WHERE {where} AND e.embedding IS NOT NULL
-            WITH e, {similarity} AS own{best}
-            WITH e, own AS score
-            ORDER BY score DESC, e.id ASC LIMIT $k
-            RETURN {_columns("e")}, score
-            """,
-            {**params, "vector": vector, "k": k},
-            read_only=True,
-        )
-        hits = [(_episode_from_row(row), float(row[-1])) for row in rows]
-        return sorted(hits, key=lambda hit: -hit[1])
+            scans.append(
+                self._run(
+                    f"""
+                    MATCH (e:Episode) WHERE {where} AND e.derivative_count > 0
+                    MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative)
+                    WITH e, max({part}) AS score
+                    ORDER BY score DESC, e.id ASC LIMIT $k
+                    RETURN {_columns("e")}, score
+                    """,
+                    values,
+                    read_only=True,
+                )
+            )
+        best: dict[str, tuple[Episode, float]] = {}
+        for rows in await asyncio.gather(*scans):
+            for row in rows:
+                episode, score = _episode_from_row(row), float(row[-1])
+                if episode.id not in best or score > best[episode.id][1]:
+                    best[episode.id] = (episode, score)
+        ranked = sorted(best.values(), key=lambda hit: (-hit[1], hit[0].id))
+        return ranked[:k]
 
     async def fulltext_search(
         self, scope: Scope, query: str, k: int
