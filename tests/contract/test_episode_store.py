@@ -576,6 +576,24 @@ async def test_an_episode_scores_the_best_of_its_sentences_once(
     assert [score for _, score in plain] == pytest.approx([0.8, 0.0], abs=1e-5)
 
 
+async def test_an_episode_with_many_close_sentences_does_not_crowd_out_the_next(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    # "chatty" has twelve sentences, all closer to the query than "terse"'s one.
+    close = [unit([1, 0.01 * n, 0, 0]) for n in range(12)]
+    await episode_store.add_episodes(
+        ann,
+        [
+            with_sentences(record("chatty", embedding=unit([0, 0, 0, 1])), *close),
+            with_sentences(record("terse", embedding=unit([0, 0, 1, 0])), unit([1, 0.5, 0, 0])),
+            record("far", embedding=unit([0, 0, 1, 1])),
+        ],
+    )
+    hits = await episode_store.vector_search(ann, unit([1, 0, 0, 0]), 2)
+    assert hit_ids(hits) == ["chatty", "terse"]
+    assert hits[1][1] == pytest.approx(1 / (1.25**0.5), abs=1e-5)
+
+
 async def test_a_bad_sentence_vector_stores_nothing(
     episode_store: EpisodeStore, ann: Scope
 ) -> None:
