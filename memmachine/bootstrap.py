@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
     from memmachine.agent_state import StateBackend
+    from memmachine.memory_types import MemoryTypeRegistry
 
 # Adapters are imported inside the functions that choose them, so importing memmachine
 # loads no driver and no model runtime until a manager is actually built.
@@ -134,6 +135,7 @@ def _wire(
     profile = _profile_store(profile_url, settings)
     working = _working_store(working_url, embedded, settings)
     jobs = _job_queue(working_url, embedded, settings)
+    memory_types = _memory_types(settings, working_url, embedded)
     language_model, llm_off_reason = build_language_model(settings.llm)
     return MemoryManager(
         episodes=episodes,
@@ -155,7 +157,34 @@ def _wire(
         compaction=settings.compaction,
         job_max_attempts=settings.jobs.max_attempts,
         extraction=settings.extraction,
+        memory_types=memory_types,
     )
+
+
+def _memory_types(
+    settings: Settings, working_url: str | None, embedded: EmbeddedFalkorDBServer | None
+) -> MemoryTypeRegistry:
+    """The custom memory types of the ``memmachine.memory_types`` entry points and
+    ``MEMMACHINE_MEMORY_TYPES`` (a bad registration is a ``ConfigurationError``), with their
+    record backend per ``MEMMACHINE_MEMORY_TYPES_STORE``: SQLite ``<data dir>/memory_types.db``,
+    or the working store's Redis."""
+    from memmachine.memory_types import MemoryTypeRegistry, discover_memory_types
+    from memmachine.safety.pii import Redactor
+
+    sources = discover_memory_types(settings.memory_types)
+    if not sources:
+        return MemoryTypeRegistry()
+    backend: StateBackend
+    if settings.memory_types_store == "redis":
+        # The working store's URL and password, or the embedded server.
+        url = None if working_url is not None or embedded is None else embedded.url
+        backend = build_state_backend(settings, "redis", location=url)
+    else:
+        path = settings.data_dir.expanduser().resolve() / "memory_types.db"
+        backend = build_state_backend(settings, "sqlite", location=str(path))
+    safety = settings.safety
+    redactor = Redactor(safety.pii_kinds) if safety.redact_pii else None
+    return MemoryTypeRegistry(sources, backend, redactor=redactor)
 
 
 def _check_schemes(episode: str | None, profile: str | None, working: str | None) -> None:
@@ -483,6 +512,11 @@ def _targets(manager: MemoryManager, settings: Settings) -> dict[int, tuple[str,
     if manager.jobs is not None:
         jobs = _secret(settings.jobs.url) or working
         targets[id(manager.jobs)] = ("job queue", url_address(jobs) if jobs else embedded)
+    if settings.memory_types_store == "redis":
+        records = url_address(working) if working else embedded
+    else:
+        records = str(data_dir / "memory_types.db")
+    targets[id(manager.memory_types)] = ("custom memory type store", records)
     return targets
 
 

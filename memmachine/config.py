@@ -556,6 +556,24 @@ class Settings(_Section):
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
 
+    #: Custom memory types to serve (:mod:`memmachine.memory_types`), besides those of the
+    #: ``memmachine.memory_types`` entry points: ``module:Class`` references, a JSON list or
+    #: comma separated (``MEMMACHINE_MEMORY_TYPES=my_pkg.types:ReadingList``).
+    memory_types: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: Where custom types keep their records: ``sqlite`` (``<data dir>/memory_types.db``) or
+    #: ``redis`` (the working store's server, embedded or ``MEMMACHINE_WORKING_STORE_URL``).
+    memory_types_store: Literal["sqlite", "redis"] = "sqlite"
+
+    @field_validator("memory_types", mode="before")
+    @classmethod
+    def _split_memory_types(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
     def api_key_tenants(self) -> dict[str, str]:
         """Parse ``api_keys`` into {key: tenant}; empty when auth is off."""
         if self.api_keys is None:

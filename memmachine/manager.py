@@ -36,6 +36,7 @@ from memmachine.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from memmachine.memory_types import MemoryTypeRegistry
 from memmachine.models import (
     ID_PATTERN,
     EmbedderStatus,
@@ -119,6 +120,7 @@ class MemoryManager:
         compaction: CompactionSettings | None = None,
         job_max_attempts: int = 5,
         extraction: ExtractionSettings | None = None,
+        memory_types: MemoryTypeRegistry | None = None,
     ) -> None:
         self.episodes = episodes
         self.profile = profile
@@ -148,6 +150,9 @@ class MemoryManager:
         self.compaction = compaction or CompactionSettings()
         self.extraction = extraction or ExtractionSettings()
         self._llm_started = False
+        #: Custom memory types (:mod:`memmachine.memory_types`), started as a resource.
+        self.memory_types = memory_types if memory_types is not None else MemoryTypeRegistry()
+        self._resources.append(self.memory_types)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -967,12 +972,14 @@ class MemoryManager:
                 return ids
 
     async def forget_user(self, scope: Scope) -> ForgetReport:
-        """Remove everything stored for the user, in all three stores."""
+        """Remove everything stored for the user, in all three stores and in every
+        custom memory type."""
         user_scope = scope.user_scope()
-        episodes, facts, sessions = await asyncio.gather(
+        episodes, facts, sessions, _ = await asyncio.gather(
             self.episodes.delete_episodes(user_scope),
             self.profile.delete_facts(user_scope),
             self.working.delete_user(user_scope),
+            self.memory_types.forget_user(user_scope),
         )
         return ForgetReport(
             episodes_deleted=episodes, facts_deleted=facts, sessions_deleted=sessions

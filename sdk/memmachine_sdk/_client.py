@@ -9,7 +9,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
@@ -468,6 +468,47 @@ class Client(_Base):
         call = self._calls.execute_tool(tool_call, user_id=user_id, session_id=session_id)
         return self._get(call).model_dump()
 
+    def memory_types(self) -> list[m.MemoryTypeOut]:
+        """The server's custom memory types, with the JSON schemas of their input."""
+        return self._get(self._calls.memory_types()).types
+
+    def store_custom(
+        self,
+        name: str,
+        input: BaseModel | Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+    ) -> Any:
+        """Run custom memory type ``name``'s ``store`` with ``input``; returns its result
+        (JSON data). ``NotFoundError`` for an unknown type, ``InvalidInputError`` naming
+        ``input.<field>`` for input the type refuses. Not retried after a timeout."""
+        ids = {"agent_id": agent_id, "group_id": group_id}
+        call = self._calls.custom(
+            name, "store", input, user_id=user_id, session_id=session_id, **ids
+        )
+        return self._get(call).result
+
+    def retrieve_custom(
+        self,
+        name: str,
+        input: BaseModel | Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+    ) -> Any:
+        """Run custom memory type ``name``'s ``retrieve`` with ``input``; returns its result
+        (JSON data). Retried like any read."""
+        ids = {"agent_id": agent_id, "group_id": group_id}
+        call = self._calls.custom(
+            name, "retrieve", input, user_id=user_id, session_id=session_id, **ids
+        )
+        return self._get(call).result
+
 
 class AsyncClient(_Base):
     """Asyncio client with the same constructor and methods as :class:`Client`, awaited;
@@ -766,6 +807,44 @@ class AsyncClient(_Base):
         append to the conversation."""
         call = self._calls.execute_tool(tool_call, user_id=user_id, session_id=session_id)
         return (await self._get(call)).model_dump()
+
+    async def memory_types(self) -> list[m.MemoryTypeOut]:
+        """The server's custom memory types, with the JSON schemas of their input."""
+        return (await self._get(self._calls.memory_types())).types
+
+    async def store_custom(
+        self,
+        name: str,
+        input: BaseModel | Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+    ) -> Any:
+        """See :meth:`Client.store_custom`."""
+        ids = {"agent_id": agent_id, "group_id": group_id}
+        call = self._calls.custom(
+            name, "store", input, user_id=user_id, session_id=session_id, **ids
+        )
+        return (await self._get(call)).result
+
+    async def retrieve_custom(
+        self,
+        name: str,
+        input: BaseModel | Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+    ) -> Any:
+        """See :meth:`Client.retrieve_custom`."""
+        ids = {"agent_id": agent_id, "group_id": group_id}
+        call = self._calls.custom(
+            name, "retrieve", input, user_id=user_id, session_id=session_id, **ids
+        )
+        return (await self._get(call)).result
 
 
 #: The names the client had before ``Client`` / ``AsyncClient``; same classes.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
@@ -317,3 +317,25 @@ class Requests:
             **self._scope(user_id=user_id, session_id=session_id),
         )
         return Call("POST", "/v1/tools/execute", m.ToolMessageOut, json=_body(request))
+
+    def memory_types(self) -> Call[m.MemoryTypesResponse]:
+        return Call("GET", "/v1/memory-types", m.MemoryTypesResponse)
+
+    def custom(
+        self,
+        name: str,
+        action: Literal["store", "retrieve"],
+        input: BaseModel | Mapping[str, Any] | None,
+        **ids: str | None,
+    ) -> Call[m.CustomMemoryResponse]:
+        """A call of custom memory type ``name``; ``input`` (a pydantic model or a mapping)
+        is sent as JSON and validated by the server against the type's model."""
+        if isinstance(input, BaseModel):
+            data: Any = input.model_dump(mode="json")
+        else:
+            data = {} if input is None else dict(input)
+        request = validate(m.CustomMemoryRequest, input=data, **self._scope(**ids))
+        path = f"/v1/memory-types/{_seg(name)}/{action}"
+        # A retrieve only reads; a store may not be repeatable (the type decides).
+        safe = action == "retrieve"
+        return Call("POST", path, m.CustomMemoryResponse, json=_body(request), idempotent=safe)

@@ -23,7 +23,7 @@ from memmachine_server.errors import install_error_handlers
 from memmachine_server.keyring import Keyring
 from memmachine_server.limits import BodySizeLimit
 from memmachine_server.mcp_server import MCP_PATH, McpHttpEndpoint, scope_defaults
-from memmachine_server.routes import admin, jobs, memories, profile, prompt, sessions
+from memmachine_server.routes import admin, custom, jobs, memories, profile, prompt, sessions
 from memmachine_server.state import AppState, manager_of
 
 log = logging.getLogger("memmachine.server")
@@ -99,6 +99,7 @@ def create_app(
     app.include_router(prompt.router)
     app.include_router(jobs.router)
     app.include_router(admin.router)
+    app.include_router(custom.router)
     mcp = McpHttpEndpoint(scope_defaults(os.environ), version=package_version())
     app.router.routes.append(Route(MCP_PATH, endpoint=mcp, include_in_schema=False))
     return app

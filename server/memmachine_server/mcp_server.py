@@ -60,6 +60,7 @@ from memmachine.models import FactRecord, MemoryType, Scope
 from memmachine.prompting import build_memory_prompt
 from memmachine_sdk import models as wire
 from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
+from memmachine_server.routes.custom import memory_types_out
 from memmachine_server.scope import Principal, principal_of, read_tenant, write_tenant
 from memmachine_server.state import AppState
 
@@ -100,6 +101,9 @@ TOOL_NAMES = (
     "set_state",
     "memory_prompt",
     "forget",
+    "list_memory_types",
+    "store_custom_memory",
+    "retrieve_custom_memory",
 )
 
 
@@ -180,6 +184,19 @@ EpisodeIdArg = Annotated[
     str, Field(min_length=1, max_length=128, description="The episode id add_memory returned.")
 ]
 TopKArg = Annotated[int, Field(ge=1, description="How many episodic and profile hits to return.")]
+MemoryTypeArg = Annotated[
+    str,
+    Field(min_length=1, max_length=64, description="A custom memory type's name."),
+]
+CustomInputArg = Annotated[
+    dict[str, Any],
+    Field(
+        description=(
+            "The type's input, an object matching its store_schema (for store) or "
+            "retrieve_schema (for retrieve) as list_memory_types shows them."
+        )
+    ),
+]
 
 
 # ----------------------------------------------------------------- descriptions
@@ -240,6 +257,22 @@ _DESCRIPTIONS: Mapping[str, str] = {
         "erases everything stored for the user (all episodes, facts and sessions). Cannot be "
         "undone. Returns how many episodes, facts and sessions were deleted."
     ),
+    "list_memory_types": (
+        "List the custom memory types this server has (beyond episodic, profile and working "
+        "memory): each one's name, description, the JSON schemas of its store and retrieve "
+        "input, and which ids besides the user it needs (partition_by). Read-only."
+    ),
+    "store_custom_memory": (
+        "Store into a custom memory type of the user: `memory_type` names it and `input` must "
+        "match its store_schema (see list_memory_types). Fails with not_found for an unknown "
+        "type and invalid_input naming input.<field> for input it refuses. Returns the "
+        "type's result."
+    ),
+    "retrieve_custom_memory": (
+        "Read from a custom memory type of the user: `memory_type` names it and `input` must "
+        "match its retrieve_schema (see list_memory_types). Read-only. Returns the type's "
+        "result."
+    ),
 }
 
 
@@ -268,6 +301,9 @@ _ANNOTATIONS: Mapping[str, ToolAnnotations] = {
     ),
     "memory_prompt": _annotations("Build a memory prompt", read_only=True),
     "forget": _annotations("Forget a session or user", read_only=False, destructive=True),
+    "list_memory_types": _annotations("List custom memory types", read_only=True),
+    "store_custom_memory": _annotations("Store custom memory", read_only=False),
+    "retrieve_custom_memory": _annotations("Retrieve custom memory", read_only=True),
 }
 
 
@@ -650,6 +686,77 @@ class _MemoryTools:
                 manager, scope = self._begin(ctx, {"user_id": user_id}, write=True)
                 report = await manager.forget_user(scope)
             return wire.ForgetResponse.model_validate(report.model_dump())
+
+    async def list_memory_types(
+        self,
+        ctx: Context,
+        memory_type: Annotated[
+            str | None,
+            Field(description="Only this type (not_found when unknown); all when omitted."),
+        ] = None,
+    ) -> wire.MemoryTypesResponse:
+        with _tool_errors():
+            caller = self._resolve_caller(ctx)
+            read_tenant(caller.principal)
+            registry = caller.manager.memory_types
+            listing = memory_types_out(registry)
+            if memory_type is not None:
+                registry.get(memory_type)  # not_found naming it
+                listing.types = [item for item in listing.types if item.name == memory_type]
+            return listing
+
+    async def store_custom_memory(
+        self,
+        ctx: Context,
+        memory_type: MemoryTypeArg,
+        input: CustomInputArg,
+        user_id: UserIdArg = None,
+        session_id: SessionIdArg = None,
+        agent_id: AgentIdArg = None,
+        group_id: GroupIdArg = None,
+    ) -> wire.CustomMemoryResponse:
+        return await self._custom(
+            ctx, "store", memory_type, input, user_id, session_id, agent_id, group_id
+        )
+
+    async def retrieve_custom_memory(
+        self,
+        ctx: Context,
+        memory_type: MemoryTypeArg,
+        input: CustomInputArg | None = None,
+        user_id: UserIdArg = None,
+        session_id: SessionIdArg = None,
+        agent_id: AgentIdArg = None,
+        group_id: GroupIdArg = None,
+    ) -> wire.CustomMemoryResponse:
+        return await self._custom(
+            ctx, "retrieve", memory_type, input or {}, user_id, session_id, agent_id, group_id
+        )
+
+    async def _custom(
+        self,
+        ctx: Context,
+        action: Literal["store", "retrieve"],
+        memory_type: str,
+        payload: dict[str, Any],
+        user_id: str | None,
+        session_id: str | None,
+        agent_id: str | None,
+        group_id: str | None,
+    ) -> wire.CustomMemoryResponse:
+        """Run a custom type's ``store`` / ``retrieve`` (see :mod:`memmachine.memory_types`)."""
+        with _tool_errors():
+            ids = {
+                "user_id": user_id,
+                "session_id": session_id,
+                "agent_id": agent_id,
+                "group_id": group_id,
+            }
+            manager, scope = self._begin(ctx, ids, write=action == "store")
+            registry = manager.memory_types
+            run = registry.store if action == "store" else registry.retrieve
+            result = await run(memory_type, scope, payload, field_prefix="input")
+            return wire.CustomMemoryResponse(type=memory_type, result=result)
 
 
 def build_mcp_server(

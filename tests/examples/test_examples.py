@@ -186,6 +186,16 @@ def test_quickstart_still_runs(model_dir: Path, tmp_path: Path) -> None:
     assert processes_in(data_dir) == []
 
 
+def test_custom_memory_type_example_recalls_its_records_after_a_restart() -> None:
+    result = run("custom_memory_type", example_env(None))
+    out = result.stdout
+    assert result.returncode == 0, f"{out}\n{result.stderr}"
+    assert out.rstrip().splitlines()[-1] == "RESULT custom_memory_type: ok", out
+    _, restart, after = out.partition(RESTART)
+    assert restart, out
+    assert "recalled 'The Left Hand of Darkness' by Ursula K. Le Guin (to_read)" in after
+
+
 def scripted_model(request: ChatRequest) -> str:
     """The loopback model: a fixed chat reply; for extraction, one fact about the account;
     for consolidation, no decisions (so new facts are created)."""
