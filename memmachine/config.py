@@ -95,6 +95,16 @@ def _read_config_file() -> dict[str, Any]:
     return data
 
 
+def _split_list(value: Any) -> Any:
+    """A list setting given as text: a JSON list, or comma-separated items."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
 class _YamlFileSource(PydanticBaseSettingsSource):
     """One settings class's share of the YAML file: the whole file minus the nested sections
     for :class:`Settings`, or the mapping under ``section`` for a nested section class."""
@@ -375,12 +385,7 @@ class SafetySettings(_Section):
     @field_validator("pii_kinds", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [part.strip() for part in text.split(",") if part.strip()]
-        return value
+        return _split_list(value)
 
     @field_validator("pii_kinds")
     @classmethod
@@ -567,12 +572,7 @@ class Settings(_Section):
     @field_validator("memory_types", mode="before")
     @classmethod
     def _split_memory_types(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [part.strip() for part in text.split(",") if part.strip()]
-        return value
+        return _split_list(value)
 
     def api_key_tenants(self) -> dict[str, str]:
         """Parse ``api_keys`` into {key: tenant}; empty when auth is off."""

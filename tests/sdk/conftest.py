@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,16 +16,17 @@ from typing import Any
 import pytest
 import uvicorn
 
+from memmachine import Settings
 from memmachine_server.app import create_app
 from tests.server.conftest import make_settings
 
 
-@pytest.fixture(scope="module")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def live_server(settings: Settings) -> Iterator[str]:
+    """The real app served by uvicorn on a free loopback port, in a thread; its base URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings = make_settings(tmp_path_factory.mktemp("sdk"), api_keys="sdk-key=t1")
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -34,9 +36,17 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the test server did not start")
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=30)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with live_server(make_settings(tmp_path_factory.mktemp("sdk"), api_keys="sdk-key=t1")) as url:
+        yield url
 
 
 @dataclass

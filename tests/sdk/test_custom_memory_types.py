@@ -3,18 +3,14 @@ example reading list registered through ``MEMMACHINE_MEMORY_TYPES``."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
 from examples.custom_memory_type import AddBook, Book, FindBooks
 from memmachine_sdk import AsyncClient, Client
 from memmachine_sdk.errors import InvalidInputError, NotFoundError
-from memmachine_server.app import create_app
+from tests.sdk.conftest import live_server
 from tests.server.conftest import make_settings
 
 KEY = "types-key"
@@ -22,26 +18,13 @@ KEY = "types-key"
 
 @pytest.fixture(scope="module")
 def types_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     settings = make_settings(
         tmp_path_factory.mktemp("sdk-types"),
         api_keys=f"{KEY}=t1",
         memory_types=["examples.custom_memory_type:ReadingList"],
     )
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=30)
+    with live_server(settings) as url:
+        yield url
 
 
 def test_list_store_and_retrieve_with_the_blocking_client(types_url: str) -> None:
