@@ -1,15 +1,26 @@
-"""Local embedder throughput: fp32 against qint8 ONNX, at two batch sizes, in one run.
+"""Local embedder variants side by side, and ingestion through the real write path, in one run.
 
-Embeds the first N LoCoMo turns (bare ``text``, in conversation/session order) with
-:class:`~memmachine.adapters.onnx_embedder.OnnxEmbedder` through its public async API, so
-the numbers include tokenising, padding, pooling and the worker-thread hand-over. The four
-configurations are measured round-robin, ``--repeats`` times each, after one warm-up call,
-and the median is reported; the qint8/fp32 ratio comes from the same run because the machine
-is noisy.
+Part 1, the embedder alone (:class:`~memmachine.adapters.onnx_embedder.OnnxEmbedder`
+through its public async API, so tokenising, padding, pooling and the worker-thread
+hand-over are included). Every variant embeds the first ``--n`` LoCoMo turns (bare text),
+round-robin, ``--repeats`` rounds after a warm-up; reported: texts/s (median round), CPU
+seconds per 1,000 texts (this process, all threads), single-query latency p50/p95 over
+``--queries`` LoCoMo questions embedded one at a time (query cache off, interleaved across
+variants), and the cosine of each variant's vectors to the fp32 model's (mean, 5th
+percentile, minimum), plus "alone vs batch": the lowest cosine between a text embedded on
+its own and the same text embedded in the batched run (1.0 when batch mates do not matter).
+
+Part 2, ingestion: ``MemoryManager.add_messages`` with embedded stores (FalkorDB child +
+SQLite in a fresh temp data dir per row), the first ``--episodes`` LoCoMo turns in calls of
+``--call-size`` messages (``working=False``, no extraction), so each episode is embedded
+with its ``"<date> <speaker>:"`` context and, for multi-sentence turns, once per sentence.
+The "store path only" row replays the vectors the fp32 row computed (same texts, same
+vectors, no model run): the same run's ceiling for any embedder. CPU = this process plus
+the FalkorDB child, from ``/proc``.
 
     uv run python bench/embedder_throughput.py
-    uv run python bench/embedder_throughput.py --model ../shared/models/all-MiniLM-L6-v2 \
-        --data ../shared/bench/locomo_public.json --n 1000 --repeats 3 --threads 0
+    uv run python bench/embedder_throughput.py --n 1000 --repeats 3 --queries 200 \
+        --episodes 1000 --model ../shared/models/all-MiniLM-L6-v2
 """
 
 from __future__ import annotations
@@ -21,96 +32,355 @@ import os
 import platform
 import re
 import statistics
+import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import onnxruntime as ort
 
-from memmachine.adapters.onnx_embedder import OnnxEmbedder
+from memmachine import Scope, open_manager
+from memmachine.adapters.onnx_embedder import OnnxEmbedder, Quantize, available_cpus
+from memmachine.config import EmbeddingSettings, Settings
+from memmachine.models import NewMessage
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo_public.json"
 DEFAULT_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2"
-VARIANTS = {"fp32": "onnx/model.onnx", "qint8": "onnx/model_qint8.onnx"}
-BATCH_SIZES = (16, 64)
 SESSION_KEY = re.compile(r"^session_(\d+)$")
+DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 
 
-def load_turns(path: Path, n: int) -> list[str]:
-    """The first ``n`` turn texts of the LoCoMo file, conversation by conversation."""
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    onnx_file: str = "onnx/model.onnx"
+    quantize: Quantize = "none"
+    workers: int = 0
+    threads: int = 0
+
+
+VARIANTS = (
+    Variant("fp32, one batch at a time on all CPUs", workers=1),
+    Variant("fp32"),
+    Variant("qint8 (published model_qint8.onnx)", onnx_file="onnx/model_qint8.onnx"),
+    Variant("int8 (own per-channel copy)", quantize="int8"),
+)
+INGEST_VARIANTS = (VARIANTS[1], VARIANTS[3], VARIANTS[2])
+
+
+@dataclass(frozen=True)
+class Turn:
+    sample: str
+    session: int
+    speaker: str
+    text: str
+    timestamp: datetime
+
+
+def load_locomo(path: Path) -> tuple[list[Turn], list[str]]:
+    """Every turn (conversation by conversation, sessions in order) and every question."""
     conversations = json.loads(path.read_text(encoding="utf-8"))
-    texts: list[str] = []
+    turns: list[Turn] = []
+    questions: list[str] = []
     for conversation in conversations:
         sessions = conversation["conversation"]
         numbers = sorted(
             int(m.group(1)) for key in sessions if (m := SESSION_KEY.match(key)) is not None
         )
         for number in numbers:
-            texts.extend(turn["text"] for turn in sessions[f"session_{number}"])
-            if len(texts) >= n:
-                return texts[:n]
-    return texts
+            when = datetime.strptime(sessions[f"session_{number}_date_time"], DATE_FORMAT)
+            for turn in sessions[f"session_{number}"]:
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    text = f"{text} [shares image: {turn['blip_caption']}]"
+                turns.append(Turn(conversation["sample_id"], number, turn["speaker"], text, when))
+        questions.extend(str(qa["question"]) for qa in conversation["qa"])
+    return turns, questions
 
 
-async def measure(
-    model_dir: Path, texts: list[str], repeats: int, threads: int
-) -> dict[tuple[str, int], list[float]]:
-    """Sentences per second for every (variant, batch size), ``repeats`` rounds each."""
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of ``pid`` (``/proc``), 0.0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+# ---------------------------------------------------------------------- part 1
+
+
+async def measure_embedders(
+    args: argparse.Namespace, texts: list[str], questions: list[str]
+) -> dict[str, dict[str, Any]]:
     embedders = {
-        (variant, batch): OnnxEmbedder(
-            model_dir, onnx_file=onnx_file, batch_size=batch, threads=threads
+        v.label: OnnxEmbedder(
+            args.model,
+            onnx_file=v.onnx_file,
+            quantize=v.quantize,
+            workers=v.workers,
+            threads=v.threads,
+            batch_size=args.batch,
+            cache_dir=args.cache_dir,
+            query_cache_size=0,
         )
-        for variant, onnx_file in VARIANTS.items()
-        for batch in BATCH_SIZES
+        for v in VARIANTS
     }
     for embedder in embedders.values():
         await embedder.start()
         await embedder.embed(texts[:64])  # warm-up
-    rates: dict[tuple[str, int], list[float]] = {key: [] for key in embedders}
-    for _ in range(repeats):
-        for key, embedder in embedders.items():
-            started = time.perf_counter()
-            vectors = await embedder.embed(texts)
-            elapsed = time.perf_counter() - started
-            assert len(vectors) == len(texts)
-            rates[key].append(len(texts) / elapsed)
-    for embedder in embedders.values():
+    rates: dict[str, list[float]] = {label: [] for label in embedders}
+    cpu: dict[str, list[float]] = {label: [] for label in embedders}
+    vectors: dict[str, np.ndarray] = {}
+    for _ in range(args.repeats):
+        for label, embedder in embedders.items():
+            wall, started = time.perf_counter(), time.process_time()
+            out = await embedder.embed(texts)
+            cpu[label].append((time.process_time() - started) / len(texts) * 1000)
+            rates[label].append(len(texts) / (time.perf_counter() - wall))
+            vectors[label] = np.asarray(out)
+    latency: dict[str, list[float]] = {label: [] for label in embedders}
+    latency_cpu: dict[str, float] = dict.fromkeys(embedders, 0.0)
+    for question in questions:
+        for label, embedder in embedders.items():
+            wall, started = time.perf_counter(), time.process_time()
+            await embedder.embed([question])
+            latency[label].append((time.perf_counter() - wall) * 1000)
+            latency_cpu[label] += time.process_time() - started
+    reference = vectors[VARIANTS[0].label]
+    results: dict[str, dict[str, Any]] = {}
+    for label, embedder in embedders.items():
+        alone = np.asarray([(await embedder.embed([t]))[0] for t in texts[: args.alone]])
+        cosines = (vectors[label] * reference).sum(axis=1)
+        results[label] = {
+            "texts_per_s": statistics.median(rates[label]),
+            "texts_per_s_min": min(rates[label]),
+            "texts_per_s_max": max(rates[label]),
+            "cpu_s_per_1000": statistics.median(cpu[label]),
+            "query_p50_ms": percentile(latency[label], 50),
+            "query_p95_ms": percentile(latency[label], 95),
+            "query_cpu_ms": latency_cpu[label] / len(questions) * 1000,
+            "cos_mean": float(cosines.mean()),
+            "cos_p5": percentile(cosines, 5),
+            "cos_min": float(cosines.min()),
+            "alone_vs_batch_min": float((alone * vectors[label][: len(alone)]).sum(axis=1).min()),
+            "workers": embedder.workers,
+            "threads": embedder.threads,
+        }
         await embedder.close()
-    return rates
+    return results
+
+
+# ---------------------------------------------------------------------- part 2
+
+
+class RecordingEmbedder:
+    """Wraps an embedder and remembers every text's vector."""
+
+    name = "embedder"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.dimensions = inner.dimensions
+        self.seen: dict[str, list[float]] = {}
+        self.texts = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = await self.inner.embed(texts)
+        self.seen.update(zip(texts, out, strict=True))
+        self.texts += len(texts)
+        return out
+
+
+class ReplayEmbedder:
+    """Answers with vectors recorded earlier: the store path with no model run."""
+
+    name = "embedder"
+
+    def __init__(self, model: str, dimensions: int, vectors: dict[str, list[float]]) -> None:
+        self.model = model
+        self.dimensions = dimensions
+        self.vectors = vectors
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [list(self.vectors[text]) for text in texts]
+
+
+def calls(turns: list[Turn], size: int) -> list[tuple[Scope, list[NewMessage]]]:
+    """Consecutive turns of one conversation, ``size`` at a time, one session per call."""
+    out: list[tuple[Scope, list[NewMessage]]] = []
+    by_sample: dict[str, list[Turn]] = {}
+    for turn in turns:
+        by_sample.setdefault(turn.sample, []).append(turn)
+    for sample, items in by_sample.items():
+        for start in range(0, len(items), size):
+            chunk = items[start : start + size]
+            scope = Scope(user_id=sample, session_id=f"{sample}-{start // size}")
+            messages = [
+                NewMessage(content=t.text, producer=t.speaker, timestamp=t.timestamp) for t in chunk
+            ]
+            out.append((scope, messages))
+    return out
+
+
+async def ingest(
+    args: argparse.Namespace, variant: Variant | None, work: list[Any], replay: dict[str, Any]
+) -> dict[str, Any]:
+    """Ingest ``work`` into a fresh embedded data dir; ``variant=None`` replays fp32 vectors."""
+    real = variant or VARIANTS[1]
+    with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
+        settings = Settings(
+            data_dir=Path(tmp),
+            embedding=EmbeddingSettings(
+                provider="local",
+                model=str(args.model),
+                onnx_file=real.onnx_file,
+                quantize=real.quantize,
+                workers=real.workers,
+                threads=real.threads,
+                batch_size=args.batch,
+                cache_dir=args.cache_dir,
+            ),
+        )
+        async with open_manager(settings) as manager:
+            inner = manager.embedder
+            assert inner is not None, "no embedding model"
+            if variant is None:
+                manager.embedder = ReplayEmbedder(inner.model, inner.dimensions, replay["vectors"])
+            else:
+                manager.embedder = recorder = RecordingEmbedder(inner)
+            pidfile = Path(tmp) / "falkordb" / "falkordb.pid"
+            pid = int(pidfile.read_text().strip()) if pidfile.is_file() else None
+            episodes = sum(len(messages) for _, messages in work)
+            wall = time.perf_counter()
+            started = time.process_time() + cpu_seconds(pid)
+            for scope, messages in work:
+                await manager.add_messages(scope, messages, working=False, extract=False)
+            cpu = time.process_time() + cpu_seconds(pid) - started
+            seconds = time.perf_counter() - wall
+            manager.embedder = inner
+        if variant is not None and variant == VARIANTS[1]:
+            replay["vectors"] = recorder.seen
+            replay["texts"] = recorder.texts
+    return {
+        "episodes": episodes,
+        "seconds": seconds,
+        "episodes_per_s": episodes / seconds,
+        "cpu_s": cpu,
+        "episodes_per_cpu_s": episodes / cpu,
+    }
+
+
+# ---------------------------------------------------------------------- report
+
+
+def report(
+    args: argparse.Namespace,
+    embed: dict[str, dict[str, Any]],
+    ingestion: dict[str, dict[str, Any]],
+    texts_per_episode: float,
+) -> str:
+    lines = [
+        "| variant | workers x threads | texts/s (min-max) | CPU s / 1,000 texts | "
+        "query p50 / p95 ms | query CPU ms | cosine to fp32: mean / p5 / min | "
+        "alone vs batch (min cos) |",
+        "| --- | --- | --- | ---: | --- | ---: | --- | ---: |",
+    ]
+    for label, r in embed.items():
+        lines.append(
+            f"| {label} | {r['workers']} x {r['threads']} | {r['texts_per_s']:,.0f} "
+            f"({r['texts_per_s_min']:,.0f}-{r['texts_per_s_max']:,.0f}) | "
+            f"{r['cpu_s_per_1000']:.2f} | {r['query_p50_ms']:.1f} / {r['query_p95_ms']:.1f} | "
+            f"{r['query_cpu_ms']:.1f} | {r['cos_mean']:.4f} / {r['cos_p5']:.4f} / "
+            f"{r['cos_min']:.4f} | {r['alone_vs_batch_min']:.4f} |"
+        )
+    if ingestion:
+        lines += [
+            "",
+            f"Ingestion, {args.episodes:,} LoCoMo turns in calls of {args.call_size} "
+            f"({texts_per_episode:.2f} texts embedded per episode):",
+            "",
+            "| embedder during ingestion | episodes/s (wall) | CPU s | episodes per CPU-second |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for label, r in ingestion.items():
+            lines.append(
+                f"| {label} | {r['episodes_per_s']:,.0f} | {r['cpu_s']:.1f} | "
+                f"{r['episodes_per_cpu_s']:,.0f} |"
+            )
+    return "\n".join(lines)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    turns, questions = load_locomo(args.data)
+    texts = [turn.text for turn in turns[: args.n]]
+    embed = await measure_embedders(args, texts, questions[: args.queries])
+    ingestion: dict[str, dict[str, Any]] = {}
+    replay: dict[str, Any] = {}
+    if args.episodes:
+        work = calls(turns[: args.episodes], args.call_size)
+        ingestion[VARIANTS[1].label] = await ingest(args, VARIANTS[1], work, replay)
+        ingestion["store path only (fp32 vectors replayed)"] = await ingest(
+            args, None, work, replay
+        )
+        for variant in INGEST_VARIANTS[1:]:
+            ingestion[variant.label] = await ingest(args, variant, work, replay)
+    per_episode = replay.get("texts", 0) / args.episodes if args.episodes else 0.0
+    return {"embed": embed, "ingestion": ingestion, "texts_per_episode": per_episode}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo_public.json")
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model directory")
-    parser.add_argument("--n", type=int, default=1000, help="turns to embed")
-    parser.add_argument("--repeats", type=int, default=3, help="timed rounds per config")
-    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = auto)")
+    parser.add_argument("--n", type=int, default=1000, help="turns to embed in part 1")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds per variant")
+    parser.add_argument("--batch", type=int, default=64, help="embedder batch_size")
+    parser.add_argument("--queries", type=int, default=200, help="questions embedded alone")
+    parser.add_argument("--alone", type=int, default=200, help="turns embedded alone too")
+    parser.add_argument("--episodes", type=int, default=1000, help="turns ingested in part 2")
+    parser.add_argument("--call-size", type=int, default=100, help="messages per add_messages")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="where the int8 copy is kept")
+    parser.add_argument("--json", type=Path, help="also write every number here")
     args = parser.parse_args()
 
-    texts = load_turns(args.data, args.n)
-    words = statistics.mean(len(t.split()) for t in texts)
+    load = os.getloadavg()
     print(
-        f"{len(texts)} LoCoMo turns (mean {words:.1f} words), model {args.model.name}, "
-        f"onnxruntime {ort.__version__}, {os.cpu_count()} CPUs ({platform.machine()}), "
-        f"threads={args.threads or 'auto'}, median of {args.repeats} rounds"
+        f"{datetime.now().astimezone().isoformat(timespec='minutes')}, "
+        f"onnxruntime {ort.__version__}, {platform.node()} {platform.machine()}, "
+        f"{available_cpus()} CPUs, load average {load[0]:.1f} at start; model {args.model.name}, "
+        f"{args.n} turns x {args.repeats} rounds, batch {args.batch}",
+        flush=True,
     )
-    rates = asyncio.run(measure(args.model, texts, args.repeats, args.threads))
-
-    print()
-    print("| model | batch | sentences/s (median) | min | max |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for (variant, batch), values in rates.items():
-        print(
-            f"| {variant} | {batch} | {statistics.median(values):,.0f} | "
-            f"{min(values):,.0f} | {max(values):,.0f} |"
-        )
-    print()
-    print("| batch | qint8 / fp32 |")
-    print("| ---: | ---: |")
-    for batch in BATCH_SIZES:
-        ratio = statistics.median(rates["qint8", batch]) / statistics.median(rates["fp32", batch])
-        print(f"| {batch} | {ratio:.2f}x |")
+    results = asyncio.run(run(args))
+    print(f"load average {os.getloadavg()[0]:.1f} at the end\n")
+    print(report(args, results["embed"], results["ingestion"], results["texts_per_episode"]))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

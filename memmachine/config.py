@@ -212,9 +212,22 @@ class EmbeddingSettings(_Section):
     #: torch only: ``cuda``, ``cuda:1``, ``cpu``, ...; unset = CUDA when available, else CPU.
     device: str | None = None
     onnx_file: str = "onnx/model.onnx"
+    #: local: ``none`` runs ``onnx_file`` as it is; ``int8`` runs an int8 copy of it, made
+    #: once into ``cache_dir`` (2-3x faster on CPU, vectors at cosine ≈0.99 to the float
+    #: model's). The choice is part of the model name stored with the vectors, so a data dir
+    #: embedded one way refuses to open the other way instead of mixing the two.
+    quantize: Literal["none", "int8"] = "none"
+    #: local: texts longer than this many tokens are embedded from their first
+    #: ``max_tokens`` tokens only (all-MiniLM-L6-v2 was trained on 256; ≈190 English words).
     max_tokens: int = Field(default=256, ge=8, le=8192)
     batch_size: int = Field(default=64, ge=1, le=2048)
-    threads: int = Field(default=0, ge=0, description="onnxruntime intra-op threads; 0 = auto")
+    #: local: batches embedded at once, each on its own worker thread; 0 = one per CPU.
+    workers: int = Field(default=0, ge=0)
+    threads: int = Field(
+        default=0, ge=0, description="onnxruntime intra-op threads per batch; 0 = CPUs / workers"
+    )
+    #: local: search queries (single texts) whose vectors are kept, per embedder; 0 = none.
+    query_cache_size: int = Field(default=1024, ge=0)
     hub_url: str = "https://huggingface.co"
     hub_timeout_seconds: float = Field(default=10.0, gt=0)
     cache_dir: Path | None = None

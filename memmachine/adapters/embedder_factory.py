@@ -3,8 +3,9 @@
 * ``provider=none``: no embedder; search is lexical-only by choice (reason ``"disabled"``).
 * ``provider=local``: the model is resolved (a local directory, or a hub model downloaded once
   into ``cache_dir`` or :func:`~memmachine.adapters.model_files.default_cache_dir`) and loaded
-  now. When that fails the server still runs, lexical-only: a WARNING is logged and the
-  reason is returned for ``/health``.
+  now (with ``quantize=int8``, after its int8 copy is made once into the same cache). When
+  that fails the server still runs, lexical-only: a WARNING is logged and the reason is
+  returned for ``/health``.
 * ``provider=openai``: an :class:`OpenAIEmbedder`, not yet started; the caller awaits
   ``start()`` (which probes ``dimensions`` when they are not configured) and ``close()``.
 * ``provider=torch``: a :class:`SentenceTransformersEmbedder` (the ``gpu`` extra), not yet
@@ -93,6 +94,10 @@ def choose_embedder(settings: EmbeddingSettings) -> EmbedderChoice:
             max_tokens=settings.max_tokens,
             batch_size=settings.batch_size,
             threads=settings.threads,
+            workers=settings.workers,
+            quantize=settings.quantize,
+            cache_dir=settings.cache_dir,
+            query_cache_size=settings.query_cache_size,
             model_name=model_name,
         )
         local.load()

@@ -67,7 +67,8 @@ async def test_local_model_dir_gives_a_working_embedder(model_dir: Path, tmp_pat
     assert choice.reason is None
     assert embedder.loaded
     assert embedder.batch_size == 8
-    assert embedder.model == model_dir.name
+    # The ONNX file is part of the name: its vectors live in another space than model.onnx's.
+    assert embedder.model == f"{model_dir.name} [onnx/model_qint8.onnx]"
     status = choice.status()
     assert status.enabled
     assert status.dimensions == 384
@@ -141,3 +142,22 @@ def test_reranker_settings_come_from_the_environment(monkeypatch: pytest.MonkeyP
     assert settings.reranker.model == "cross-encoder/ms-marco-MiniLM-L6-v2"
     assert settings.reranker.device == "cpu"
     assert settings.retrieval.rerank_candidates == 50
+
+
+async def test_int8_is_chosen_by_the_environment_and_cached(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMMACHINE_EMBEDDING_QUANTIZE", "int8")
+    monkeypatch.setenv("MEMMACHINE_EMBEDDING_WORKERS", "2")
+    monkeypatch.setenv("MEMMACHINE_EMBEDDING_QUERY_CACHE_SIZE", "7")
+    settings = EmbeddingSettings(provider="local", model=str(model_dir), cache_dir=tmp_path)
+    choice = choose_embedder(settings)
+    embedder = choice.embedder
+    assert isinstance(embedder, OnnxEmbedder)
+    assert embedder.loaded
+    assert (embedder.quantize, embedder.workers, embedder.query_cache_size) == ("int8", 2, 7)
+    assert choice.status().model == f"{model_dir.name} [int8]"
+    assert len(list((tmp_path / "int8").rglob("*.onnx"))) == 1
+    tea, drink = await embedder.embed(["I love green tea", "Green tea is my favourite drink"])
+    assert float(np.dot(tea, drink)) > 0.85
+    await embedder.close()

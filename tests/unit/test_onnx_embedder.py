@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memmachine.adapters.onnx_embedder import OnnxEmbedder
+from memmachine.adapters.onnx_embedder import OnnxEmbedder, QueryCacheInfo, available_cpus
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
 from memmachine.ports import Embedder
 
@@ -180,3 +180,52 @@ async def test_event_loop_keeps_running_during_a_big_embed(model_dir: Path) -> N
     # A blocking embed would stall the loop for the whole call (the ticker would not run at
     # all); batches in a worker thread leave it free apart from short hand-overs.
     assert max(gaps) < elapsed / 2, f"max gap {max(gaps):.3f}s in {elapsed:.2f}s"
+
+
+async def test_parallel_batches_give_the_same_vectors(model_dir: Path) -> None:
+    texts = _texts(37)
+    one = OnnxEmbedder(model_dir, batch_size=4, workers=1)
+    three = OnnxEmbedder(model_dir, batch_size=4, workers=3)
+    assert (one.workers, one.threads) == (1, available_cpus())
+    assert (three.workers, three.threads) == (3, max(1, available_cpus() // 3))
+    np.testing.assert_allclose(
+        np.array(await three.embed(texts)), np.array(await one.embed(texts)), atol=1e-5
+    )
+    # A small call is spread over the workers too, and keeps its order.
+    few = texts[:5]
+    np.testing.assert_allclose(
+        np.array(await three.embed(few)), np.array(await one.embed(few)), atol=1e-5
+    )
+
+
+def test_automatic_workers_use_every_cpu_single_threaded(model_dir: Path) -> None:
+    emb = OnnxEmbedder(model_dir)
+    assert (emb.workers, emb.threads) == (available_cpus(), 1)
+    assert OnnxEmbedder(model_dir, workers=1, threads=3).threads == 3
+    with pytest.raises(ConfigurationError, match="workers"):
+        OnnxEmbedder(model_dir, workers=-1)
+
+
+async def test_repeated_queries_come_from_a_bounded_cache(model_dir: Path) -> None:
+    emb = OnnxEmbedder(model_dir, query_cache_size=2)
+    first = await emb.embed(["where did Ana move?"])
+    first[0][0] = 42.0  # the caller's copy; the cache keeps its own
+    again = await emb.embed(["where did Ana move?"])
+    assert again[0][0] != 42.0
+    np.testing.assert_allclose(again, await OnnxEmbedder(model_dir).embed(["where did Ana move?"]))
+    assert emb.query_cache_info() == QueryCacheInfo(hits=1, misses=1, maxsize=2, currsize=1)
+
+    await emb.embed(["q two"])
+    await emb.embed(["q three"])  # evicts the least recently used: the first query
+    await emb.embed(["where did Ana move?"])
+    assert emb.query_cache_info() == QueryCacheInfo(hits=1, misses=4, maxsize=2, currsize=2)
+    # Calls with several texts (ingestion) neither use nor fill it.
+    await emb.embed(["q two", "q four"])
+    assert emb.query_cache_info() == QueryCacheInfo(hits=1, misses=4, maxsize=2, currsize=2)
+    await emb.close()
+    assert emb.query_cache_info().currsize == 0
+
+    off = OnnxEmbedder(model_dir, query_cache_size=0)
+    await off.embed(["x"])
+    await off.embed(["x"])
+    assert off.query_cache_info() == QueryCacheInfo(hits=0, misses=0, maxsize=0, currsize=0)
