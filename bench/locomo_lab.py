@@ -26,6 +26,7 @@ import math
 import re
 import sys
 import time
+import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,9 +44,12 @@ from memmachine.config import EmbeddingSettings
 from memmachine.retrieval.derivatives import split_sentences
 from memmachine.retrieval.temporal import time_ranges
 from memmachine.retrieval.terms import (
+    MAX_QUERY_TERMS,
+    MAX_TERM_CHARS,
+    STOPWORDS,
+    TERM_PATTERN,
     document_terms,
     inflected_query,
-    query_terms,
 )
 from memmachine.retrieval.text import episode_search_text
 
@@ -72,6 +76,7 @@ class Vectors:
             self.index = {key: i for i, key in enumerate(keys)}
             self.rows = [stored["vectors"]]
         self._matrix: Matrix | None = None
+        self.embedder: Any = None
 
     @staticmethod
     def key(text: str) -> str:
@@ -83,9 +88,12 @@ class Vectors:
             return
         from memmachine.adapters.embedder_factory import build_embedder
 
-        embedder = build_embedder(
-            EmbeddingSettings(provider="local", model=str(self.model), onnx_file=self.onnx_file)
-        )
+        if self.embedder is None:
+            settings = EmbeddingSettings(
+                provider="local", model=str(self.model), onnx_file=self.onnx_file
+            )
+            self.embedder = build_embedder(settings)
+        embedder = self.embedder
         assert embedder is not None, "the embedding model could not be loaded"
         began = time.monotonic()
         out: list[list[float]] = []
@@ -148,10 +156,41 @@ def next_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
     return [_pair(turn, session[index + 1])] if index + 1 < len(session) else []
 
 
+def _window(turns: Sequence[Turn], focus: Turn) -> str:
+    body = "\n".join(f"{t.speaker}: {t.content}" for t in turns)
+    return f"{day_of(focus)} {body}"
+
+
+def previous2_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
+    """The turn read after the two before it."""
+    return [_window(session[index - 2 : index + 1], turn)] if index > 1 else []
+
+
+def context_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
+    """The turn read after up to two turns before it (what the core writes)."""
+    return [_window(session[max(index - 2, 0) : index + 1], turn)] if index > 0 else []
+
+
+def next2_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
+    """The turn read before the two after it."""
+    return [_window(session[index : index + 3], turn)] if index + 2 < len(session) else []
+
+
+def around_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
+    """The turn between the one before and the one after it."""
+    if index == 0 or index + 1 >= len(session):
+        return []
+    return [_window(session[index - 1 : index + 2], turn)]
+
+
 DERIVATIVES: dict[str, Callable[[Turn, Sequence[Turn], int], list[str]]] = {
     "sentence": sentence_texts,
     "previous": previous_texts,
     "next": next_texts,
+    "previous2": previous2_texts,
+    "context": context_texts,
+    "next2": next2_texts,
+    "around": around_texts,
 }
 
 
@@ -214,6 +253,7 @@ class Conversation:
     derivatives: dict[str, tuple[Matrix, Matrix]]  # kind -> (owner indices, vectors)
     terms: list[list[str]]  # document_terms(search_text)
     bm25: Bm25Index
+    vectors: Vectors
     questions: list[Question] = field(default_factory=list)
     cache: dict[Any, Any] = field(default_factory=dict)
 
@@ -265,6 +305,7 @@ def build(data: Path, vectors: Vectors, kinds: Sequence[str]) -> list[Conversati
             derivatives,
             terms,
             Bm25Index(terms),
+            vectors,
         )
         for q in questions:
             if q["sample_id"] == sample:
@@ -299,6 +340,8 @@ class Config:
     time_boost: float = 0.5
     neighbour_weight: float = 0.5
     neighbour_candidates: int = 20
+    neighbour2_weight: float = 0.0  # share passed two turns away
+    neighbour2_same_speaker: bool = False  # ... only to the same speaker's turn
     # --- ideas under test (0 / False = off)
     session_weight: float = 0.0  # lift turns of sessions with strong hits
     session_top: int = 3  # how many of a session's best hits make its evidence
@@ -310,10 +353,27 @@ class Config:
     fusion: str = "rrf"  # "rrf" | "score" (min-max of raw scores)
     diversity: float = 0.0  # MMR-like: penalise a session's later hits (multi-hop)
     link_weight: float = 0.0  # rare-term links across sessions
-    analyser: str = "default"  # "default" | "snowball"
-    dense_window: float = 0.0  # reserved
+    analyser: str = "default"
+    stem_weight: float = (
+        1.0  # "dual": weight of the stem terms against the exact ones  # "default" | "snowball"
+    )
+    when_words: int = 1
+    when_late: bool = False  # apply the "when" boost after the neighbourhood
+    when_pattern: str = r"\s*when\b"
+    strip_time_lexical: bool = False  # drop the time expressions time ranges read
+    strip_time_dense: bool = False  # embed the question without them
 
 
+TIME_WORDS2 = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately|"
+    r"(?:last|next|this|past|coming)\s+(?:week(?:end)?|month|year|night|time|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|fall)|"
+    r"(?:in|since|during|on)\s+(?:january|february|march|april|may|june|july|august|"
+    r"september|october|november|december|monday|tuesday|wednesday|thursday|friday|"
+    r"saturday|sunday|\d{4})|"
+    r"(?:a|one|two|three|few|couple of)\s+(?:days?|weeks?|months?|years?))\b",
+    re.IGNORECASE,
+)
 TIME_WORDS = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|last|next|ago|weekend|week|month|year|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|recently|"
@@ -336,27 +396,81 @@ def dense_scores(conv: Conversation, q: Question, kinds: tuple[str, ...]) -> Mat
     return result
 
 
+def analyse(text: str, analyser: str) -> list[str]:
+    """``document_terms`` under another analyser (``snowball``: Snowball English stems)."""
+    if analyser == "default":
+        return document_terms(text)
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english" if analyser in ("snowball", "dual", "both") else analyser)
+    tokens = TERM_PATTERN.findall(unicodedata.normalize("NFKC", text).casefold())
+    kept = [t for t in tokens if len(t) <= MAX_TERM_CHARS and t not in STOPWORDS]
+    stems = [stemmer.stemWord(t) for t in kept]
+    if analyser == "dual":
+        return document_terms(text) + ["~" + s for s in stems]
+    if analyser == "both":
+        out = []
+        for token, stem in zip(kept, stems, strict=True):
+            surface = document_terms(token)[0]
+            out.append(surface)
+            if stem != surface:
+                out.append(stem)
+        return out
+    return stems
+
+
+def index_of(conv: Conversation, analyser: str) -> tuple[Bm25Index, list[list[str]]]:
+    key = ("index", analyser)
+    if key not in conv.cache:
+        if analyser == "default":
+            conv.cache[key] = (conv.bm25, conv.terms)
+        else:
+            base, _, extra = analyser.partition("+")
+            terms = [analyse(search_text(t), base) for t in conv.turns]
+            if extra in ("prev", "prev2", "next", "around"):
+                own = list(terms)
+                for i in range(len(terms)):
+                    j = int(conv.previous[i])
+                    if j >= 0 and extra != "next":
+                        terms[i] = terms[i] + analyse(conv.turns[j].content, base)
+                    k = int(conv.previous[j]) if j >= 0 else -1
+                    if k >= 0 and extra == "prev2":
+                        terms[i] = terms[i] + analyse(conv.turns[k].content, base)
+                    n = int(conv.following[i])
+                    if n >= 0 and extra in ("next", "around"):
+                        terms[i] = terms[i] + analyse(conv.turns[n].content, base)
+                del own
+            conv.cache[key] = (Bm25Index(terms), terms)
+    result: tuple[Bm25Index, list[list[str]]] = conv.cache[key]
+    return result
+
+
 def lexical_scores(conv: Conversation, q: Question, cfg: Config) -> Matrix:
     key = ("bm25", q.index, cfg.inflections, cfg.prf_terms, cfg.prf_docs, cfg.prf_weight)
+    key += (cfg.analyser, cfg.strip_time_lexical, cfg.stem_weight)
     if key in conv.cache:
         cached: Matrix = conv.cache[key]
         return cached
-    text = inflected_query(q.text) if cfg.inflections else q.text
-    terms = query_terms(text)
-    scores = conv.bm25.scores(terms)
+    text = without_times(q.text, conv) if cfg.strip_time_lexical else q.text
+    text = inflected_query(text) if cfg.inflections else text
+    bm25, doc_terms = index_of(conv, cfg.analyser)
+    terms = list(dict.fromkeys(analyse(text, cfg.analyser.partition("+")[0])))[
+        : 2 * MAX_QUERY_TERMS
+    ]
+    scores = bm25.scores(terms, [cfg.stem_weight if t[0] == "~" else 1.0 for t in terms])
     if cfg.prf_terms > 0 and scores.max() > 0:
         top = np.argsort(-scores, kind="stable")[: cfg.prf_docs]
         weight: dict[str, float] = defaultdict(float)
         for d in top:
             if scores[d] <= 0:
                 continue
-            length = len(conv.terms[d])
-            for term in set(conv.terms[d]):
-                weight[term] += conv.terms[d].count(term) / length * conv.bm25.idf(term)
+            length = len(doc_terms[d])
+            for term in set(doc_terms[d]):
+                weight[term] += doc_terms[d].count(term) / length * bm25.idf(term)
         extra = [t for t in sorted(weight, key=lambda t: -weight[t]) if t not in terms]
         extra = extra[: cfg.prf_terms]
         if extra:
-            scores = scores + conv.bm25.scores(extra, [cfg.prf_weight] * len(extra))
+            scores = scores + bm25.scores(extra, [cfg.prf_weight] * len(extra))
     conv.cache[key] = scores
     return scores
 
@@ -370,8 +484,20 @@ def top_by(scores: Matrix, k: int, tiebreak: Matrix | None = None) -> list[int]:
     return [int(i) for i in order[:k]]
 
 
+def without_times(text: str, conv: Conversation) -> str:
+    """``text`` without the time expressions :func:`time_ranges` reads in it."""
+    ranges = time_ranges(text, conv.turns[-1].timestamp)
+    for span in ranges:
+        text = text.replace(span.text, " ")
+    return text
+
+
 def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
     n = len(conv.turns)
+    if cfg.strip_time_dense:
+        stripped = without_times(q.text, conv)
+        if stripped != q.text:
+            q = replace(q, vector=conv.vectors.of([stripped])[0], index=-1 - q.index)
     dense = dense_scores(conv, q, cfg.kinds)
     dense_list = top_by(dense, cfg.candidates)
     lexical = lexical_scores(conv, q, cfg)
@@ -394,6 +520,10 @@ def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
                 continue
             values = raw[ranked]
             low, high = values.min(), values.max()
+            if cfg.fusion == "max":
+                low = 0.0
+            elif cfg.fusion == "z":
+                low, high = values.mean() - 2 * values.std(), values.mean() + 2 * values.std()
             for i, v in zip(ranked, values, strict=True):
                 scaled = (v - low) / (high - low) if high > low else 1.0
                 scores[i] = scores.get(i, 0.0) + weight * scaled
@@ -415,7 +545,7 @@ def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
         for i in scores:
             if conv.turns[i].speaker in named:
                 scores[i] *= 1 + cfg.speaker_boost
-    if cfg.when_boost > 0 and re.match(r"\s*when\b", q.text, re.I):
+    if cfg.when_boost > 0 and not cfg.when_late and re.match(cfg.when_pattern, q.text, re.I):
         for i in scores:
             if TIME_WORDS.search(conv.turns[i].content):
                 scores[i] *= 1 + cfg.when_boost
@@ -440,9 +570,26 @@ def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
             for j in (int(conv.previous[i]), int(conv.following[i])):
                 if j >= 0 and share > shares.get(j, 0.0):
                     shares[j] = share
+            if cfg.neighbour2_weight > 0:
+                share2 = cfg.neighbour2_weight * scores[i]
+                for j in (int(conv.previous[i]), int(conv.following[i])):
+                    k = -1 if j < 0 else int(conv.previous[j] if j < i else conv.following[j])
+                    if k < 0 or share2 <= shares.get(k, 0.0):
+                        continue
+                    if (
+                        cfg.neighbour2_same_speaker
+                        and conv.turns[k].speaker != conv.turns[i].speaker
+                    ):
+                        continue
+                    shares[k] = share2
         for j, share in shares.items():
             scores[j] = scores.get(j, 0.0) + share
 
+    if cfg.when_boost > 0 and cfg.when_late and re.match(cfg.when_pattern, q.text, re.I):
+        pattern = TIME_WORDS2 if cfg.when_words == 2 else TIME_WORDS
+        for i in scores:
+            if pattern.search(conv.turns[i].content):
+                scores[i] *= 1 + cfg.when_boost
     order = sorted(scores, key=lambda i: -scores[i])
     if cfg.diversity > 0:
         seen: dict[int, int] = defaultdict(int)
@@ -549,10 +696,11 @@ def main() -> None:
     parser.add_argument("--onnx-file", default="onnx/model.onnx")
     parser.add_argument("--variant", action="append", help="named variant(s); default: all")
     parser.add_argument("--split", action="store_true", help="also score on 0-2 and 3-5")
+    parser.add_argument("--kinds", default=",".join(DERIVATIVES), help="derivatives to embed")
     args = parser.parse_args()
     vectors = Vectors(args.model, args.onnx_file)
     began = time.monotonic()
-    conversations = build(args.data, vectors, tuple(DERIVATIVES))
+    conversations = build(args.data, vectors, tuple(args.kinds.split(",")))
     sys.stderr.write(f"built in {time.monotonic() - began:.1f}s\n")
     names = args.variant or list(VARIANTS)
     run(conversations, {n: VARIANTS[n] for n in names}, args.split)
