@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import hashlib
 import math
-import re
 import sys
 import time
 import unicodedata
@@ -42,16 +41,16 @@ from locomo_recall import CATEGORIES, DEFAULT_DATA, REPO, Turn, load
 
 from memmachine.config import EmbeddingSettings
 from memmachine.retrieval.derivatives import split_sentences
-from memmachine.retrieval.temporal import time_ranges
+from memmachine.retrieval.speakers import named_speakers
+from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
 from memmachine.retrieval.terms import (
     MAX_QUERY_TERMS,
     MAX_TERM_CHARS,
     STOPWORDS,
     TERM_PATTERN,
     document_terms,
-    inflected_query,
 )
-from memmachine.retrieval.text import episode_search_text
+from memmachine.retrieval.text import episode_search_text, indexed_text, window_text
 
 CACHE = Path("/tmp/memmachine-locomo-lab")
 TOP = 20
@@ -142,54 +141,45 @@ def sentence_texts(turn: Turn, _: Sequence[Turn], __: int) -> list[str]:
     ]
 
 
-def _pair(first: Turn, second: Turn) -> str:
-    return f"{day_of(second)} {first.speaker}: {first.content}\n{second.speaker}: {second.content}"
-
-
-def previous_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
-    """The turn read after the one before it (the question it answers, usually)."""
-    return [_pair(session[index - 1], turn)] if index > 0 else []
-
-
-def next_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
-    """The turn read before the one after it (the reply that completes it)."""
-    return [_pair(turn, session[index + 1])] if index + 1 < len(session) else []
-
-
-def _window(turns: Sequence[Turn], focus: Turn) -> str:
-    body = "\n".join(f"{t.speaker}: {t.content}" for t in turns)
-    return f"{day_of(focus)} {body}"
-
-
-def previous2_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
-    """The turn read after the two before it."""
-    return [_window(session[index - 2 : index + 1], turn)] if index > 1 else []
+def _said(turns: Sequence[Turn]) -> list[tuple[str, str]]:
+    return [(t.speaker, t.content) for t in turns]
 
 
 def context_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
-    """The turn read after up to two turns before it (what the core writes)."""
-    return [_window(session[max(index - 2, 0) : index + 1], turn)] if index > 0 else []
+    """The core's context window: the turn read after up to two turns before it."""
+    if index == 0:
+        return []
+    return [window_text(_said(session[max(index - 2, 0) : index + 1]), timestamp=turn.timestamp)]
 
 
-def next2_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
-    """The turn read before the two after it."""
-    return [_window(session[index : index + 3], turn)] if index + 2 < len(session) else []
+def previous_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
+    """A window of the turn before and this one."""
+    return (
+        [window_text(_said(session[index - 1 : index + 1]), timestamp=turn.timestamp)]
+        if index
+        else []
+    )
+
+
+def next_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
+    """The turn read before the one after it."""
+    if index + 1 >= len(session):
+        return []
+    return [window_text(_said(session[index : index + 2]), timestamp=turn.timestamp)]
 
 
 def around_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
     """The turn between the one before and the one after it."""
     if index == 0 or index + 1 >= len(session):
         return []
-    return [_window(session[index - 1 : index + 2], turn)]
+    return [window_text(_said(session[index - 1 : index + 2]), timestamp=turn.timestamp)]
 
 
 DERIVATIVES: dict[str, Callable[[Turn, Sequence[Turn], int], list[str]]] = {
     "sentence": sentence_texts,
+    "context": context_texts,
     "previous": previous_texts,
     "next": next_texts,
-    "previous2": previous2_texts,
-    "context": context_texts,
-    "next2": next2_texts,
     "around": around_texts,
 }
 
@@ -328,59 +318,34 @@ def build(data: Path, vectors: Vectors, kinds: Sequence[str]) -> list[Conversati
 
 @dataclass(frozen=True)
 class Config:
-    """One variant of the search pipeline; the defaults replicate memmachine's defaults."""
+    """One variant of the search pipeline; the defaults are memmachine's defaults."""
 
     candidates: int = 60  # max(min_candidates 30, top_k 20 * candidates_per_result 3)
+    fusion: str = "score"  # "score" (min-max per list) | "rrf" | "z" | "max"
     rrf_k: float = 10
     vector_weight: float = 1.0
     fulltext_weight: float = 1.0
-    kinds: tuple[str, ...] = ("sentence",)  # derivative vectors dense search uses
-    inflections: bool = False
+    kinds: tuple[str, ...] = ("sentence", "context")  # derivative vectors dense search uses
+    lexical_context: int = 1  # words of this many turns before are indexed with a turn
+    lexical_after: int = 0  # ... and of this many turns after (not in the core)
+    analyser: str = "snowball"  # the core's; "s-stem" = the previous one; "porter"; "dual"
+    stem_weight: float = 1.0  # "dual": weight of the stem terms against the exact ones
     speaker_boost: float = 0.0
-    time_boost: float = 0.5
-    neighbour_weight: float = 0.5
+    time_boost: float = 1.0
+    when_boost: float = 1.0
+    neighbour_weight: float = 0.3
+    second_neighbour_weight: float = 0.2
     neighbour_candidates: int = 20
-    neighbour2_weight: float = 0.0  # share passed two turns away
-    neighbour2_same_speaker: bool = False  # ... only to the same speaker's turn
-    # --- ideas under test (0 / False = off)
+    # --- ideas that are not in the core
     session_weight: float = 0.0  # lift turns of sessions with strong hits
     session_top: int = 3  # how many of a session's best hits make its evidence
     session_sources: int = 20  # how many fused hits vote for sessions
     prf_terms: int = 0  # RM3-style: expand the lexical query with top terms of the top docs
     prf_docs: int = 5
     prf_weight: float = 0.3
-    when_boost: float = 0.0  # "when" questions prefer turns carrying a time expression
-    fusion: str = "rrf"  # "rrf" | "score" (min-max of raw scores)
-    diversity: float = 0.0  # MMR-like: penalise a session's later hits (multi-hop)
-    link_weight: float = 0.0  # rare-term links across sessions
-    analyser: str = "default"
-    stem_weight: float = (
-        1.0  # "dual": weight of the stem terms against the exact ones  # "default" | "snowball"
-    )
-    when_words: int = 1
-    when_late: bool = False  # apply the "when" boost after the neighbourhood
-    when_pattern: str = r"\s*when\b"
+    diversity: float = 0.0  # penalise a session's later hits (for multi-hop)
     strip_time_lexical: bool = False  # drop the time expressions time ranges read
     strip_time_dense: bool = False  # embed the question without them
-
-
-TIME_WORDS2 = re.compile(
-    r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately|"
-    r"(?:last|next|this|past|coming)\s+(?:week(?:end)?|month|year|night|time|"
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|fall)|"
-    r"(?:in|since|during|on)\s+(?:january|february|march|april|may|june|july|august|"
-    r"september|october|november|december|monday|tuesday|wednesday|thursday|friday|"
-    r"saturday|sunday|\d{4})|"
-    r"(?:a|one|two|three|few|couple of)\s+(?:days?|weeks?|months?|years?))\b",
-    re.IGNORECASE,
-)
-TIME_WORDS = re.compile(
-    r"\b(?:yesterday|today|tonight|tomorrow|last|next|ago|weekend|week|month|year|"
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|recently|"
-    r"january|february|march|april|may|june|july|august|september|october|november|"
-    r"december|\d{4})\b",
-    re.IGNORECASE,
-)
 
 
 def dense_scores(conv: Conversation, q: Question, kinds: tuple[str, ...]) -> Matrix:
@@ -396,67 +361,74 @@ def dense_scores(conv: Conversation, q: Question, kinds: tuple[str, ...]) -> Mat
     return result
 
 
-def analyse(text: str, analyser: str) -> list[str]:
-    """``document_terms`` under another analyser (``snowball``: Snowball English stems)."""
-    if analyser == "default":
-        return document_terms(text)
-    import Stemmer
+def _s_stem(term: str) -> str:
+    """Harman's S-stemmer, the analyser before Snowball (for the ablation)."""
+    if len(term) <= 3 or not term.isascii() or not term.isalpha() or not term.endswith("s"):
+        return term
+    if term.endswith("ies") and not term.endswith(("eies", "aies")):
+        return term[:-3] + "y"
+    if term.endswith("es") and not term.endswith(("aes", "ees", "oes")):
+        return term[:-1]
+    if term.endswith(("us", "ss")):
+        return term
+    return term[:-1]
 
-    stemmer = Stemmer.Stemmer("english" if analyser in ("snowball", "dual", "both") else analyser)
+
+def analyse(text: str, analyser: str) -> list[str]:
+    """Terms of ``text``: ``snowball`` is the core's ``document_terms``; ``s-stem`` folds
+    plurals only; ``porter`` is the original Porter stemmer; ``dual`` indexes each word's
+    s-stem form and, marked, its Snowball stem."""
+    if analyser == "snowball":
+        return document_terms(text)
     tokens = TERM_PATTERN.findall(unicodedata.normalize("NFKC", text).casefold())
     kept = [t for t in tokens if len(t) <= MAX_TERM_CHARS and t not in STOPWORDS]
-    stems = [stemmer.stemWord(t) for t in kept]
-    if analyser == "dual":
-        return document_terms(text) + ["~" + s for s in stems]
-    if analyser == "both":
-        out = []
-        for token, stem in zip(kept, stems, strict=True):
-            surface = document_terms(token)[0]
-            out.append(surface)
-            if stem != surface:
-                out.append(stem)
-        return out
-    return stems
+    plain = [_s_stem(t) for t in kept]
+    if analyser == "s-stem":
+        return plain
+    import Stemmer
+
+    if analyser == "porter":
+        return Stemmer.Stemmer("porter").stemWords(kept)  # type: ignore[no-any-return]
+    assert analyser == "dual", analyser
+    return plain + ["~" + stem for stem in document_terms(text)]
 
 
-def index_of(conv: Conversation, analyser: str) -> tuple[Bm25Index, list[list[str]]]:
-    key = ("index", analyser)
+def index_of(conv: Conversation, cfg: Config) -> tuple[Bm25Index, list[list[str]]]:
+    key = ("index", cfg.analyser, cfg.lexical_context, cfg.lexical_after)
     if key not in conv.cache:
-        if analyser == "default":
-            conv.cache[key] = (conv.bm25, conv.terms)
-        else:
-            base, _, extra = analyser.partition("+")
-            terms = [analyse(search_text(t), base) for t in conv.turns]
-            if extra in ("prev", "prev2", "next", "around"):
-                own = list(terms)
-                for i in range(len(terms)):
-                    j = int(conv.previous[i])
-                    if j >= 0 and extra != "next":
-                        terms[i] = terms[i] + analyse(conv.turns[j].content, base)
-                    k = int(conv.previous[j]) if j >= 0 else -1
-                    if k >= 0 and extra == "prev2":
-                        terms[i] = terms[i] + analyse(conv.turns[k].content, base)
-                    n = int(conv.following[i])
-                    if n >= 0 and extra in ("next", "around"):
-                        terms[i] = terms[i] + analyse(conv.turns[n].content, base)
-                del own
-            conv.cache[key] = (Bm25Index(terms), terms)
+        terms = []
+        for i, turn in enumerate(conv.turns):
+            around = [turn.content for turn in _nearby(conv, i, cfg.lexical_context, -1)]
+            around += [turn.content for turn in _nearby(conv, i, cfg.lexical_after, 1)]
+            terms.append(analyse(indexed_text(search_text(turn), around), cfg.analyser))
+        conv.cache[key] = (Bm25Index(terms), terms)
     result: tuple[Bm25Index, list[list[str]]] = conv.cache[key]
     return result
 
 
+def _nearby(conv: Conversation, index: int, count: int, step: int) -> list[Turn]:
+    """Up to ``count`` turns before (``step`` -1, oldest first) or after ``index`` in its
+    session."""
+    out = []
+    links = conv.previous if step < 0 else conv.following
+    at = index
+    for _ in range(count):
+        at = int(links[at])
+        if at < 0:
+            break
+        out.append(conv.turns[at])
+    return out[::-1] if step < 0 else out
+
+
 def lexical_scores(conv: Conversation, q: Question, cfg: Config) -> Matrix:
-    key = ("bm25", q.index, cfg.inflections, cfg.prf_terms, cfg.prf_docs, cfg.prf_weight)
-    key += (cfg.analyser, cfg.strip_time_lexical, cfg.stem_weight)
+    key = ("bm25", q.index, cfg.analyser, cfg.lexical_context, cfg.lexical_after)
+    key += (cfg.prf_terms, cfg.prf_docs, cfg.prf_weight, cfg.strip_time_lexical, cfg.stem_weight)
     if key in conv.cache:
         cached: Matrix = conv.cache[key]
         return cached
     text = without_times(q.text, conv) if cfg.strip_time_lexical else q.text
-    text = inflected_query(text) if cfg.inflections else text
-    bm25, doc_terms = index_of(conv, cfg.analyser)
-    terms = list(dict.fromkeys(analyse(text, cfg.analyser.partition("+")[0])))[
-        : 2 * MAX_QUERY_TERMS
-    ]
+    bm25, doc_terms = index_of(conv, cfg)
+    terms = list(dict.fromkeys(analyse(text, cfg.analyser)))[: 2 * MAX_QUERY_TERMS]
     scores = bm25.scores(terms, [cfg.stem_weight if t[0] == "~" else 1.0 for t in terms])
     if cfg.prf_terms > 0 and scores.max() > 0:
         top = np.argsort(-scores, kind="stable")[: cfg.prf_docs]
@@ -540,14 +512,13 @@ def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
                 if any(conv.turns[i].timestamp in span for span in ranges):
                     scores[i] *= 1 + cfg.time_boost
     if cfg.speaker_boost > 0:
-        names = {t.speaker for t in conv.turns}
-        named = {s for s in names if re.search(rf"\b{re.escape(s.split()[0])}\b", q.text, re.I)}
+        named = named_speakers(q.text, {t.speaker for t in conv.turns})
         for i in scores:
             if conv.turns[i].speaker in named:
                 scores[i] *= 1 + cfg.speaker_boost
-    if cfg.when_boost > 0 and not cfg.when_late and re.match(cfg.when_pattern, q.text, re.I):
+    if cfg.when_boost > 0 and asks_when(q.text):
         for i in scores:
-            if TIME_WORDS.search(conv.turns[i].content):
+            if mentions_time(conv.turns[i].content):
                 scores[i] *= 1 + cfg.when_boost
 
     if cfg.session_weight > 0 and scores:
@@ -561,35 +532,23 @@ def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
             s = int(conv.session_of[i])
             scores[i] *= 1 + cfg.session_weight * strength.get(s, 0.0) / top
 
-    # graph neighbourhood
-    if cfg.neighbour_weight > 0 and scores:
+    # graph neighbourhood: shares to the turns one and two away in the session
+    if max(cfg.neighbour_weight, cfg.second_neighbour_weight) > 0 and scores:
         sources = sorted(scores, key=lambda i: -scores[i])[: cfg.neighbour_candidates]
         shares: dict[int, float] = {}
         for i in sources:
-            share = cfg.neighbour_weight * scores[i]
-            for j in (int(conv.previous[i]), int(conv.following[i])):
-                if j >= 0 and share > shares.get(j, 0.0):
-                    shares[j] = share
-            if cfg.neighbour2_weight > 0:
-                share2 = cfg.neighbour2_weight * scores[i]
-                for j in (int(conv.previous[i]), int(conv.following[i])):
-                    k = -1 if j < 0 else int(conv.previous[j] if j < i else conv.following[j])
-                    if k < 0 or share2 <= shares.get(k, 0.0):
-                        continue
-                    if (
-                        cfg.neighbour2_same_speaker
-                        and conv.turns[k].speaker != conv.turns[i].speaker
-                    ):
-                        continue
-                    shares[k] = share2
+            for links in (conv.previous, conv.following):
+                j = int(links[i])
+                if j < 0:
+                    continue
+                two = int(links[j])
+                for k, weight in ((j, cfg.neighbour_weight), (two, cfg.second_neighbour_weight)):
+                    share = weight * scores[i]
+                    if k >= 0 and share > shares.get(k, 0.0):
+                        shares[k] = share
         for j, share in shares.items():
             scores[j] = scores.get(j, 0.0) + share
 
-    if cfg.when_boost > 0 and cfg.when_late and re.match(cfg.when_pattern, q.text, re.I):
-        pattern = TIME_WORDS2 if cfg.when_words == 2 else TIME_WORDS
-        for i in scores:
-            if pattern.search(conv.turns[i].content):
-                scores[i] *= 1 + cfg.when_boost
     order = sorted(scores, key=lambda i: -scores[i])
     if cfg.diversity > 0:
         seen: dict[int, int] = defaultdict(int)
@@ -672,18 +631,54 @@ def report(results: Sequence[Result]) -> str:
 # ---------------------------------------------------------------------------- variants
 
 DEFAULTS = Config()
+#: The defaults before issue 6's second round (any@10 0.767 in bench/RESULTS.md).
+PREVIOUS = replace(
+    DEFAULTS,
+    fusion="rrf",
+    kinds=("sentence",),
+    lexical_context=0,
+    analyser="s-stem",
+    time_boost=0.5,
+    when_boost=0.0,
+    neighbour_weight=0.5,
+    second_neighbour_weight=0.0,
+)
 VARIANTS: dict[str, Config] = {
     "defaults": DEFAULTS,
-    "plain rrf": replace(DEFAULTS, kinds=(), time_boost=0.0, neighbour_weight=0.0),
-    "inflections": replace(DEFAULTS, inflections=True),
-    "windows (previous+next)": replace(DEFAULTS, kinds=("sentence", "previous", "next")),
-    "window previous": replace(DEFAULTS, kinds=("sentence", "previous")),
-    "window next": replace(DEFAULTS, kinds=("sentence", "next")),
-    "session 0.3": replace(DEFAULTS, session_weight=0.3),
-    "prf 10 terms": replace(DEFAULTS, prf_terms=10),
-    "when boost 0.3": replace(DEFAULTS, when_boost=0.3),
-    "score fusion": replace(DEFAULTS, fusion="score"),
-    "diversity 0.3": replace(DEFAULTS, diversity=0.3),
+    "previous defaults": PREVIOUS,
+    "plain rrf (all stages off)": replace(PREVIOUS, kinds=(), time_boost=0.0, neighbour_weight=0.0),
+    # each stage of the defaults switched off
+    "- context window": replace(DEFAULTS, kinds=("sentence",)),
+    "- lexical context": replace(DEFAULTS, lexical_context=0),
+    "- both contexts": replace(DEFAULTS, kinds=("sentence",), lexical_context=0),
+    "- snowball (s-stem)": replace(DEFAULTS, analyser="s-stem"),
+    "- second neighbour": replace(DEFAULTS, second_neighbour_weight=0.0),
+    "- score fusion (rrf 10)": replace(DEFAULTS, fusion="rrf"),
+    "- when boost": replace(DEFAULTS, when_boost=0.0),
+    "time boost 0.5": replace(DEFAULTS, time_boost=0.5),
+    "neighbour 0.5": replace(DEFAULTS, neighbour_weight=0.5),
+    "- sentence derivatives": replace(DEFAULTS, kinds=("context",)),
+    "- graph neighbourhood": replace(DEFAULTS, neighbour_weight=0.0, second_neighbour_weight=0.0),
+    "- time ranges": replace(DEFAULTS, time_boost=0.0),
+    # ideas that did not make it
+    "+ speaker boost 0.5": replace(DEFAULTS, speaker_boost=0.5),
+    "window: previous turn only": replace(DEFAULTS, kinds=("sentence", "previous")),
+    "+ window with the next turn": replace(DEFAULTS, kinds=("sentence", "context", "next")),
+    "+ window around (prev+next)": replace(DEFAULTS, kinds=("sentence", "context", "around")),
+    "lexical context 2 turns": replace(DEFAULTS, lexical_context=2),
+    "+ lexical next turn": replace(DEFAULTS, lexical_after=1),
+    "porter stemmer": replace(DEFAULTS, analyser="porter"),
+    "exact + stem terms (dual)": replace(DEFAULTS, analyser="dual"),
+    "session evidence 0.3": replace(DEFAULTS, session_weight=0.3),
+    "rm3 feedback 10 terms": replace(DEFAULTS, prf_terms=10),
+    "session diversity 0.3": replace(DEFAULTS, diversity=0.3),
+    "fusion z-score": replace(DEFAULTS, fusion="z"),
+    "fusion score/max": replace(DEFAULTS, fusion="max"),
+    "fulltext weight 1.5": replace(DEFAULTS, fulltext_weight=1.5),
+    "vector weight 1.5": replace(DEFAULTS, vector_weight=1.5),
+    "candidates 100": replace(DEFAULTS, candidates=100),
+    "strip time words (lexical)": replace(DEFAULTS, strip_time_lexical=True),
+    "strip time words (dense)": replace(DEFAULTS, strip_time_dense=True),
 }
 
 
@@ -701,6 +696,7 @@ def main() -> None:
     vectors = Vectors(args.model, args.onnx_file)
     began = time.monotonic()
     conversations = build(args.data, vectors, tuple(args.kinds.split(",")))
+    vectors.ensure(without_times(q.text, c) for c in conversations for q in c.questions)
     sys.stderr.write(f"built in {time.monotonic() - began:.1f}s\n")
     names = args.variant or list(VARIANTS)
     run(conversations, {n: VARIANTS[n] for n in names}, args.split)
