@@ -1,15 +1,16 @@
 """A fast numpy replica of memmachine's episode search on LoCoMo, for trying retrieval ideas.
 
 ``bench/locomo_recall.py`` runs the real stores and takes minutes; this lab embeds every text
-once with the real ONNX model (turns, sentence derivatives, context-window derivatives,
-questions), caches the vectors under ``/tmp`` (never in the repository), and replays
-``MemoryManager.search_episodes`` in numpy, so one variant is scored on all six
-conversations in seconds. The replica is checked against the real bench: ``--variant
-defaults`` must give the memmachine row of bench/RESULTS.md (any@10 0.767 before this lab).
+once with the real ONNX model (turns, sentence derivatives, context windows, questions),
+caches the vectors under ``/tmp`` (never in the repository), and replays
+``MemoryManager.search_episodes`` in numpy with the core's own text helpers (analyser,
+window texts, time expressions), so one variant is scored on all six conversations in
+seconds. Checked against the real bench: ``previous defaults`` gives the memmachine row of
+the earlier run exactly (any@10 0.767), ``defaults`` the current one.
 
-    uv run python bench/locomo_lab.py                       # the named variants, all six
-    uv run python bench/locomo_lab.py --variant defaults --variant windows
-    uv run python bench/locomo_lab.py --split               # choose on 0-2, confirm on 3-5
+    uv run python bench/locomo_lab.py                       # every named variant, all six
+    uv run python bench/locomo_lab.py --variant defaults --variant "- when boost"
+    uv run python bench/locomo_lab.py --split               # also on 0-2 and on 3-5
 
 Scoring is the bench's: categories 1-4, query = the question, one turn = one result slot.
 Per-conversation any@10 deltas against the first variant are printed so the rule for a
@@ -328,6 +329,7 @@ class Config:
     kinds: tuple[str, ...] = ("sentence", "context")  # derivative vectors dense search uses
     lexical_context: int = 1  # words of this many turns before are indexed with a turn
     lexical_after: int = 0  # ... and of this many turns after (not in the core)
+    context_once: bool = False  # context words count once, and only when not the turn's own
     analyser: str = "snowball"  # the core's; "s-stem" = the previous one; "porter"; "dual"
     stem_weight: float = 1.0  # "dual": weight of the stem terms against the exact ones
     speaker_boost: float = 0.0
@@ -394,12 +396,18 @@ def analyse(text: str, analyser: str) -> list[str]:
 
 
 def index_of(conv: Conversation, cfg: Config) -> tuple[Bm25Index, list[list[str]]]:
-    key = ("index", cfg.analyser, cfg.lexical_context, cfg.lexical_after)
+    key = ("index", cfg.analyser, cfg.lexical_context, cfg.lexical_after, cfg.context_once)
     if key not in conv.cache:
         terms = []
         for i, turn in enumerate(conv.turns):
             around = [turn.content for turn in _nearby(conv, i, cfg.lexical_context, -1)]
             around += [turn.content for turn in _nearby(conv, i, cfg.lexical_after, 1)]
+            if cfg.context_once:
+                own = analyse(search_text(turn), cfg.analyser)
+                extra = analyse(" ".join(around), cfg.analyser)
+                seen = set(own)
+                terms.append(own + [t for t in dict.fromkeys(extra) if t not in seen])
+                continue
             terms.append(analyse(indexed_text(search_text(turn), around), cfg.analyser))
         conv.cache[key] = (Bm25Index(terms), terms)
     result: tuple[Bm25Index, list[list[str]]] = conv.cache[key]
@@ -421,7 +429,7 @@ def _nearby(conv: Conversation, index: int, count: int, step: int) -> list[Turn]
 
 
 def lexical_scores(conv: Conversation, q: Question, cfg: Config) -> Matrix:
-    key = ("bm25", q.index, cfg.analyser, cfg.lexical_context, cfg.lexical_after)
+    key = ("bm25", q.index, cfg.analyser, cfg.lexical_context, cfg.lexical_after, cfg.context_once)
     key += (cfg.prf_terms, cfg.prf_docs, cfg.prf_weight, cfg.strip_time_lexical, cfg.stem_weight)
     if key in conv.cache:
         cached: Matrix = conv.cache[key]
@@ -492,8 +500,8 @@ def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
                 continue
             values = raw[ranked]
             low, high = values.min(), values.max()
-            if cfg.fusion == "max":
-                low = 0.0
+            if cfg.fusion == "max" or (cfg.fusion == "short0" and len(ranked) < cfg.candidates):
+                low = min(low, 0.0)
             elif cfg.fusion == "z":
                 low, high = values.mean() - 2 * values.std(), values.mean() + 2 * values.std()
             for i, v in zip(ranked, values, strict=True):

@@ -382,8 +382,9 @@ class MemoryManager:
            ``context_window``) and full-text BM25 over the episode's indexed text (its own
            words and those of the messages before it, ``lexical_context``), each
            ``max(min_candidates, top_k * candidates_per_result)`` deep, fused by score
-           (``fusion="score"``: each list min-max scaled, then weighted by ``vector_weight``
-           and ``fulltext_weight``) or by reciprocal rank (``fusion="rrf"``, ``rrf_k``).
+           (``fusion="score"``: each list min-max scaled, from 0 when it is shorter than
+           asked for, then weighted by ``vector_weight`` and ``fulltext_weight``) or by
+           reciprocal rank (``fusion="rrf"``, ``rrf_k``).
         2. Boosts, multiplying the fused score: hits said by a speaker the query names
            (``speaker_boost``), hits inside a time range the query names, relative ranges
            resolved against the newest candidate or now, whichever is earlier
@@ -437,7 +438,7 @@ class MemoryManager:
                 "vector": [(episode.id, score) for episode, score in dense_hits],
                 "fulltext": [(episode.id, score) for episode, score in text_hits],
             }
-            fused = score_fusion(scored, weights=weights)
+            fused = score_fusion(scored, weights=weights, depth=candidates)
         else:
             rankings = {
                 "vector": [episode.id for episode, _ in dense_hits],

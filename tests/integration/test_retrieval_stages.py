@@ -275,8 +275,8 @@ async def test_score_fusion_keeps_near_ties_close(open_memory: Open) -> None:
         by_rank = await memory.search_episodes(USER, "red kettle whistles")
     assert contents(by_score) == contents(by_rank)
     assert contents(by_score)[:2] == [messages[0].content, messages[1].content]
-    # BM25 barely separates the first two: their fused scores stay close, the weakest
-    # candidate of the list scores nothing; rank fusion spaces them by rank instead
+    # BM25 barely separates the first two and leaves the last two far behind: fused scores
+    # follow those gaps, while rank fusion spaces the hits by rank alone
     assert by_score[1].score > 0.9 * by_score[0].score
-    assert by_score[-1].score == 0.0
-    assert by_rank[-1].score > 0.0
+    assert by_score[-1].score < 0.25 * by_score[0].score
+    assert by_rank[-1].score > 0.75 * by_rank[0].score

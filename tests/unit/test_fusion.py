@@ -66,3 +66,12 @@ def test_score_fusion_weights_equal_scores_and_empty_lists() -> None:
     tied = score_fusion({"vector": [("m", 0.5), ("n", 0.5)], "fulltext": []})
     assert [(item.key, item.score) for item in tied] == [("m", 0.5), ("n", 0.5)]
     assert score_fusion({"vector": [], "fulltext": []}) == []
+
+
+def test_a_list_shorter_than_asked_for_is_scaled_from_zero() -> None:
+    # every document the signal found is here: what is missing scores 0, and the last one
+    # found keeps the part of the score it has
+    short = score_fusion({"fulltext": [("x", 8.0), ("y", 2.0)]}, depth=30)
+    assert [(item.key, item.score) for item in short] == [("x", 1.0), ("y", 0.25)]
+    full = score_fusion({"fulltext": [("x", 8.0), ("y", 2.0)]}, depth=2)
+    assert [(item.key, item.score) for item in full] == [("x", 1.0), ("y", 0.0)]
