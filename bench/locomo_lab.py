@@ -322,14 +322,15 @@ class Config:
     """One variant of the search pipeline; the defaults are memmachine's defaults."""
 
     candidates: int = 60  # max(min_candidates 30, top_k 20 * candidates_per_result 3)
-    fusion: str = "score"  # "score" (min-max per list) | "rrf" | "z" | "max"
+    fusion: str = "rrf"  # "rrf" | "score" (min-max per list) | "z" | "max"
     rrf_k: float = 10
     vector_weight: float = 1.0
     fulltext_weight: float = 1.0
     kinds: tuple[str, ...] = ("sentence", "context")  # derivative vectors dense search uses
+    window_mix: float = 0.0  # blend window vectors with the turn's own vector
     lexical_context: int = 1  # words of this many turns before are indexed with a turn
     lexical_after: int = 0  # ... and of this many turns after (not in the core)
-    context_once: bool = False  # context words count once, and only when not the turn's own
+    context_full: bool = False  # context words counted with every repeat, own ones too
     analyser: str = "snowball"  # the core's; "s-stem" = the previous one; "porter"; "dual"
     stem_weight: float = 1.0  # "dual": weight of the stem terms against the exact ones
     speaker_boost: float = 0.0
@@ -350,14 +351,23 @@ class Config:
     strip_time_dense: bool = False  # embed the question without them
 
 
-def dense_scores(conv: Conversation, q: Question, kinds: tuple[str, ...]) -> Matrix:
-    key = ("dense", q.index, kinds)
+def dense_scores(
+    conv: Conversation, q: Question, kinds: tuple[str, ...], mix: float = 0.0
+) -> Matrix:
+    """Per turn, the best cosine of its own vector and its derivative vectors of ``kinds``;
+    window vectors (every kind but ``sentence``) are first blended with the turn's own
+    vector, ``normalise((1 - mix) * window + mix * own)``."""
+    key = ("dense", q.index, kinds, mix)
     if key not in conv.cache:
         best = conv.own @ q.vector
         for kind in kinds:
             owners, vectors = conv.derivatives[kind]
-            if len(owners):
-                np.maximum.at(best, owners, vectors @ q.vector)
+            if not len(owners):
+                continue
+            if mix and kind != "sentence":
+                vectors = (1 - mix) * vectors + mix * conv.own[owners]
+                vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+            np.maximum.at(best, owners, vectors @ q.vector)
         conv.cache[key] = best
     result: Matrix = conv.cache[key]
     return result
@@ -396,17 +406,15 @@ def analyse(text: str, analyser: str) -> list[str]:
 
 
 def index_of(conv: Conversation, cfg: Config) -> tuple[Bm25Index, list[list[str]]]:
-    key = ("index", cfg.analyser, cfg.lexical_context, cfg.lexical_after, cfg.context_once)
+    key = ("index", cfg.analyser, cfg.lexical_context, cfg.lexical_after, cfg.context_full)
     if key not in conv.cache:
         terms = []
         for i, turn in enumerate(conv.turns):
             around = [turn.content for turn in _nearby(conv, i, cfg.lexical_context, -1)]
             around += [turn.content for turn in _nearby(conv, i, cfg.lexical_after, 1)]
-            if cfg.context_once:
+            if cfg.context_full:
                 own = analyse(search_text(turn), cfg.analyser)
-                extra = analyse(" ".join(around), cfg.analyser)
-                seen = set(own)
-                terms.append(own + [t for t in dict.fromkeys(extra) if t not in seen])
+                terms.append(own + analyse(" ".join(around), cfg.analyser))
                 continue
             terms.append(analyse(indexed_text(search_text(turn), around), cfg.analyser))
         conv.cache[key] = (Bm25Index(terms), terms)
@@ -429,7 +437,7 @@ def _nearby(conv: Conversation, index: int, count: int, step: int) -> list[Turn]
 
 
 def lexical_scores(conv: Conversation, q: Question, cfg: Config) -> Matrix:
-    key = ("bm25", q.index, cfg.analyser, cfg.lexical_context, cfg.lexical_after, cfg.context_once)
+    key = ("bm25", q.index, cfg.analyser, cfg.lexical_context, cfg.lexical_after, cfg.context_full)
     key += (cfg.prf_terms, cfg.prf_docs, cfg.prf_weight, cfg.strip_time_lexical, cfg.stem_weight)
     if key in conv.cache:
         cached: Matrix = conv.cache[key]
@@ -478,7 +486,7 @@ def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
         stripped = without_times(q.text, conv)
         if stripped != q.text:
             q = replace(q, vector=conv.vectors.of([stripped])[0], index=-1 - q.index)
-    dense = dense_scores(conv, q, cfg.kinds)
+    dense = dense_scores(conv, q, cfg.kinds, cfg.window_mix)
     dense_list = top_by(dense, cfg.candidates)
     lexical = lexical_scores(conv, q, cfg)
     stamps = np.arange(n, dtype=np.float64)  # timestamps increase with the index
@@ -500,8 +508,8 @@ def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
                 continue
             values = raw[ranked]
             low, high = values.min(), values.max()
-            if cfg.fusion == "max" or (cfg.fusion == "short0" and len(ranked) < cfg.candidates):
-                low = min(low, 0.0)
+            if cfg.fusion == "max" or len(ranked) < cfg.candidates:
+                low = min(low, 0.0)  # a short list holds all that signal found
             elif cfg.fusion == "z":
                 low, high = values.mean() - 2 * values.std(), values.mean() + 2 * values.std()
             for i, v in zip(ranked, values, strict=True):
@@ -642,7 +650,6 @@ DEFAULTS = Config()
 #: The defaults before issue 6's second round (any@10 0.767 in bench/RESULTS.md).
 PREVIOUS = replace(
     DEFAULTS,
-    fusion="rrf",
     kinds=("sentence",),
     lexical_context=0,
     analyser="s-stem",
@@ -661,7 +668,7 @@ VARIANTS: dict[str, Config] = {
     "- both contexts": replace(DEFAULTS, kinds=("sentence",), lexical_context=0),
     "- snowball (s-stem)": replace(DEFAULTS, analyser="s-stem"),
     "- second neighbour": replace(DEFAULTS, second_neighbour_weight=0.0),
-    "- score fusion (rrf 10)": replace(DEFAULTS, fusion="rrf"),
+    "+ score fusion": replace(DEFAULTS, fusion="score"),
     "- when boost": replace(DEFAULTS, when_boost=0.0),
     "time boost 0.5": replace(DEFAULTS, time_boost=0.5),
     "neighbour 0.5": replace(DEFAULTS, neighbour_weight=0.5),
@@ -674,6 +681,7 @@ VARIANTS: dict[str, Config] = {
     "+ window with the next turn": replace(DEFAULTS, kinds=("sentence", "context", "next")),
     "+ window around (prev+next)": replace(DEFAULTS, kinds=("sentence", "context", "around")),
     "lexical context 2 turns": replace(DEFAULTS, lexical_context=2),
+    "lexical context words in full": replace(DEFAULTS, context_full=True),
     "+ lexical next turn": replace(DEFAULTS, lexical_after=1),
     "porter stemmer": replace(DEFAULTS, analyser="porter"),
     "exact + stem terms (dual)": replace(DEFAULTS, analyser="dual"),

@@ -144,7 +144,7 @@ async def story(settings: Settings) -> Checks:
         facts = await recall_facts(memory, "the patient's record (profile facts)", PATIENT)
 
         query = "anticoagulant bleeding risk with painkillers"
-        shared = await recall_search(memory, "care-team search", CARE_TEAM, query, top_k=6)
+        shared = await recall_search(memory, "care-team search", CARE_TEAM, query, top_k=4)
         orthopedics_only = CARE_TEAM.model_copy(update={"agent_id": "orthopedics-agent"})
         own = await recall_search(
             memory,

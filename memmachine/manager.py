@@ -381,10 +381,10 @@ class MemoryManager:
            derivative vectors: sentences, ``sentence_derivatives``, and its context window,
            ``context_window``) and full-text BM25 over the episode's indexed text (its own
            words and those of the messages before it, ``lexical_context``), each
-           ``max(min_candidates, top_k * candidates_per_result)`` deep, fused by score
-           (``fusion="score"``: each list min-max scaled, from 0 when it is shorter than
-           asked for, then weighted by ``vector_weight`` and ``fulltext_weight``) or by
-           reciprocal rank (``fusion="rrf"``, ``rrf_k``).
+           ``max(min_candidates, top_k * candidates_per_result)`` deep, fused by reciprocal
+           rank (``fusion="rrf"``, ``rrf_k``) or by score (``fusion="score"``: each list
+           min-max scaled, from 0 when it is shorter than asked for), weighted by
+           ``vector_weight`` and ``fulltext_weight``.
         2. Boosts, multiplying the fused score: hits said by a speaker the query names
            (``speaker_boost``), hits inside a time range the query names, relative ranges
            resolved against the newest candidate or now, whichever is earlier

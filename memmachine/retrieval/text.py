@@ -8,13 +8,15 @@ dense retrieval substantially; see bench/RESULTS.md).
 A message also leans on the turns before it: "Yes, adoption agencies!" answers "Have you
 picked a topic to research?". :func:`window_text` is a message read after the messages before
 it (embedded as one more derivative vector), and :func:`indexed_text` adds the words of the
-messages before it to what full-text search matches.
+messages before it that it lacks to what full-text search matches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+
+from memmachine.retrieval.terms import TERM_PATTERN, document_terms
 
 __all__ = ["Said", "episode_search_text", "indexed_text", "window_text"]
 
@@ -41,8 +43,17 @@ def window_text(said: Sequence[Said], *, timestamp: datetime) -> str:
 
 def indexed_text(own: str, before: Sequence[str]) -> str:
     """What full-text search indexes for a message: its own search text (see
-    :func:`episode_search_text`) followed by the contents of the messages ``before`` it."""
-    return "\n".join([own, *before])
+    :func:`episode_search_text`), then each word of the messages ``before`` it whose term
+    (:func:`~memmachine.retrieval.terms.document_terms`) the message does not already have,
+    once: context helps a message be found, but never outweighs its own words."""
+    seen = set(document_terms(own))
+    extra: list[str] = []
+    for word in TERM_PATTERN.findall(" ".join(before)):
+        terms = document_terms(word)
+        if terms and terms[0] not in seen:
+            seen.add(terms[0])
+            extra.append(word)
+    return f"{own}\n{' '.join(extra)}" if extra else own
 
 
 def _day(timestamp: datetime) -> str:

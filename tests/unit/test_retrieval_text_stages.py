@@ -203,7 +203,9 @@ def test_a_window_reads_the_messages_before_and_then_the_message() -> None:
     )
     own = episode_search_text("Yes: adoption agencies.", timestamp=when, producer=None, role="user")
     assert own == "8 May 2023 user: Yes: adoption agencies."
-    assert indexed_text(own, ["Have you picked a topic?"]) == (
-        "8 May 2023 user: Yes: adoption agencies.\nHave you picked a topic?"
+    # the words before add what the message lacks, each once; its own words are not repeated
+    assert indexed_text(own, ["Have you picked a topic?", "Adoption is great, great!"]) == (
+        "8 May 2023 user: Yes: adoption agencies.\npicked topic great"
     )
+    assert indexed_text(own, ["Yes, agencies."]) == own
     assert indexed_text(own, []) == own
