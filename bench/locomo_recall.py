@@ -11,10 +11,11 @@ run scores plain baselines over the same turns, so comparisons hold on a noisy m
 * ``hybrid``: BM25 fused with dense over ``"date speaker: text"`` (RRF k=60), the best
   simple hybrid;
 * ``memmachine``: ``MemoryManager.search_episodes`` with the configured retrieval settings,
-  and with ``--ablate`` the same path with one stage switched off per row; a stage that acts
-  when episodes are written (context windows, lexical context) is measured on one more copy
-  of the turns, ingested with that stage off. The analyser (Snowball stemming) is part of
-  the index and is not switched here; bench/locomo_lab.py measures it.
+  and with ``--ablate`` the same path with one stage switched off per row; with
+  ``--ablate-writes`` a stage that acts when episodes are written (context windows, lexical
+  context) is measured on one more copy of the turns, ingested with that stage off. The
+  analyser (Snowball stemming) is part of the index and is not switched here;
+  bench/locomo_lab.py measures it.
 
 Every returned hit takes one of the K slots, in the order returned: with ``--expand N``
 the neighbouring turns that context expansion adds are results of their own. Each search
@@ -23,7 +24,7 @@ itself plus the question's embedding (computed once per question and charged to 
 method that uses it).
 
     uv run python bench/locomo_recall.py [--conversations N] [--set speaker_boost=0 ...]
-        [--ablate] [--expand N] [--data-dir DIR [--reuse]] [--json out.json]
+        [--ablate [--ablate-writes]] [--expand N] [--data-dir DIR [--reuse]] [--json out.json]
 
 Results and the command that produced them: bench/RESULTS.md. Content is the turn text plus
 ``" [shares image: <caption>]"`` when a caption exists.
@@ -65,7 +66,7 @@ MARKER = "locomo-ingested.json"
 
 #: ``--ablate``: each row switches one search-time stage off (or, for the opt-in ones, on).
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "- score fusion (RRF k=10 instead)": {"fusion": "rrf"},
+    "+ score fusion (fusion=score)": {"fusion": "score"},
     "- 'when' boost": {"when_boost": 0.0},
     "- time ranges": {"time_boost": 0.0},
     "- turns two away (second neighbour)": {"second_neighbour_weight": 0.0},
@@ -285,7 +286,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
         try:
             marker = data_dir / MARKER
             copies: dict[str, dict[str, Any]] = {"": {}}
-            if args.ablate:
+            if args.ablate_writes:
                 copies.update(WRITE_ABLATIONS.values())
             fingerprint = {
                 "conversations": list(turns),
@@ -312,6 +313,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
                 for name, change in ABLATIONS.items():
                     expand = 1 if name.startswith("+ context expansion") else args.expand
                     variants[name] = (tuning.model_copy(update=change), expand, "")
+            if args.ablate_writes:
                 for name, (suffix, _) in WRITE_ABLATIONS.items():
                     variants[name] = (tuning, args.expand, suffix)
             results = await score(manager, turns, questions, variants, args, data_dir)
@@ -576,6 +578,11 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
     parser.add_argument("--expand", type=int, default=0, help="expand_context of each search")
     parser.add_argument("--ablate", action="store_true", help="also run each stage switched off")
+    parser.add_argument(
+        "--ablate-writes",
+        action="store_true",
+        help="also ingest a copy per write-time stage switched off (slow: one ingest each)",
+    )
     parser.add_argument("--data-dir", type=Path, help="keep the stores here (default: a temp dir)")
     parser.add_argument(
         "--reuse", action="store_true", help="skip ingestion when --data-dir holds the same data"
