@@ -326,7 +326,7 @@ class Config:
     rrf_k: float = 10
     vector_weight: float = 1.0
     fulltext_weight: float = 1.0
-    kinds: tuple[str, ...] = ("sentence", "context")  # derivative vectors dense search uses
+    kinds: tuple[str, ...] = ("sentence",)  # derivative vectors dense search uses
     window_mix: float = 0.0  # blend window vectors with the turn's own vector
     lexical_context: int = 1  # words of this many turns before are indexed with a turn
     lexical_after: int = 0  # ... and of this many turns after (not in the core)
@@ -336,7 +336,7 @@ class Config:
     speaker_boost: float = 0.0
     time_boost: float = 1.0
     when_boost: float = 1.0
-    neighbour_weight: float = 0.3
+    neighbour_weight: float = 0.5
     second_neighbour_weight: float = 0.2
     neighbour_candidates: int = 20
     # --- ideas that are not in the core
@@ -663,23 +663,31 @@ VARIANTS: dict[str, Config] = {
     "previous defaults": PREVIOUS,
     "plain rrf (all stages off)": replace(PREVIOUS, kinds=(), time_boost=0.0, neighbour_weight=0.0),
     # each stage of the defaults switched off
-    "- context window": replace(DEFAULTS, kinds=("sentence",)),
+    "+ context window (2 turns)": replace(DEFAULTS, kinds=("sentence", "context")),
     "- lexical context": replace(DEFAULTS, lexical_context=0),
-    "- both contexts": replace(DEFAULTS, kinds=("sentence",), lexical_context=0),
+    "+ window - lexical context": replace(
+        DEFAULTS, kinds=("sentence", "context"), lexical_context=0
+    ),
     "- snowball (s-stem)": replace(DEFAULTS, analyser="s-stem"),
     "- second neighbour": replace(DEFAULTS, second_neighbour_weight=0.0),
     "+ score fusion": replace(DEFAULTS, fusion="score"),
     "- when boost": replace(DEFAULTS, when_boost=0.0),
     "time boost 0.5": replace(DEFAULTS, time_boost=0.5),
-    "neighbour 0.5": replace(DEFAULTS, neighbour_weight=0.5),
-    "- sentence derivatives": replace(DEFAULTS, kinds=("context",)),
+    "neighbour 0.3": replace(DEFAULTS, neighbour_weight=0.3),
+    "+ context window, neighbour 0.3": replace(
+        DEFAULTS, kinds=("sentence", "context"), neighbour_weight=0.3
+    ),
+    "- sentence derivatives": replace(DEFAULTS, kinds=()),
     "- graph neighbourhood": replace(DEFAULTS, neighbour_weight=0.0, second_neighbour_weight=0.0),
     "- time ranges": replace(DEFAULTS, time_boost=0.0),
     # ideas that did not make it
     "+ speaker boost 0.5": replace(DEFAULTS, speaker_boost=0.5),
-    "window: previous turn only": replace(DEFAULTS, kinds=("sentence", "previous")),
-    "+ window with the next turn": replace(DEFAULTS, kinds=("sentence", "context", "next")),
-    "+ window around (prev+next)": replace(DEFAULTS, kinds=("sentence", "context", "around")),
+    "+ window of the previous turn only": replace(DEFAULTS, kinds=("sentence", "previous")),
+    "+ windows before and after": replace(DEFAULTS, kinds=("sentence", "context", "next")),
+    "+ window around (prev+next)": replace(DEFAULTS, kinds=("sentence", "around")),
+    "+ window, blended with own .25": replace(
+        DEFAULTS, kinds=("sentence", "context"), window_mix=0.25
+    ),
     "lexical context 2 turns": replace(DEFAULTS, lexical_context=2),
     "lexical context words in full": replace(DEFAULTS, context_full=True),
     "+ lexical next turn": replace(DEFAULTS, lexical_after=1),

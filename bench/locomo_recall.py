@@ -89,10 +89,10 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     },
 }
 
-#: ``--ablate``: each row switches one write-time stage off; the turns are ingested once more
+#: ``--ablate-writes``: each row switches one write-time stage; the turns are ingested once more
 #: for it, under users ``<sample_id>~<key>``, and searched with the configured settings.
 WRITE_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
-    "- context windows (write time)": ("nowindow", {"context_window": 0}),
+    "+ context windows (write time)": ("window", {"context_window": 2}),
     "- lexical context (write time)": ("nolexical", {"lexical_context": 0}),
 }
 

@@ -32,10 +32,9 @@ def test_memory_layer_stores_and_recalls_and_persists(tmp_path: Path) -> None:
         memory.store_profile("ana", {"city": "Porto"})
 
         hits = memory.retrieve_episodic("ana", "beagle Toast")
-        # both of ana's messages about Toast are found (the reply also by its context)
-        [found] = [hit for hit in hits if hit["id"] == first]
-        assert found["metadata"] == {"via": "sms"}
-        assert found["session_id"] == "onboarding"
+        assert hits[0]["id"] == first
+        assert hits[0]["metadata"] == {"via": "sms"}
+        assert hits[0]["session_id"] == "onboarding"
         assert {hit["content"] for hit in hits} <= {
             "I adopted a beagle called Toast",
             "Book the vet for Toast",
