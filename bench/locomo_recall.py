@@ -10,8 +10,12 @@ run scores plain baselines over the same turns, so comparisons hold on a noisy m
 * ``dense``: cosine similarity of the bare turn text's embedding (same model);
 * ``hybrid``: BM25 fused with dense over ``"date speaker: text"`` (RRF k=60), the best
   simple hybrid;
-* ``memmachine``: ``MemoryManager.search`` with the configured retrieval settings, and with
-  ``--ablate`` the same path with one stage switched off per row.
+* ``memmachine``: ``MemoryManager.search_episodes`` with the configured retrieval settings,
+  and with ``--ablate`` the same path with one stage switched off per row; with
+  ``--ablate-writes`` a stage that acts when episodes are written (context windows, lexical
+  context) is measured on one more copy of the turns, ingested with that stage off. The
+  analyser (Snowball stemming) is part of the index and is not switched here;
+  bench/locomo_lab.py measures it.
 
 Every returned hit takes one of the K slots, in the order returned: with ``--expand N``
 the neighbouring turns that context expansion adds are results of their own. Each search
@@ -20,7 +24,7 @@ itself plus the question's embedding (computed once per question and charged to 
 method that uses it).
 
     uv run python bench/locomo_recall.py [--conversations N] [--set speaker_boost=0 ...]
-        [--ablate] [--expand N] [--data-dir DIR [--reuse]] [--json out.json]
+        [--ablate [--ablate-writes]] [--expand N] [--data-dir DIR [--reuse]] [--json out.json]
 
 Results and the command that produced them: bench/RESULTS.md. Content is the turn text plus
 ``" [shares image: <caption>]"`` when a caption exists.
@@ -60,23 +64,36 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 TOKEN = re.compile(r"[a-z0-9]+")
 MARKER = "locomo-ingested.json"
 
-#: ``--ablate``: each row switches one stage off (or, for the opt-in ones, on).
+#: ``--ablate``: each row switches one search-time stage off (or, for the opt-in ones, on).
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "+ inflections": {"inflections": True},
-    "- sentence derivatives": {"sentence_derivatives": False},
-    "+ speaker boost (0.5)": {"speaker_boost": 0.5},
+    "+ score fusion (fusion=score)": {"fusion": "score"},
+    "- 'when' boost": {"when_boost": 0.0},
     "- time ranges": {"time_boost": 0.0},
-    "- graph neighbourhood": {"neighbour_weight": 0.0},
+    "- turns two away (second neighbour)": {"second_neighbour_weight": 0.0},
+    "- graph neighbourhood (both distances)": {
+        "neighbour_weight": 0.0,
+        "second_neighbour_weight": 0.0,
+    },
+    "- derivative vectors (sentences and windows)": {"sentence_derivatives": False},
+    "+ speaker boost (0.5)": {"speaker_boost": 0.5},
     "+ recency": {"recency_weight": 0.5},
-    "+ inflections + speaker boost (0.5)": {"inflections": True, "speaker_boost": 0.5},
     "+ context expansion (1 turn each side)": {},
-    "plain RRF (all stages off)": {
-        "inflections": False,
+    "all search-time stages off (RRF, no derivatives)": {
+        "fusion": "rrf",
         "sentence_derivatives": False,
         "speaker_boost": 0.0,
         "time_boost": 0.0,
+        "when_boost": 0.0,
         "neighbour_weight": 0.0,
+        "second_neighbour_weight": 0.0,
     },
+}
+
+#: ``--ablate-writes``: each row switches one write-time stage; the turns are ingested once more
+#: for it, under users ``<sample_id>~<key>``, and searched with the configured settings.
+WRITE_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "+ context windows (write time)": ("window", {"context_window": 2}),
+    "- lexical context (write time)": ("nolexical", {"lexical_context": 0}),
 }
 
 
@@ -268,25 +285,37 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
         await manager.start()
         try:
             marker = data_dir / MARKER
+            copies: dict[str, dict[str, Any]] = {"": {}}
+            if args.ablate_writes:
+                copies.update(WRITE_ABLATIONS.values())
             fingerprint = {
                 "conversations": list(turns),
                 "model": str(args.model),
-                "sentence_derivatives": tuning.sentence_derivatives,
+                "write": {
+                    suffix: tuning.model_copy(update=change).model_dump(include=WRITE_SETTINGS)
+                    for suffix, change in copies.items()
+                },
             }
             if args.reuse and _ingested(marker, fingerprint):
                 sys.stderr.write(f"reusing the episodes ingested in {data_dir}\n")
             else:
-                for sample_id in turns:
-                    await manager.forget_user(Scope(user_id=sample_id))
-                await ingest(manager, turns)
+                for suffix, change in copies.items():
+                    for sample_id in turns:
+                        await manager.forget_user(Scope(user_id=_user(sample_id, suffix)))
+                    manager.retrieval = tuning.model_copy(update=change)
+                    await ingest(manager, turns, suffix)
+                manager.retrieval = tuning
                 marker.write_text(json.dumps(fingerprint))
-            variants: dict[str, tuple[RetrievalSettings, int]] = {
-                "memmachine": (tuning, args.expand)
+            variants: dict[str, tuple[RetrievalSettings, int, str]] = {
+                "memmachine": (tuning, args.expand, "")
             }
             if args.ablate:
                 for name, change in ABLATIONS.items():
                     expand = 1 if name.startswith("+ context expansion") else args.expand
-                    variants[name] = (tuning.model_copy(update=change), expand)
+                    variants[name] = (tuning.model_copy(update=change), expand, "")
+            if args.ablate_writes:
+                for name, (suffix, _) in WRITE_ABLATIONS.items():
+                    variants[name] = (tuning, args.expand, suffix)
             results = await score(manager, turns, questions, variants, args, data_dir)
         finally:
             await manager.close()
@@ -299,19 +328,33 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
         "search_top_k": max(KS),
         "expand_context": args.expand,
         "retrieval": tuning.model_dump(),
-        "ablations": {name: ABLATIONS[name] for name in results if name in ABLATIONS},
+        "ablations": {
+            **{name: ABLATIONS[name] for name in results if name in ABLATIONS},
+            **{name: WRITE_ABLATIONS[name][1] for name in results if name in WRITE_ABLATIONS},
+        },
     }
     return results, meta
 
 
-async def ingest(manager: MemoryManager, turns: dict[str, list[Turn]]) -> None:
-    bar = Progress("ingest (memmachine)", sum(len(t) for t in turns.values()))
+#: Settings that act when episodes are written (a copy of the data per variant).
+WRITE_SETTINGS = {"sentence_derivatives", "context_window", "lexical_context"}
+
+
+def _user(sample_id: str, suffix: str) -> str:
+    return f"{sample_id}~{suffix}" if suffix else sample_id
+
+
+async def ingest(manager: MemoryManager, turns: dict[str, list[Turn]], suffix: str = "") -> None:
+    """Every turn, one message each, session by session in batches of 32, under the user
+    ``sample_id`` (``<sample_id>~<suffix>`` for a write-time variant)."""
+    label = f"ingest (memmachine{', ' + suffix if suffix else ''})"
+    bar = Progress(label, sum(len(t) for t in turns.values()))
     for sample_id, conversation in turns.items():
         by_session: dict[int, list[Turn]] = defaultdict(list)
         for turn in conversation:
             by_session[turn.session].append(turn)
         for number, session in by_session.items():
-            scope = Scope(user_id=sample_id, session_id=f"session-{number}")
+            scope = Scope(user_id=_user(sample_id, suffix), session_id=f"session-{number}")
             for start in range(0, len(session), 32):
                 batch = session[start : start + 32]
                 messages = [
@@ -364,7 +407,7 @@ async def score(
     manager: MemoryManager,
     turns: dict[str, list[Turn]],
     questions: list[dict[str, Any]],
-    variants: dict[str, tuple[RetrievalSettings, int]],
+    variants: dict[str, tuple[RetrievalSettings, int, str]],
     args: argparse.Namespace,
     data_dir: Path,
 ) -> dict[str, Scores]:
@@ -445,11 +488,15 @@ async def score(
                 )
                 bar.step()
 
-            for name, (tuning, expand) in variants.items():
+            for name, (tuning, expand, suffix) in variants.items():
                 manager.retrieval = tuning
                 began = time.perf_counter()
                 found = await manager.search_episodes(
-                    scope, text, top_k=max(KS), expand_context=expand, query_vector=vector
+                    Scope(user_id=_user(sample_id, suffix)) if suffix else scope,
+                    text,
+                    top_k=max(KS),
+                    expand_context=expand,
+                    query_vector=vector,
                 )
                 elapsed = time.perf_counter() - began + embed_seconds
                 # one slot per returned hit, context neighbours included, in order
@@ -531,6 +578,11 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
     parser.add_argument("--expand", type=int, default=0, help="expand_context of each search")
     parser.add_argument("--ablate", action="store_true", help="also run each stage switched off")
+    parser.add_argument(
+        "--ablate-writes",
+        action="store_true",
+        help="also ingest a copy per write-time stage switched off (slow: one ingest each)",
+    )
     parser.add_argument("--data-dir", type=Path, help="keep the stores here (default: a temp dir)")
     parser.add_argument(
         "--reuse", action="store_true", help="skip ingestion when --data-dir holds the same data"

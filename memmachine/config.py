@@ -282,6 +282,11 @@ class RetrievalSettings(_Section):
     model_config = SettingsConfigDict(env_prefix="MEMMACHINE_RETRIEVAL_", extra="ignore")
     yaml_section: ClassVar[str | None] = "retrieval"
 
+    #: How the dense and full-text candidate lists are fused. ``rrf``: reciprocal-rank fusion
+    #: with ``rrf_k``; ``score``: each list's scores (cosine, BM25) are min-max scaled over its
+    #: candidates and added. Both weight the lists by ``vector_weight`` / ``fulltext_weight``.
+    #: On LoCoMo they tie on any@10; ``score`` separates near ties less by rank alone.
+    fusion: Literal["rrf", "score"] = "rrf"
     #: The k of reciprocal-rank fusion: higher flattens the advantage of the top ranks.
     rrf_k: int = Field(default=10, ge=1)
     vector_weight: float = Field(default=1.0, ge=0)
@@ -291,28 +296,43 @@ class RetrievalSettings(_Section):
     min_candidates: int = Field(default=30, ge=1)
     #: With a reranker: how many of the best fused hits it scores (at least ``top_k``).
     rerank_candidates: int = Field(default=30, ge=1)
-    #: Full-text search also matches the ``-ed``/``-ing`` forms and bases of the query's
-    #: words ("paint" finds "painted"). Off by default: only the words as written (plurals
-    #: folded); on LoCoMo it lifts any@10 overall but not in every conversation.
-    inflections: bool = False
     #: Embed each sentence of a multi-sentence message too (at write time); dense search
-    #: scores an episode by the best of its own vector and its sentences'. Off: new
-    #: episodes get no sentence vectors and search ignores stored ones.
+    #: scores an episode by the best of its own vector and its derivative vectors. Off: new
+    #: episodes get no sentence vectors and search ignores every stored derivative vector
+    #: (sentences and context windows).
     sentence_derivatives: bool = True
+    #: Context windows (at write time): each message is also embedded together with up to
+    #: this many messages before it in its session, as one more derivative vector, so a
+    #: reply ("Yes, adoption agencies") is found by what it answers. Off (0) by default: on
+    #: LoCoMo 2 lifts any@10 by 0.015, but doubles the tokens embedded at ingest, enlarges
+    #: the derivative scan of every search, and lets a short reply tie with the message it
+    #: answers for that message's own words (bench/RESULTS.md).
+    context_window: int = Field(default=0, ge=0, le=8)
+    #: Lexical context (at write time): each message's full-text terms also hold the words of
+    #: up to this many messages before it in its session that it lacks, each once
+    #: (:func:`memmachine.retrieval.text.indexed_text`); 0 turns it off.
+    lexical_context: int = Field(default=1, ge=0, le=8)
     #: Hits said by a speaker the query names ("What did Caroline ...") get their score
     #: multiplied by ``1 + speaker_boost``; 0 (the default) turns it off. On LoCoMo 0.5
     #: lifts any@1 but not any@10 in every conversation (bench/RESULTS.md).
     speaker_boost: float = Field(default=0.0, ge=0)
     #: Graph neighbourhood: each of the best ``neighbour_candidates`` hits passes
-    #: ``neighbour_weight`` times its score to the turns right before and after it (an
-    #: answer often follows the question that matched); 0 turns it off.
+    #: ``neighbour_weight`` times its score to the turns right before and after it, and
+    #: ``second_neighbour_weight`` times its score to the turns two away (an answer often
+    #: follows the question that matched, and a speaker's next turn continues their last);
+    #: 0 turns each off.
     neighbour_weight: float = Field(default=0.5, ge=0)
+    second_neighbour_weight: float = Field(default=0.2, ge=0)
     neighbour_candidates: int = Field(default=20, ge=1)
     #: Hits whose timestamp lies in a time range the query names ("in May 2023", "last
     #: week") get their score multiplied by ``1 + time_boost``; 0 turns it off. Ranges are
     #: widened by ``time_slack_days`` on each side.
-    time_boost: float = Field(default=0.5, ge=0)
+    time_boost: float = Field(default=1.0, ge=0)
     time_slack_days: int = Field(default=0, ge=0)
+    #: A query that asks when ("When did ...", "what year ...") multiplies the score of hits
+    #: that say when something happened ("yesterday", "last week", "in May") by
+    #: ``1 + when_boost``; 0 turns it off.
+    when_boost: float = Field(default=1.0, ge=0)
     #: Recency: score multiplied by ``1 + recency_weight * 0.5 ** (age / half-life)``, age
     #: counted back from the newest candidate; 0 (the default) turns it off.
     recency_weight: float = Field(default=0.0, ge=0)

@@ -72,11 +72,11 @@ from memmachine.ports import (
     Reranker,
     WorkingMemoryStore,
 )
-from memmachine.retrieval import episode_search_text, reciprocal_rank_fusion
+from memmachine.retrieval import episode_search_text, reciprocal_rank_fusion, score_fusion
 from memmachine.retrieval.derivatives import split_sentences
 from memmachine.retrieval.speakers import named_speakers
-from memmachine.retrieval.temporal import time_ranges
-from memmachine.retrieval.terms import inflected_query
+from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
+from memmachine.retrieval.text import Said, indexed_text, window_text
 from memmachine.safety import Redactor, looks_like_injection, merge_counts
 
 __all__ = ["MemoryManager", "Resource"]
@@ -269,9 +269,16 @@ class MemoryManager:
         episode_ids = _episode_ids(ids, len(messages))
         messages = [self._sanitize_message(message) for message in messages]
         now = utc_now()
+        said = await self._said_before(session_scope) if messages else []
+        lexical = self.retrieval.lexical_context
         records = []
+        contexts: list[list[Said]] = []
         for episode_id, message in zip(episode_ids, messages, strict=True):
             timestamp = as_utc(message.timestamp) if message.timestamp else now
+            own = episode_search_text(
+                message.content, timestamp=timestamp, producer=message.producer, role=message.role
+            )
+            before = [content for _, content in said[len(said) - lexical :]] if lexical else []
             records.append(
                 EpisodeRecord(
                     id=episode_id,
@@ -280,16 +287,13 @@ class MemoryManager:
                     content=message.content,
                     timestamp=timestamp,
                     metadata=message.metadata,
-                    search_text=episode_search_text(
-                        message.content,
-                        timestamp=timestamp,
-                        producer=message.producer,
-                        role=message.role,
-                    ),
+                    search_text=indexed_text(own, before),
                 )
             )
+            contexts.append(list(said))
+            said.append((message.producer or message.role, message.content))
         if self.embedder is not None and records:
-            await self._embed_records(self.embedder, records)
+            await self._embed_records(self.embedder, records, contexts)
         stored = await self.episodes.add_episodes(session_scope, records)
         if working and stored:
             try:
@@ -374,20 +378,26 @@ class MemoryManager:
         Stages (each has a switch in :class:`~memmachine.config.RetrievalSettings`):
 
         1. Candidates: dense similarity (an episode scores the best of its own vector and its
-           sentences' vectors, ``sentence_derivatives``) and full-text BM25 (also matching
-           the ``-ed``/``-ing`` forms of the query's words, ``inflections``), each
+           derivative vectors: sentences, ``sentence_derivatives``, and its context window,
+           ``context_window``) and full-text BM25 over the episode's indexed text (its own
+           words and those of the messages before it, ``lexical_context``), each
            ``max(min_candidates, top_k * candidates_per_result)`` deep, fused by reciprocal
-           rank (``rrf_k``, ``vector_weight``, ``fulltext_weight``).
+           rank (``fusion="rrf"``, ``rrf_k``) or by score (``fusion="score"``: each list
+           min-max scaled, from 0 when it is shorter than asked for), weighted by
+           ``vector_weight`` and ``fulltext_weight``.
         2. Boosts, multiplying the fused score: hits said by a speaker the query names
            (``speaker_boost``), hits inside a time range the query names, relative ranges
            resolved against the newest candidate or now, whichever is earlier
-           (``time_boost``, see :func:`memmachine.retrieval.temporal.time_ranges`), recency
-           (``recency_weight``) and ``metadata["importance"]`` (``importance_weight``).
+           (``time_boost``, see :func:`memmachine.retrieval.temporal.time_ranges`), hits that
+           say when something happened when the query asks when (``when_boost``, see
+           :func:`~memmachine.retrieval.temporal.asks_when`), recency (``recency_weight``)
+           and ``metadata["importance"]`` (``importance_weight``).
         3. Graph neighbourhood: each of the best ``neighbour_candidates`` passes
            ``neighbour_weight`` times its score to the turns right before and after it in its
-           session; a turn keeps the largest share passed to it, added to its own score,
-           and may enter the results this way (``ranks["neighbour"]`` = the rank of the hit
-           that passed it).
+           session and ``second_neighbour_weight`` times its score to the turns two away; a
+           turn keeps the largest share passed to it, added to its own score, and may enter
+           the results this way (``ranks["neighbour"]`` = the rank of the hit that passed
+           it).
 
         Without a reranker a hit's ``score`` is in [0, 1]: 1.0 = first in every signal with
         every boost and the largest neighbour share. With one, the best
@@ -409,8 +419,7 @@ class MemoryManager:
         candidates = max(tuning.min_candidates, top_k * tuning.candidates_per_result)
         if query_vector is None and self.embedder is not None:
             query_vector = (await self.embedder.embed([query]))[0]
-        lexical_query = inflected_query(query) if tuning.inflections else query
-        lexical = self.episodes.fulltext_search(scope, lexical_query, candidates)
+        lexical = self.episodes.fulltext_search(scope, query, candidates)
         if query_vector is not None:
             dense_hits, text_hits = await asyncio.gather(
                 self.episodes.vector_search(
@@ -423,18 +432,26 @@ class MemoryManager:
         by_id: dict[str, Episode] = {}
         for episode, _ in [*dense_hits, *text_hits]:
             by_id.setdefault(episode.id, episode)
-        rankings = {
-            "vector": [episode.id for episode, _ in dense_hits],
-            "fulltext": [episode.id for episode, _ in text_hits],
-        }
         weights = {"vector": tuning.vector_weight, "fulltext": tuning.fulltext_weight}
-        fused = reciprocal_rank_fusion(rankings, k=tuning.rrf_k, weights=weights)
+        if tuning.fusion == "score":
+            scored = {
+                "vector": [(episode.id, score) for episode, score in dense_hits],
+                "fulltext": [(episode.id, score) for episode, score in text_hits],
+            }
+            fused = score_fusion(scored, weights=weights, depth=candidates)
+        else:
+            rankings = {
+                "vector": [episode.id for episode, _ in dense_hits],
+                "fulltext": [episode.id for episode, _ in text_hits],
+            }
+            fused = reciprocal_rank_fusion(rankings, k=tuning.rrf_k, weights=weights)
         scores = {item.key: item.score for item in fused}
         ranks = {item.key: dict(item.ranks) for item in fused}
         ceiling = self._boost(query, scores, by_id)
-        if tuning.neighbour_weight > 0 and scores:
+        spread = max(tuning.neighbour_weight, tuning.second_neighbour_weight)
+        if spread > 0 and scores:
             await self._spread_to_neighbours(scope, scores, ranks, by_id)
-            ceiling *= 1 + tuning.neighbour_weight
+            ceiling *= 1 + spread
         # sorted() is stable: equal scores keep the fused order
         order = sorted(scores, key=lambda key: -scores[key])
         pool = top_k if self.reranker is None else max(top_k, tuning.rerank_candidates)
@@ -448,15 +465,42 @@ class MemoryManager:
             hits = await self._expand(scope, hits, expand_context)
         return hits
 
-    async def _embed_records(self, embedder: Embedder, records: Sequence[EpisodeRecord]) -> None:
-        """Set each record's embedding (of its search text) and, with
-        ``retrieval.sentence_derivatives``, its ``derivative_embeddings``: one per sentence
-        of a multi-sentence message, embedded in the same ``"<date> <speaker>:"`` context.
-        One embedder call for all of them."""
-        texts = [record.search_text for record in records]
+    async def _said_before(self, session_scope: Scope) -> list[Said]:
+        """The last messages of the session, oldest first, as many as the context window or
+        lexical context may use (none when both are off)."""
+        tuning = self.retrieval
+        window = tuning.context_window if self.embedder is not None else 0
+        wanted = max(window, tuning.lexical_context)
+        if wanted <= 0:
+            return []
+        latest = await self.episodes.list_episodes(session_scope, limit=wanted, newest_first=True)
+        return [(episode.producer or episode.role, episode.content) for episode in latest[::-1]]
+
+    async def _embed_records(
+        self,
+        embedder: Embedder,
+        records: Sequence[EpisodeRecord],
+        contexts: Sequence[Sequence[Said]],
+    ) -> None:
+        """Set each record's embedding (of ``"<date> <speaker>: <content>"``) and its
+        ``derivative_embeddings``: with ``retrieval.sentence_derivatives`` one per sentence of
+        a multi-sentence message, embedded in the same ``"<date> <speaker>:"`` context, and
+        with ``retrieval.context_window`` one of the message read after up to that many of
+        the messages before it in its session (``contexts[i]``, oldest first; see
+        :func:`~memmachine.retrieval.text.window_text`). One embedder call for all of them."""
+        tuning = self.retrieval
+        texts = [
+            episode_search_text(
+                record.content,
+                timestamp=record.timestamp,
+                producer=record.producer,
+                role=record.role,
+            )
+            for record in records
+        ]
         owners: list[int] = []
-        if self.retrieval.sentence_derivatives:
-            for index, record in enumerate(records):
+        for index, record in enumerate(records):
+            if tuning.sentence_derivatives:
                 for sentence in split_sentences(record.content):
                     texts.append(
                         episode_search_text(
@@ -467,6 +511,14 @@ class MemoryManager:
                         )
                     )
                     owners.append(index)
+            before = (
+                list(contexts[index])[-tuning.context_window :] if tuning.context_window else []
+            )
+            if before:
+                speaker = record.producer or record.role
+                said = [*before, (speaker, record.content)]
+                texts.append(window_text(said, timestamp=record.timestamp))
+                owners.append(index)
         vectors = await embedder.embed(texts)
         for record, vector in zip(records, vectors[: len(records)], strict=True):
             record.embedding = vector
@@ -498,6 +550,11 @@ class MemoryManager:
                 for episode in episodes:
                     if any(episode.timestamp in span for span in ranges):
                         factors[episode.id] *= 1 + tuning.time_boost
+        if tuning.when_boost > 0 and asks_when(query):
+            ceiling *= 1 + tuning.when_boost
+            for episode in episodes:
+                if mentions_time(episode.content):
+                    factors[episode.id] *= 1 + tuning.when_boost
         if tuning.recency_weight > 0:
             ceiling *= 1 + tuning.recency_weight
             half_life = tuning.recency_half_life_days * 86_400.0
@@ -520,17 +577,33 @@ class MemoryManager:
         by_id: dict[str, Episode],
     ) -> None:
         """Graph neighbourhood (see :meth:`search_episodes`): add to ``scores`` in place the
-        largest share each adjacent turn receives from the best hits."""
+        largest share each turn one or two away receives from the best hits. One batched
+        ``EpisodeStore.adjacent`` query per distance."""
         tuning = self.retrieval
         sources = sorted(scores, key=lambda key: -scores[key])[: tuning.neighbour_candidates]
         adjacent = await self.episodes.adjacent(scope, sources)
+        beyond: dict[str, list[Episode]] = {}
+        if tuning.second_neighbour_weight > 0:
+            nearest = {episode.id for around in adjacent.values() for episode in around}
+            beyond = await self.episodes.adjacent(scope, sorted(nearest))
         shares: dict[str, tuple[float, int]] = {}
+
+        def offer(episode: Episode, share: float, position: int) -> None:
+            by_id.setdefault(episode.id, episode)
+            if share > shares.get(episode.id, (0.0, 0))[0]:
+                shares[episode.id] = (share, position)
+
         for position, key in enumerate(sources, 1):
-            share = tuning.neighbour_weight * scores[key]
-            for episode in adjacent.get(key, []):
-                by_id.setdefault(episode.id, episode)
-                if share > shares.get(episode.id, (0.0, 0))[0]:
-                    shares[episode.id] = (share, position)
+            first = tuning.neighbour_weight * scores[key]
+            second = tuning.second_neighbour_weight * scores[key]
+            origin = by_id[key].sequence
+            for near in adjacent.get(key, []):
+                offer(near, first, position)
+                step = near.sequence - origin
+                for far in beyond.get(near.id, []):
+                    # two away: one more step the same way, in the same session
+                    if (far.sequence - near.sequence) * step > 0:
+                        offer(far, second, position)
         for key, (share, position) in shares.items():
             scores[key] = scores.get(key, 0.0) + share
             ranks.setdefault(key, {})["neighbour"] = position

@@ -22,16 +22,19 @@ from memmachine.adapters.cypher_dialect import (
     joined_terms,
     scope_predicate,
 )
-from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError
+from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError, StoreError
 from memmachine.models import Episode, EpisodeRecord, Scope, utc_now
 from memmachine.ports import Lifecycle
-from memmachine.retrieval.terms import document_terms, query_terms
+from memmachine.retrieval.terms import ANALYSER_VERSION, document_terms, query_terms
 
 __all__ = ["FULLTEXT_INDEX", "CypherEpisodeStore"]
 
 
 _STORE = "episodic"
-_SCHEMA_VERSION = 1
+#: 2: ``search_terms`` from the Snowball analyser (``terms.ANALYSER_VERSION`` 2); a graph
+#: of schema 1 has its terms re-analysed on start (:meth:`CypherEpisodeStore._reindex_terms`).
+_SCHEMA_VERSION = 2
+_REINDEX_BATCH = 500
 _META_KEY = "episode_store"
 _BM25_K1 = 1.2
 _BM25_B = 0.75
@@ -77,6 +80,8 @@ class CypherEpisodeStore(Lifecycle):
     (integer microseconds since the Unix epoch, UTC), metadata (a JSON string: neither engine
     has map properties), sequence, search_text (as given), search_terms and term_count (the
     normalised terms the full-text index holds) and, when the store has vectors, embedding.
+    Terms depend on the shared analyser: a graph of an older schema has every episode's
+    search_text analysed again on ``start()`` (and such episodes then carry terms_version).
 
     Ids are unique per user (tenant, org, project, user): the same id under another user is
     another episode, so a conflict never reveals what another scope holds.
@@ -565,11 +570,22 @@ class CypherEpisodeStore(Lifecycle):
             },
         )
         stored_dimensions, stored_model, schema_version = rows[0]
-        if schema_version is not None and int(schema_version) > _SCHEMA_VERSION:
+        version = 1 if schema_version is None else int(schema_version)
+        if version > _SCHEMA_VERSION:
             raise ConfigurationError(
                 f"{self._location} was written by a newer memmachine "
                 f"(episode schema {schema_version}, this one knows {_SCHEMA_VERSION})"
             )
+        self._check_embedding_settings(stored_dimensions, stored_model)
+        if version < _SCHEMA_VERSION:
+            await self._reindex_terms()
+            await self._run(
+                "MATCH (m:MemMachineMeta {key: $key}) SET m.schema_version = $schema_version",
+                {"key": _META_KEY, "schema_version": _SCHEMA_VERSION},
+            )
+
+    def _check_embedding_settings(self, stored_dimensions: Any, stored_model: Any) -> None:
+        """Refuse vectors of another dimension or model than the graph was built with."""
         if self._dimensions is None:
             return
         built = (
@@ -584,6 +600,59 @@ class CypherEpisodeStore(Lifecycle):
             raise ConfigurationError(f"{built}; {wanted}: {advice}")
         if stored_model and self._model and stored_model != self._model:
             raise ConfigurationError(f"{built}; {wanted}: {advice}")
+
+    async def _reindex_terms(self) -> int:
+        """Analyse every episode's ``search_text`` again with the current analyser and store
+        its ``search_terms`` / ``term_count``, in batches; returns how many were updated.
+        Each updated episode records ``terms_version``, so an interrupted run resumes."""
+        done = 0
+        while True:
+            rows = await self._run(
+                """
+                MATCH (e:Episode) WHERE coalesce(e.terms_version, 1) < $version
+                RETURN e.tenant, e.org_id, e.project_id, e.user_id, e.id, e.search_text
+                LIMIT $batch
+                """,
+                {"version": ANALYSER_VERSION, "batch": _REINDEX_BATCH},
+                read_only=True,
+            )
+            if not rows:
+                return done
+            updates = []
+            for tenant, org_id, project_id, user_id, episode_id, search_text in rows:
+                terms = document_terms(str(search_text or ""))
+                updates.append(
+                    {
+                        "tenant": tenant,
+                        "org_id": org_id,
+                        "project_id": project_id,
+                        "user_id": user_id,
+                        "id": episode_id,
+                        "terms": joined_terms(terms),
+                        "count": len(terms),
+                    }
+                )
+            result = await self._run(
+                """
+                UNWIND $rows AS r
+                MATCH (e:Episode {id: r.id, user_id: r.user_id})
+                WHERE coalesce(e.tenant, '') = coalesce(r.tenant, '')
+                  AND coalesce(e.org_id, '') = coalesce(r.org_id, '')
+                  AND coalesce(e.project_id, '') = coalesce(r.project_id, '')
+                  AND coalesce(e.terms_version, 1) < $version
+                SET e.search_terms = r.terms, e.term_count = r.count,
+                    e.terms_version = $version
+                RETURN count(e)
+                """,
+                {"rows": updates, "version": ANALYSER_VERSION},
+            )
+            updated = int(result[0][0]) if result else 0
+            if updated == 0:
+                raise StoreError(
+                    f"re-indexing the episodes of {self._location} made no progress",
+                    store=_STORE,
+                )
+            done += updated
 
 
 # ---------------------------------------------------------------------- store helpers

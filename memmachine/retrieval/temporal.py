@@ -17,6 +17,10 @@ finds the expressions it understands and returns the ranges they denote (half-op
 Every range is widened by ``slack`` on both sides (people say "last week" of something eight
 days ago). Expressions relative to an event ("two weeks before the wedding") need to know
 when the event was and are not resolved here. Times are timezone-aware UTC.
+
+Two cheaper tests serve questions that name no time: :func:`asks_when` tells whether a query
+asks *when* something happened, and :func:`mentions_time` whether a message says when
+("I adopted her last week", "we met yesterday"), which is what such a question needs.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-__all__ = ["TimeRange", "time_ranges"]
+__all__ = ["TimeRange", "asks_when", "mentions_time", "time_ranges"]
 
 _MONTHS = {
     name: number
@@ -99,6 +103,22 @@ _AGO = re.compile(
 _RELATIVE = re.compile(
     r"\b(?P<which>today|tonight|yesterday|(?:this|last|past|previous)\s+"
     r"(?:weekend|week|month|year))\b",
+    re.IGNORECASE,
+)
+_ASKS_WHEN = re.compile(
+    r"^\W*when\b|\b(?:what|which)\s+(?:date|day|month|year|time)\b|\bhow\s+long\s+ago\b",
+    re.IGNORECASE,
+)
+_DAY_NAMES = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_MONTH_NAMES = (
+    r"january|february|march|april|may|june|july|august|september|october|november|december"
+)
+_MENTIONS_TIME = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately"
+    r"|(?:last|next|this|past|coming)\s+(?:week(?:end)?|month|year|night|time|summer|winter"
+    rf"|spring|fall|{_DAY_NAMES})"
+    rf"|(?:in|since|during|on)\s+(?:{_MONTH_NAMES}|{_DAY_NAMES}|(?:19|20)\d\d)"
+    r"|(?:a|one|two|three|few|couple\s+of)\s+(?:days?|weeks?|months?|years?))\b",
     re.IGNORECASE,
 )
 _ANCHORING = re.compile(r"\b(?:before|after|as of|on|by)\s*$", re.IGNORECASE)
@@ -184,6 +204,19 @@ def time_ranges(
         TimeRange(start=_midnight(first) - slack, end=_midnight(last) + slack, text=text)
         for _, first, last, text in found
     ]
+
+
+def asks_when(query: str) -> bool:
+    """Whether ``query`` asks when something happened: it starts with "when", or asks
+    "what/which date|day|month|year|time", or "how long ago"."""
+    return _ASKS_WHEN.search(query) is not None
+
+
+def mentions_time(text: str) -> bool:
+    """Whether ``text`` says when something happens: a relative day ("yesterday", "two
+    weeks ago", "last Friday", "next month"), "recently", or "in/since/during/on" a month,
+    weekday or year."""
+    return _MENTIONS_TIME.search(text) is not None
 
 
 def _relative(unit: str, phrase: str, today: date) -> tuple[date, date]:

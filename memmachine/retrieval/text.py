@@ -1,19 +1,60 @@
-"""The text an episode is indexed and embedded under.
+"""The texts an episode is indexed and embedded under.
 
 Matching on the bare message loses who said it and when: "When did Caroline go to the
 support group?" names the speaker, and questions often name a month. Each episode is
-therefore indexed as ``"<date> <speaker>: <content>"`` (on LoCoMo this context alone lifts
+therefore embedded as ``"<date> <speaker>: <content>"`` (on LoCoMo this context alone lifts
 dense retrieval substantially; see bench/RESULTS.md).
+
+A message also leans on the turns before it: "Yes, adoption agencies!" answers "Have you
+picked a topic to research?". :func:`window_text` is a message read after the messages before
+it (embedded as one more derivative vector), and :func:`indexed_text` adds the words of the
+messages before it that it lacks to what full-text search matches.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+
+from memmachine.retrieval.terms import TERM_PATTERN, document_terms
+
+__all__ = ["Said", "episode_search_text", "indexed_text", "window_text"]
+
+#: A message as context: who said it (producer, or the role without one) and what.
+Said = tuple[str, str]
 
 
 def episode_search_text(
     content: str, *, timestamp: datetime, producer: str | None, role: str
 ) -> str:
+    """``"<day> <Month> <year> <speaker>: <content>"``, the speaker being the producer or,
+    without one, the role."""
     speaker = producer or role
-    day = f"{timestamp.day} {timestamp:%B %Y}"
-    return f"{day} {speaker}: {content}"
+    return f"{_day(timestamp)} {speaker}: {content}"
+
+
+def window_text(said: Sequence[Said], *, timestamp: datetime) -> str:
+    """Messages read in order, the last being the one the window belongs to:
+    ``"<day> <Month> <year> <speaker>: <content>"`` then one ``"<speaker>: <content>"`` line
+    per later message."""
+    body = "\n".join(f"{speaker}: {content}" for speaker, content in said)
+    return f"{_day(timestamp)} {body}"
+
+
+def indexed_text(own: str, before: Sequence[str]) -> str:
+    """What full-text search indexes for a message: its own search text (see
+    :func:`episode_search_text`), then each word of the messages ``before`` it whose term
+    (:func:`~memmachine.retrieval.terms.document_terms`) the message does not already have,
+    once: context helps a message be found, but never outweighs its own words."""
+    seen = set(document_terms(own))
+    extra: list[str] = []
+    for word in TERM_PATTERN.findall(" ".join(before)):
+        terms = document_terms(word)
+        if terms and terms[0] not in seen:
+            seen.add(terms[0])
+            extra.append(word)
+    return f"{own}\n{' '.join(extra)}" if extra else own
+
+
+def _day(timestamp: datetime) -> str:
+    return f"{timestamp.day} {timestamp:%B %Y}"

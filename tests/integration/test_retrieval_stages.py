@@ -21,11 +21,15 @@ from memmachine.models import EpisodeHit, NewMessage
 
 T0 = datetime(2024, 3, 10, 18, 0, tzinfo=UTC)
 ALL_OFF = {
-    "inflections": False,
+    "fusion": "rrf",
     "sentence_derivatives": False,
+    "context_window": 0,
+    "lexical_context": 0,
     "speaker_boost": 0.0,
     "time_boost": 0.0,
+    "when_boost": 0.0,
     "neighbour_weight": 0.0,
+    "second_neighbour_weight": 0.0,
 }
 
 Open = Callable[..., AbstractAsyncContextManager[MemoryManager]]
@@ -115,6 +119,26 @@ async def test_the_turn_after_a_matching_question_is_found(open_memory: Open) ->
     assert "Unrelated words about gardening tomatoes." not in contents(on)
 
 
+async def test_the_turn_two_away_is_found_with_a_smaller_share(open_memory: Open) -> None:
+    session = [
+        say("Caroline", "I started to research a topic for my studies!"),
+        say("Melanie", "Oh nice, what is it?", T0 + timedelta(seconds=1)),
+        say("Caroline", "Adoption agencies for single parents.", T0 + timedelta(seconds=2)),
+        say("Melanie", "Unrelated words about gardening tomatoes.", T0 + timedelta(seconds=3)),
+    ]
+    query = "Which topic to research?"
+    async with open_memory(neighbour_weight=0.5, second_neighbour_weight=0.3) as memory:
+        await store(memory, "s1", *session)
+        on = await memory.search_episodes(USER, query, top_k=5)
+        memory.retrieval = memory.retrieval.model_copy(update={"second_neighbour_weight": 0.0})
+        off = await memory.search_episodes(USER, query, top_k=5)
+    assert contents(off) == [session[0].content, session[1].content]
+    assert contents(on) == [session[0].content, session[1].content, session[2].content]
+    # the speaker's next turn, two away, gets a share of its own, smaller than the next turn's
+    assert on[2].ranks == {"neighbour": 1}
+    assert 0.0 < on[2].score < on[1].score < on[0].score
+
+
 async def test_neighbours_never_cross_the_scope(open_memory: Open) -> None:
     async with open_memory(neighbour_weight=0.5) as memory:
         await store(
@@ -157,10 +181,102 @@ async def test_each_sentence_of_a_long_message_is_searchable(
 
 
 async def test_full_text_finds_other_forms_of_a_word(open_memory: Open) -> None:
-    async with open_memory(inflections=True) as memory:
+    async with open_memory() as memory:
         await store(memory, "s1", say("ann", "I painted the fence blue"))
-        on = await memory.search_episodes(USER, "What did they paint?")
-        memory.retrieval = memory.retrieval.model_copy(update={"inflections": False})
-        off = await memory.search_episodes(USER, "What did they paint?")
-    assert contents(on) == ["I painted the fence blue"]
-    assert off == []
+        await store(memory, "s2", say("ann", "We went hiking in the hills"))
+        painted = await memory.search_episodes(USER, "What did they paint?")
+        hikes = await memory.search_episodes(USER, "Who likes hikes?")
+    assert contents(painted) == ["I painted the fence blue"]
+    assert contents(hikes) == ["We went hiking in the hills"]
+
+
+async def test_a_reply_is_found_by_the_words_of_what_it_answers(open_memory: Open) -> None:
+    question = say("Melanie", "Have you chosen a topic to research?")
+    reply = say("Caroline", "Yes: adoption agencies for single parents.", T0 + timedelta(1))
+    async with open_memory(lexical_context=1) as memory:
+        # stored by two calls: the reply's context is read back from the store
+        await store(memory, "s1", question)
+        await store(memory, "s1", reply)
+        memory.retrieval = memory.retrieval.model_copy(update={"lexical_context": 0})
+        await store(memory, "s2", question, reply)
+        on = await memory.search_episodes(Scope(user_id="u", session_id="s1"), "research topic")
+        off = await memory.search_episodes(Scope(user_id="u", session_id="s2"), "research topic")
+        other = await memory.search_episodes(USER, "adoption agencies")
+    assert contents(on) == [
+        "Have you chosen a topic to research?",
+        "Yes: adoption agencies for single parents.",
+    ]
+    assert on[1].ranks == {"fulltext": 2}
+    assert contents(off) == ["Have you chosen a topic to research?"]
+    # a message's own words still find it, with or without context
+    assert set(contents(other)) == {"Yes: adoption agencies for single parents."}
+    assert len(other) == 2
+
+
+async def test_a_reply_is_embedded_with_the_messages_before_it(
+    open_memory: Open, model_dir: Path
+) -> None:
+    question = say("Melanie", "What did you name the new puppy?")
+    reply = say("Caroline", "Biscuit, after my grandma's cookies!", T0 + timedelta(1))
+    local = EmbeddingSettings(provider="local", model=str(model_dir))
+    async with open_memory(local, sentence_derivatives=True, context_window=2) as memory:
+        await store(memory, "s1", question)
+        await store(memory, "s1", reply)
+        memory.retrieval = memory.retrieval.model_copy(update={"context_window": 0})
+        await store(memory, "s2", question, reply)
+        assert memory.embedder is not None
+        (query,) = await memory.embedder.embed(["What is Caroline's puppy called?"])
+
+        async def reply_score(session: str, derivatives: bool) -> float:
+            scope = Scope(user_id="u", session_id=session)
+            hits = await memory.episodes.vector_search(scope, query, 2, derivatives=derivatives)
+            return next(score for episode, score in hits if episode.content == reply.content)
+
+        windowed = await reply_score("s1", True)
+        alone = await reply_score("s1", False)
+        plain = await reply_score("s2", True)
+    # read after the question, the reply is much closer to the query than alone
+    assert windowed > alone + 0.1
+    # with the stage off no window vector is written
+    assert plain == pytest.approx(alone, abs=1e-6)
+
+
+async def test_a_when_question_prefers_turns_that_say_when(open_memory: Open) -> None:
+    vague = say("ann", "Adopting the cat was a big decision, the cat is lovely")
+    dated = say(
+        "ann",
+        "I adopted a cat yesterday after a long afternoon at the shelter with my sister",
+        T0 + timedelta(seconds=1),
+    )
+    async with open_memory(when_boost=1.0) as memory:
+        await store(memory, "s1", vague, dated)
+        on = await memory.search_episodes(USER, "When did Ann adopt the cat?")
+        statement = await memory.search_episodes(USER, "Did Ann adopt the cat?")
+        memory.retrieval = memory.retrieval.model_copy(update={"when_boost": 0.0})
+        off = await memory.search_episodes(USER, "When did Ann adopt the cat?")
+    assert contents(off) == [vague.content, dated.content]
+    assert contents(on) == [dated.content, vague.content]
+    # only a question asking when is boosted
+    assert contents(statement) == contents(off)
+    assert all(0.0 < hit.score <= 1.0 for hit in on)
+
+
+async def test_score_fusion_keeps_near_ties_close(open_memory: Open) -> None:
+    messages = [
+        say("ann", "the red kettle whistles"),
+        say("ann", "the red kettle whistles loudly", T0 + timedelta(seconds=1)),
+        say("ann", "kettle", T0 + timedelta(seconds=2)),
+        say("ann", "a note about a red bicycle and a kettle of fish", T0 + timedelta(seconds=3)),
+    ]
+    async with open_memory(fusion="score") as memory:
+        await store(memory, "s1", *messages)
+        by_score = await memory.search_episodes(USER, "red kettle whistles")
+        memory.retrieval = memory.retrieval.model_copy(update={"fusion": "rrf"})
+        by_rank = await memory.search_episodes(USER, "red kettle whistles")
+    assert contents(by_score) == contents(by_rank)
+    assert contents(by_score)[:2] == [messages[0].content, messages[1].content]
+    # BM25 barely separates the first two and leaves the last two far behind: fused scores
+    # follow those gaps, while rank fusion spaces the hits by rank alone
+    assert by_score[1].score > 0.9 * by_score[0].score
+    assert by_score[-1].score < 0.25 * by_score[0].score
+    assert by_rank[-1].score > 0.75 * by_rank[0].score

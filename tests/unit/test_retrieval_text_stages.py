@@ -1,4 +1,5 @@
-"""Query and message analysis behind search: time expressions, sentences, named speakers."""
+"""Query and message analysis behind search: time expressions, sentences, named speakers,
+and the texts an episode is indexed under."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 
 from memmachine.retrieval.derivatives import MAX_DERIVATIVES, split_sentences
 from memmachine.retrieval.speakers import named_speakers
-from memmachine.retrieval.temporal import time_ranges
-from memmachine.retrieval.terms import MAX_QUERY_TERMS, inflected_query
+from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
+from memmachine.retrieval.text import episode_search_text, indexed_text, window_text
 
 #: A Friday.
 ANCHOR = datetime(2023, 6, 2, 15, 30, tzinfo=UTC)
@@ -140,19 +141,71 @@ def test_named_speakers_match_whole_names_and_first_names() -> None:
     assert named_speakers("What did she say?", speakers) == set()
 
 
-def test_inflected_queries_also_ask_for_other_forms_of_each_word() -> None:
-    assert inflected_query("What did Caroline paint?").split()[:2] == ["caroline", "paint"]
-    assert {"painted", "painting"} <= set(inflected_query("What did Caroline paint?").split())
-    assert {"hike", "hiked"} <= set(inflected_query("Who went hiking?").split())
-    assert {"shop", "shopped"} <= set(inflected_query("shopping").split())
-    assert {"bake", "baking"} <= set(inflected_query("baked").split())
-    # short words, numbers and stopwords bring no variants
-    assert inflected_query("Did you go to 2023 ski?") == "go 2023 ski"
-    assert inflected_query("the and of") == ""
+@pytest.mark.parametrize(
+    "query",
+    [
+        "When did Caroline go to the support group?",
+        "  when is the dentist appointment",
+        "In which year did Audrey adopt her dogs?",
+        "What date is the party?",
+        "Which month did they move?",
+        "How long ago did John start running?",
+    ],
+)
+def test_questions_asking_when(query: str) -> None:
+    assert asks_when(query)
 
 
-def test_an_inflected_query_keeps_its_own_terms_within_the_cap() -> None:
-    words = [f"word{chr(97 + i)}{chr(97 + j)}" for i in range(3) for j in range(10)]
-    terms = inflected_query(" ".join(words)).split()
-    assert len(terms) == MAX_QUERY_TERMS
-    assert terms[: len(words)] == words
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Where did she go when it rained?",
+        "What did Caroline research?",
+        "How long is the trail?",
+        "Whenever you can",
+    ],
+)
+def test_questions_not_asking_when(query: str) -> None:
+    assert not asks_when(query)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I went to a support group yesterday",
+        "We adopted her last week!",
+        "Last Friday I finished my screenplay",
+        "Let's hike next month when it is cooler",
+        "I started two weeks ago",
+        "I've been painting a lot recently",
+        "The fair was in May",
+        "I've lived here since 2019",
+        "a few days later it rained",
+    ],
+)
+def test_messages_that_say_when(text: str) -> None:
+    assert mentions_time(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I may go hiking", "That's a great photo!", "The week was long", "in the year of the dragon"],
+)
+def test_messages_that_do_not_say_when(text: str) -> None:
+    assert not mentions_time(text)
+
+
+def test_a_window_reads_the_messages_before_and_then_the_message() -> None:
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    said = [("Melanie", "Have you picked a topic?"), ("Caroline", "Yes: adoption agencies.")]
+    assert window_text(said, timestamp=when) == (
+        "8 May 2023 Melanie: Have you picked a topic?\nCaroline: Yes: adoption agencies."
+    )
+    own = episode_search_text("Yes: adoption agencies.", timestamp=when, producer=None, role="user")
+    assert own == "8 May 2023 user: Yes: adoption agencies."
+    # the words before add what the message lacks, each once; its own words are not repeated
+    assert indexed_text(own, ["Have you picked a topic?", "Adoption is great, great!"]) == (
+        "8 May 2023 user: Yes: adoption agencies.\npicked topic great"
+    )
+    assert indexed_text(own, ["Yes, agencies."]) == own
+    assert indexed_text(own, []) == own

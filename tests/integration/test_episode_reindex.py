@@ -1,0 +1,69 @@
+"""A graph whose full-text terms came from an older analyser is analysed again on start."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.models import EpisodeRecord, Scope
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+SCOPE = Scope(user_id="ann", session_id="s1")
+OTHER = Scope(tenant="other", user_id="ann", session_id="s1")
+
+
+def record(episode_id: str, content: str) -> EpisodeRecord:
+    return EpisodeRecord(
+        id=episode_id,
+        role="user",
+        producer="ann",
+        content=content,
+        timestamp=T0,
+        search_text=content,
+    )
+
+
+async def query(server: EmbeddedFalkorDBServer, cypher: str) -> list[list[object]]:
+    client = aioredis.Redis(unix_socket_path=str(server.socket_path), decode_responses=True)
+    try:
+        reply = await client.execute_command("GRAPH.QUERY", "episodes", cypher)
+    finally:
+        await client.aclose()
+    return [list(row) for row in reply[1]] if len(reply) > 2 else []
+
+
+async def test_terms_of_an_older_analyser_are_analysed_again(tmp_path: Path) -> None:
+    server = EmbeddedFalkorDBServer(tmp_path / "data")
+    async with server:
+        async with FalkorDBEpisodeStore(server.url, graph_name="episodes") as store:
+            await store.add_episodes(SCOPE, [record("a", "We went hiking in the hills")])
+            await store.add_episodes(OTHER, [record("a", "Hiking boots for sale")])
+        # what analyser 1 stored: words as written, plurals folded; schema 1
+        await query(
+            server,
+            "MATCH (e:Episode) SET e.search_terms = CASE e.tenant WHEN 'other' "
+            "THEN ' hiking  boot  sale ' ELSE ' went  hiking  hill ' END, e.term_count = 3",
+        )
+        await query(server, "MATCH (m:MemMachineMeta) SET m.schema_version = 1")
+        async with FalkorDBEpisodeStore(server.url, graph_name="episodes") as store:
+            found = await store.fulltext_search(Scope(user_id="ann"), "Who likes to hike?", 5)
+            theirs = await store.fulltext_search(Scope(tenant="other", user_id="ann"), "hike", 5)
+        meta = await query(server, "MATCH (m:MemMachineMeta) RETURN m.schema_version")
+        terms = await query(
+            server, "MATCH (e:Episode) RETURN e.tenant, e.search_terms ORDER BY e.tenant"
+        )
+        # a second start finds nothing left to do and changes nothing
+        async with FalkorDBEpisodeStore(server.url, graph_name="episodes"):
+            pass
+        again = await query(
+            server, "MATCH (e:Episode) RETURN e.tenant, e.search_terms ORDER BY e.tenant"
+        )
+    assert [episode.content for episode, _ in found] == ["We went hiking in the hills"]
+    assert [episode.content for episode, _ in theirs] == ["Hiking boots for sale"]
+    assert meta == [[2]]
+    assert terms == [["default", " went  hike  hill "], ["other", " hike  boot  sale "]]
+    assert again == terms
