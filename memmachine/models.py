@@ -6,11 +6,18 @@ and are converted at the server boundary.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from memmachine.errors import InvalidInputError
 
 __all__ = [
     "ID_PATTERN",
@@ -25,6 +32,8 @@ __all__ = [
     "ForgetReport",
     "HealthReport",
     "Identifier",
+    "IndexEntry",
+    "IndexState",
     "LlmStatus",
     "MemoryType",
     "NewMessage",
@@ -35,6 +44,7 @@ __all__ = [
     "StoreHealth",
     "WorkingMemory",
     "WorkingMessage",
+    "checked_vector",
     "utc_now",
 ]
 
@@ -56,6 +66,21 @@ def as_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+def checked_vector(values: Sequence[float], dimensions: int, field: str) -> list[float]:
+    """``values`` as floats, checked: right length, finite, not all zero; else
+    ``InvalidInputError`` naming ``field``."""
+    if len(values) != dimensions:
+        raise InvalidInputError(
+            f"expected a vector of {dimensions} dimensions, got {len(values)}", field
+        )
+    vector = [float(value) for value in values]
+    if not all(math.isfinite(value) for value in vector):
+        raise InvalidInputError("vector values must be finite numbers", field)
+    if not any(vector):
+        raise InvalidInputError("a zero vector has no direction", field)
+    return vector
 
 
 class Scope(BaseModel):
@@ -82,6 +107,11 @@ class Scope(BaseModel):
     def user_scope(self) -> Scope:
         """The same user with every narrowing id dropped."""
         return self.model_copy(update={"agent_id": None, "session_id": None, "group_id": None})
+
+    @property
+    def user_key(self) -> str:
+        """``tenant/org/project/user``: one string per user (ids cannot contain ``/``)."""
+        return f"{self.tenant}/{self.org_id}/{self.project_id}/{self.user_id}"
 
 
 class StoreHealth(BaseModel):
@@ -134,6 +164,43 @@ class Episode(BaseModel):
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
         return as_utc(value)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """Where a user's episodes stand, for an in-process index kept in step with a store.
+
+    ``revision`` grows by at least one with every write that adds or deletes episodes in the
+    user's scope (tenant, org, project, user); ``deletions`` counts the writes that deleted
+    something; ``episodes`` is how many episodes the user holds. A user with no episodes
+    ever written is ``IndexState(0, 0, 0)``.
+    """
+
+    revision: int
+    deletions: int
+    episodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """What a search index needs of one stored episode (not the episode itself).
+
+    ``timestamp`` is in microseconds since the Unix epoch (UTC); ``revision`` is the user's
+    revision that added the episode (0 for episodes stored before revisions existed);
+    ``terms`` are the analysed full-text terms in order, repeats kept; ``embedding`` and
+    ``derivatives`` are float32 vectors (``None`` / empty without vectors).
+    """
+
+    id: str
+    session_id: str
+    agent_id: str | None
+    group_id: str | None
+    sequence: int
+    timestamp: int
+    revision: int
+    terms: tuple[str, ...]
+    embedding: npt.NDArray[np.float32] | None
+    derivatives: tuple[npt.NDArray[np.float32], ...] = ()
 
 
 class EpisodeHit(BaseModel):

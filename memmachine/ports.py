@@ -20,7 +20,7 @@ Common rules for every store:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar, runtime_checkable
@@ -35,6 +35,8 @@ from memmachine.models import (
     Fact,
     FactRecord,
     FactVersion,
+    IndexEntry,
+    IndexState,
     Scope,
     StoreHealth,
     WorkingMemory,
@@ -128,6 +130,22 @@ class EpisodeStore(Protocol):
     * A lexical-only store (started without dimensions) may open a graph built with vectors;
       its new episodes carry none. A store started with other dimensions or another model
       than the graph was built with raises ``ConfigurationError``.
+    * ``get_episodes(scope, ids)`` returns the in-scope episodes among ``ids``, in the order
+      of ``ids``, each once; ids missing or outside the scope are left out. One round trip.
+
+    What an in-process search index needs to stay in step with the store (always about the
+    *user* of ``scope``: tenant, org, project, user; narrowing ids are ignored):
+
+    * ``index_state(scope)`` returns the user's :class:`~memmachine.models.IndexState`.
+      ``revision`` grows with every call that adds episodes and every delete call (even one
+      that deleted nothing), within the call's own transaction; ``deletions`` grows by one
+      with every call that deleted at least one episode; ``episodes`` counts the user's
+      episodes. Reading a state ``S`` guarantees that every episode added at a revision up
+      to ``S.revision`` is visible to the next read.
+    * ``index_entries(scope, since=None)`` yields the user's episodes as
+      :class:`~memmachine.models.IndexEntry` batches: all of them, or with ``since`` only
+      those added at a revision above ``since``. Each episode appears once; entries carry
+      the stored terms and vectors (derivatives included).
     """
 
     name: str
@@ -159,6 +177,11 @@ class EpisodeStore(Protocol):
     async def adjacent(
         self, scope: Scope, episode_ids: Sequence[str]
     ) -> dict[str, list[Episode]]: ...
+    async def get_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> list[Episode]: ...
+    async def index_state(self, scope: Scope) -> IndexState: ...
+    def index_entries(
+        self, scope: Scope, *, since: int | None = None
+    ) -> AsyncIterator[list[IndexEntry]]: ...
 
 
 @runtime_checkable

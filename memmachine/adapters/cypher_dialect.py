@@ -28,6 +28,9 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from memmachine.errors import ConfigurationError, InvalidInputError
 from memmachine.models import Scope
 from memmachine.retrieval.terms import (
@@ -138,6 +141,14 @@ class CypherDialect(Protocol):
         """Whether an index DDL failed only because the index exists."""
         ...
 
+    def vector_from_result(self, value: object) -> npt.NDArray[np.float32]:
+        """A stored vector as the engine returns it in a result row, as float32."""
+        ...
+
+    def vectors_from_result(self, value: object) -> list[npt.NDArray[np.float32]]:
+        """A list of stored vectors (``collect`` or a list comprehension) from a result row."""
+        ...
+
 
 class FalkorDBDialect:
     """FalkorDB 4.x: RediSearch-backed full-text indexes (one per label), ``vecf32`` vectors
@@ -192,6 +203,21 @@ class FalkorDBDialect:
 
     def is_already_indexed(self, message: str) -> bool:
         return "already indexed" in message
+
+    def vector_from_result(self, value: object) -> npt.NDArray[np.float32]:
+        # The verbose reply writes a vecf32 as text: "<0.125730, -0.132105, ...>".
+        if isinstance(value, str):
+            return np.array(value.strip("<> ").split(","), dtype=np.float32)
+        return np.asarray(value, dtype=np.float32)
+
+    def vectors_from_result(self, value: object) -> list[npt.NDArray[np.float32]]:
+        # ... and a list of them as text too: "[<0.1, 0.2>, <0.3, 0.4>]".
+        if isinstance(value, str):
+            parts = (part.strip(", <") for part in value.strip("[] ").split(">"))
+            return [np.array(part.split(","), dtype=np.float32) for part in parts if part]
+        if isinstance(value, list):
+            return [self.vector_from_result(item) for item in value if item is not None]
+        return []
 
 
 class Neo4jDialect:
@@ -268,3 +294,12 @@ class Neo4jDialect:
     def is_already_indexed(self, message: str) -> bool:
         # ``IF NOT EXISTS`` makes the DDL idempotent; this only covers a lost race.
         return "already exists" in message or "EquivalentSchemaRuleAlreadyExists" in message
+
+    def vector_from_result(self, value: object) -> npt.NDArray[np.float32]:
+        # A LIST<FLOAT> property arrives as a list of Python floats.
+        return np.asarray(value, dtype=np.float32)
+
+    def vectors_from_result(self, value: object) -> list[npt.NDArray[np.float32]]:
+        if not isinstance(value, list):
+            return []
+        return [np.asarray(item, dtype=np.float32) for item in value if item is not None]

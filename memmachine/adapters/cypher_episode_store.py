@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,9 +22,23 @@ from memmachine.adapters.cypher_dialect import (
     scope_predicate,
 )
 from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError, StoreError
-from memmachine.models import Episode, EpisodeRecord, Scope, utc_now
+from memmachine.models import (
+    Episode,
+    EpisodeRecord,
+    IndexEntry,
+    IndexState,
+    Scope,
+    checked_vector,
+    utc_now,
+)
 from memmachine.ports import Lifecycle
-from memmachine.retrieval.terms import ANALYSER_VERSION, document_terms, query_terms
+from memmachine.retrieval.terms import (
+    ANALYSER_VERSION,
+    BM25_B,
+    BM25_K1,
+    document_terms,
+    query_terms,
+)
 
 __all__ = ["FULLTEXT_INDEX", "CypherEpisodeStore"]
 
@@ -33,13 +46,22 @@ __all__ = ["FULLTEXT_INDEX", "CypherEpisodeStore"]
 _STORE = "episodic"
 #: 2: ``search_terms`` from the Snowball analyser (``terms.ANALYSER_VERSION`` 2); a graph
 #: of schema 1 has its terms re-analysed on start (:meth:`CypherEpisodeStore._reindex_terms`).
-_SCHEMA_VERSION = 2
+#: 3: every user has a ``UserLedger`` (revision, deletions, episode count); a graph of an
+#: earlier schema gets them on start (:meth:`CypherEpisodeStore._build_ledgers`).
+_SCHEMA_VERSION = 3
 _REINDEX_BATCH = 500
 _META_KEY = "episode_store"
-_BM25_K1 = 1.2
-_BM25_B = 0.75
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+
+#: Episodes per :meth:`CypherEpisodeStore.index_entries` batch.
+_ENTRY_BATCH = 2000
+#: What :meth:`CypherEpisodeStore.index_entries` reads of an episode ``e``, in this order.
+_ENTRY_COLUMNS = (
+    "e.id, e.session_id, e.agent_id, e.group_id, e.sequence, e.timestamp, "
+    "coalesce(e.revision, 0), e.search_terms, e.embedding, "
+    "[(e)-[:HAS_DERIVATIVE]->(x:Derivative) | x.embedding]"
+)
 
 #: Name of the full-text index over ``Episode.search_terms`` (where the engine names it).
 FULLTEXT_INDEX = "episode_terms"
@@ -70,16 +92,25 @@ class CypherEpisodeStore(Lifecycle):
     Graph model::
 
         (:Session {key, tenant, org_id, project_id, user_id, session_id, created_at,
-                   updated_at})-[:HAS_EPISODE]->(:Episode)
+                   updated_at, revision})-[:HAS_EPISODE]->(:Episode)
         (:Episode)-[:NEXT]->(:Episode)                       session order
         (:Episode)-[:HAS_DERIVATIVE]->(:Derivative {embedding})   a sentence's vector
+        (:UserLedger {key, tenant, org_id, project_id, user_id, revision, deletions,
+                      episodes})                             one per user
         (:MemMachineMeta {key, schema_version, embedding_dimensions, embedding_model})
+
+    The ledger numbers the user's writes: every add and delete bumps ``revision`` in its
+    own query (and takes the ledger first, so a user's writes are serialised in one order),
+    new episodes and their session record the revision that added them, deletions are
+    counted. That is what :meth:`index_state` / :meth:`index_entries` give an in-process
+    index to catch up from.
 
     Every ``Episode`` node carries its whole scope (tenant, org_id, project_id, user_id,
     agent_id, session_id, group_id) and id, role, producer, content, timestamp and created_at
     (integer microseconds since the Unix epoch, UTC), metadata (a JSON string: neither engine
-    has map properties), sequence, search_text (as given), search_terms and term_count (the
-    normalised terms the full-text index holds) and, when the store has vectors, embedding.
+    has map properties), sequence, revision, search_text (as given), search_terms and
+    term_count (the normalised terms the full-text index holds) and, when the store has
+    vectors, embedding.
     Terms depend on the shared analyser: a graph of an older schema has every episode's
     search_text analysed again on ``start()`` (and such episodes then carry terms_version).
 
@@ -160,6 +191,8 @@ class CypherEpisodeStore(Lifecycle):
             **_owner_params(scope),
             "ids": ids,
             "records": rows,
+            "count": len(rows),
+            "user_key": scope.user_key,
             "session_key": _session_key(scope),
             "now": _micros(now),
         }
@@ -173,23 +206,28 @@ class CypherEpisodeStore(Lifecycle):
                 "FOREACH (v IN r.derivatives | "
                 f"CREATE (e)-[:HAS_DERIVATIVE]->(:Derivative {{embedding: {part}}}))"
             )
-        # The session node is the lock: its update serialises appends to one session, so
-        # each reads the last sequence after the previous append committed.
+        # The user's ledger, then the session node, are the locks (always in that order):
+        # the ledger's update serialises the user's writes and numbers them (the revision an
+        # in-process index catches up from), the session's makes each append read the last
+        # sequence after the previous append committed.
         try:
             result = await self._run(
                 f"""
                 OPTIONAL MATCH (d:Episode) WHERE d.id IN $ids AND {owner}
                 WITH count(d) AS duplicates
                 WHERE duplicates = 0
+                {_LEDGER_MERGE}
+                SET l.revision = l.revision + 1, l.episodes = l.episodes + $count
+                WITH l.revision AS revision
                 MERGE (s:Session {{key: $session_key}})
                 ON CREATE SET s.tenant = $owner_tenant, s.org_id = $owner_org_id,
                     s.project_id = $owner_project_id, s.user_id = $owner_user_id,
                     s.session_id = $owner_session_id, s.created_at = $now
-                SET s.updated_at = $now
-                WITH s
+                SET s.updated_at = $now, s.revision = revision
+                WITH s, revision
                 OPTIONAL MATCH (s)-[:HAS_EPISODE]->(p:Episode)
-                WITH s, p ORDER BY p.sequence DESC LIMIT 1
-                WITH s, p, coalesce(p.sequence, 0) AS base
+                WITH s, revision, p ORDER BY p.sequence DESC LIMIT 1
+                WITH s, revision, p, coalesce(p.sequence, 0) AS base
                 UNWIND $records AS r
                 CREATE (s)-[:HAS_EPISODE]->(e:Episode {{
                     tenant: $owner_tenant, org_id: $owner_org_id,
@@ -197,7 +235,7 @@ class CypherEpisodeStore(Lifecycle):
                     agent_id: $owner_agent_id, session_id: $owner_session_id,
                     group_id: $owner_group_id, id: r.id, role: r.role, producer: r.producer,
                     content: r.content, timestamp: r.timestamp, metadata: r.metadata,
-                    sequence: base + r.position, created_at: $now,
+                    sequence: base + r.position, created_at: $now, revision: revision,
                     search_text: r.search_text, search_terms: r.search_terms,
                     term_count: r.term_count
                 }})
@@ -237,8 +275,13 @@ class CypherEpisodeStore(Lifecycle):
         where, params = scope_predicate("e", scope)
         result = await self._run(
             f"""
+            {_LEDGER_MERGE}
+            SET l.revision = l.revision + 1
+            WITH l
             MATCH (s:Session)-[:HAS_EPISODE]->(e:Episode)
             WHERE e.id = $episode_id AND {where}
+            SET l.deletions = l.deletions + 1, l.episodes = l.episodes - 1
+            WITH s, e
             OPTIONAL MATCH (p:Episode)-[:NEXT]->(e)
             OPTIONAL MATCH (e)-[:NEXT]->(n:Episode)
             OPTIONAL MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative)
@@ -254,7 +297,7 @@ class CypherEpisodeStore(Lifecycle):
             FOREACH (x IN CASE WHEN remaining = 0 THEN [s] ELSE [] END | DELETE x)
             RETURN 1
             """,
-            {**params, "episode_id": episode_id},
+            {**params, **_ledger_params(scope), "episode_id": episode_id},
         )
         return bool(result)
 
@@ -264,23 +307,29 @@ class CypherEpisodeStore(Lifecycle):
         where, params = scope_predicate("e", scope)
         result = await self._run(
             f"""
+            {_LEDGER_MERGE}
+            SET l.revision = l.revision + 1
+            WITH l
             MATCH (s:Session)-[:HAS_EPISODE]->(e:Episode) WHERE {where}
             OPTIONAL MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative)
-            WITH s, e, collect(x) AS parts
+            WITH l, s, e, collect(x) AS parts
             FOREACH (y IN parts | DETACH DELETE y)
-            WITH s, collect(e) AS doomed
+            WITH l, s, collect(e) AS doomed
             FOREACH (x IN doomed | DETACH DELETE x)
-            WITH s, size(doomed) AS deleted
+            WITH l, s, size(doomed) AS deleted
             OPTIONAL MATCH (s)-[:HAS_EPISODE]->(r:Episode)
-            WITH s, deleted, r ORDER BY r.sequence
-            WITH s, deleted, collect(r) AS rest
+            WITH l, s, deleted, r ORDER BY r.sequence
+            WITH l, s, deleted, collect(r) AS rest
             FOREACH (i IN range(0, size(rest) - 2) |
                 FOREACH (a IN [rest[i]] | FOREACH (b IN [rest[i + 1]] |
                     MERGE (a)-[:NEXT]->(b))))
             FOREACH (x IN CASE WHEN size(rest) = 0 THEN [s] ELSE [] END | DELETE x)
-            RETURN sum(deleted)
+            WITH l, sum(deleted) AS total
+            SET l.episodes = l.episodes - total,
+                l.deletions = l.deletions + CASE WHEN total > 0 THEN 1 ELSE 0 END
+            RETURN total
             """,
-            params,
+            {**params, **_ledger_params(scope)},
         )
         return int(result[0][0]) if result and result[0][0] is not None else 0
 
@@ -388,6 +437,134 @@ class CypherEpisodeStore(Lifecycle):
                 neighbours.append(_episode_from_row(row))
         return {key: sorted(value, key=lambda e: e.sequence) for key, value in out.items()}
 
+    # ------------------------------------------------------------------ index support
+
+    async def index_state(self, scope: Scope) -> IndexState:
+        """The user's ledger: revision, deletions and episode count (zeros when none)."""
+        rows = await self._run(
+            "MATCH (l:UserLedger {key: $key}) RETURN l.revision, l.deletions, l.episodes",
+            {"key": scope.user_key},
+            read_only=True,
+        )
+        if not rows:
+            return IndexState(0, 0, 0)
+        revision, deletions, episodes = rows[0]
+        return IndexState(int(revision or 0), int(deletions or 0), int(episodes or 0))
+
+    async def index_entries(
+        self, scope: Scope, *, since: int | None = None, batch: int = _ENTRY_BATCH
+    ) -> AsyncIterator[list[IndexEntry]]:
+        """The user's episodes as :class:`IndexEntry` batches of at most about ``batch``;
+        with ``since`` only those added at a later revision. Reads the sessions changed
+        since then, then their episodes: small sessions several to a query, a large one in
+        pages by sequence."""
+        where, params = scope_predicate("s", scope.user_scope())
+        floor = -1 if since is None else since
+        sessions = await self._run(
+            f"""
+            MATCH (s:Session) WHERE {where} AND coalesce(s.revision, 0) > $since
+            RETURN s.key, size([(s)-[:HAS_EPISODE]->(e:Episode) | e.id])
+            ORDER BY s.key
+            """,
+            {**params, "since": floor},
+            read_only=True,
+        )
+        group: list[str] = []
+        grouped = 0
+        for key, size in sessions:
+            size = int(size or 0)
+            if size > batch:
+                async for entries in self._session_entries(str(key), floor, batch):
+                    yield entries
+                continue
+            if group and grouped + size > batch:
+                yield await self._entries_of(group, floor)
+                group, grouped = [], 0
+            group.append(str(key))
+            grouped += size
+        if group:
+            entries = await self._entries_of(group, floor)
+            if entries:
+                yield entries
+
+    async def _entries_of(self, session_keys: list[str], since: int) -> list[IndexEntry]:
+        rows = await self._run(
+            f"""
+            UNWIND $keys AS key
+            MATCH (s:Session {{key: key}})-[:HAS_EPISODE]->(e:Episode)
+            WHERE coalesce(e.revision, 0) > $since
+            RETURN {_ENTRY_COLUMNS}
+            """,
+            {"keys": session_keys, "since": since},
+            read_only=True,
+        )
+        return [self._entry_from_row(row) for row in rows]
+
+    async def _session_entries(
+        self, session_key: str, since: int, batch: int
+    ) -> AsyncIterator[list[IndexEntry]]:
+        after = 0
+        while True:
+            rows = await self._run(
+                f"""
+                MATCH (s:Session {{key: $key}})-[:HAS_EPISODE]->(e:Episode)
+                WHERE e.sequence > $after AND coalesce(e.revision, 0) > $since
+                WITH e ORDER BY e.sequence LIMIT $batch
+                RETURN {_ENTRY_COLUMNS}
+                """,
+                {"key": session_key, "after": after, "since": since, "batch": batch},
+                read_only=True,
+            )
+            if not rows:
+                return
+            entries = [self._entry_from_row(row) for row in rows]
+            yield entries
+            if len(rows) < batch:
+                return
+            after = max(entry.sequence for entry in entries)
+
+    def _entry_from_row(self, row: Sequence[Any]) -> IndexEntry:
+        (
+            episode_id,
+            session_id,
+            agent_id,
+            group_id,
+            sequence,
+            timestamp,
+            revision,
+            terms,
+            embedding,
+            derivatives,
+        ) = row
+        dialect = self._dialect
+        return IndexEntry(
+            id=str(episode_id),
+            session_id=str(session_id),
+            agent_id=agent_id,
+            group_id=group_id,
+            sequence=int(sequence),
+            timestamp=int(timestamp),
+            revision=int(revision or 0),
+            terms=tuple(str(terms or "").split()),
+            embedding=None if embedding is None else dialect.vector_from_result(embedding),
+            derivatives=tuple(dialect.vectors_from_result(derivatives)),
+        )
+
+    async def get_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> list[Episode]:
+        """The in-scope episodes among ``episode_ids``, in the order of the ids (missing or
+        out-of-scope ids left out), in one query."""
+        if not episode_ids:
+            return []
+        wanted = list(dict.fromkeys(episode_ids))
+        where, params = scope_predicate("e", scope)
+        rows = await self._run(
+            f"MATCH (e:Episode) WHERE e.id IN $ids AND {where} RETURN {_columns('e')}",
+            {**params, "ids": wanted},
+            read_only=True,
+        )
+        found = {str(row[0]): _episode_from_row(row) for row in rows}
+        return [found[key] for key in wanted if key in found]
+
     # ------------------------------------------------------------------ search
 
     async def vector_search(
@@ -402,7 +579,7 @@ class CypherEpisodeStore(Lifecycle):
         score comes from."""
         if self._dimensions is None or k <= 0:
             return []
-        vector = _checked_vector(embedding, self._dimensions, "embedding")
+        vector = checked_vector(embedding, self._dimensions, "embedding")
         where, params = scope_predicate("e", scope)
         values = {**params, "vector": vector, "k": k}
         own = self._dialect.cosine_similarity("e.embedding", "vector")
@@ -496,8 +673,8 @@ class CypherEpisodeStore(Lifecycle):
                 "fulltext_query": self._dialect.fulltext_query(terms),
                 "terms": terms,
                 "k": k,
-                "k1": _BM25_K1,
-                "b": _BM25_B,
+                "k1": BM25_K1,
+                "b": BM25_B,
             },
             read_only=True,
         )
@@ -524,12 +701,12 @@ class CypherEpisodeStore(Lifecycle):
             "derivatives": [],
         }
         if self._dimensions is not None and record.embedding is not None:
-            row["embedding"] = _checked_vector(
+            row["embedding"] = checked_vector(
                 record.embedding, self._dimensions, f"records.{position}.embedding"
             )
         if self._dimensions is not None:
             row["derivatives"] = [
-                _checked_vector(
+                checked_vector(
                     vector, self._dimensions, f"records.{position}.derivative_embeddings"
                 )
                 for vector in record.derivative_embeddings
@@ -578,7 +755,9 @@ class CypherEpisodeStore(Lifecycle):
             )
         self._check_embedding_settings(stored_dimensions, stored_model)
         if version < _SCHEMA_VERSION:
-            await self._reindex_terms()
+            if version < 2:
+                await self._reindex_terms()
+            await self._build_ledgers()
             await self._run(
                 "MATCH (m:MemMachineMeta {key: $key}) SET m.schema_version = $schema_version",
                 {"key": _META_KEY, "schema_version": _SCHEMA_VERSION},
@@ -600,6 +779,20 @@ class CypherEpisodeStore(Lifecycle):
             raise ConfigurationError(f"{built}; {wanted}: {advice}")
         if stored_model and self._model and stored_model != self._model:
             raise ConfigurationError(f"{built}; {wanted}: {advice}")
+
+    async def _build_ledgers(self) -> None:
+        """Give every user who has episodes a ledger counting them (revision 0: their
+        episodes predate revisions). Idempotent: an existing ledger keeps its numbers."""
+        await self._run(
+            """
+            MATCH (e:Episode)
+            WITH e.tenant AS tenant, e.org_id AS org_id, e.project_id AS project_id,
+                 e.user_id AS user_id, count(e) AS episodes
+            MERGE (l:UserLedger {key: tenant + '/' + org_id + '/' + project_id + '/' + user_id})
+            ON CREATE SET l.tenant = tenant, l.org_id = org_id, l.project_id = project_id,
+                l.user_id = user_id, l.revision = 0, l.deletions = 0, l.episodes = episodes
+            """
+        )
 
     async def _reindex_terms(self) -> int:
         """Analyse every episode's ``search_text`` again with the current analyser and store
@@ -667,12 +860,22 @@ def _owner_params(scope: Scope) -> dict[str, object]:
     return {f"owner_{field}": getattr(scope, field) for field in _EPISODE_FIELDS[1:8]}
 
 
+#: Finds or creates the user's ledger ``l`` (see :class:`CypherEpisodeStore`); needs the
+#: parameters of :func:`_ledger_params`.
+_LEDGER_MERGE = """
+    MERGE (l:UserLedger {key: $user_key})
+    ON CREATE SET l.tenant = $owner_tenant, l.org_id = $owner_org_id,
+        l.project_id = $owner_project_id, l.user_id = $owner_user_id,
+        l.revision = 0, l.deletions = 0, l.episodes = 0
+"""
+
+
+def _ledger_params(scope: Scope) -> dict[str, object]:
+    return {"user_key": scope.user_key, **_owner_params(scope)}
+
+
 def _session_key(scope: Scope) -> str:
-    # identifiers cannot contain "/", so the key is unambiguous
-    return "/".join(
-        str(part)
-        for part in (scope.tenant, scope.org_id, scope.project_id, scope.user_id, scope.session_id)
-    )
+    return f"{scope.user_key}/{scope.session_id}"
 
 
 def _episode_from_row(row: Sequence[Any]) -> Episode:
@@ -712,20 +915,6 @@ def _episode_from_row(row: Sequence[Any]) -> Episode:
         sequence=int(sequence),
         created_at=_from_micros(int(created_at)),
     )
-
-
-def _checked_vector(values: Sequence[float], dimensions: int, field: str) -> list[float]:
-    """``values`` as floats, checked: right length, finite, not all zero."""
-    if len(values) != dimensions:
-        raise InvalidInputError(
-            f"expected a vector of {dimensions} dimensions, got {len(values)}", field
-        )
-    vector = [float(value) for value in values]
-    if not all(math.isfinite(value) for value in vector):
-        raise InvalidInputError("vector values must be finite numbers", field)
-    if not any(vector):
-        raise InvalidInputError("a zero vector has no direction", field)
-    return vector
 
 
 def _micros(value: datetime) -> int:

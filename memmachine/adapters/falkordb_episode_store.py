@@ -8,11 +8,11 @@ holds one deployment's episodes; vectors are stored as ``vecf32``.
 Search specifics:
 
 * ``vector_search`` is an exact scan through the ``user_id`` index (6-10 ms for 5k episodes
-  of 384 dimensions). No HNSW vector index is created: the scan does not need it, and
-  FalkorDB rebuilds vector indexes from scratch whenever it loads a graph (15 s for 20k
-  episodes of 384 dimensions, against 0.3 s without), besides slowing every write. An
-  approximate fast path for very large scopes would add it back, with a fallback to the
-  scan whenever the index yields fewer than ``k`` in-scope hits.
+  of 384 dimensions). No HNSW vector index is created: FalkorDB rebuilds vector indexes
+  from scratch whenever it loads a graph (15 s for 20k episodes of 384 dimensions, against
+  0.3 s without), besides slowing every write. Large users are searched by the in-process
+  index of :class:`~memmachine.adapters.indexed_episode_store.IndexedEpisodeStore`
+  instead, which reads the vectors once (``index_entries``).
 * ``fulltext_search`` ranks with BM25 computed in the query because FalkorDB's built-in
   score is TF-IDF with an integer (``logb``) idf, normalised by the document's most frequent
   term rather than its length, and it *averages* term scores on an OR query: "a fox met a
@@ -51,6 +51,8 @@ _RANGE_INDEXES = (
     ("Episode", "user_id"),
     ("Episode", "session_id"),
     ("Session", "key"),
+    ("Session", "user_id"),
+    ("UserLedger", "key"),
     ("MemMachineMeta", "key"),
 )
 

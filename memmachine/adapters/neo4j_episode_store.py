@@ -10,9 +10,10 @@ This module adds the connection, the schema and the error mapping.
   deployment's episodes, like one graph does on FalkorDB. ``start()`` creates, idempotently:
   a uniqueness constraint on (tenant, org_id, project_id, user_id, id) of ``Episode`` (ids
   are unique per user, and a concurrent batch that loses the race on an id fails with
-  ``ConflictError``), uniqueness constraints on ``Session.key`` and ``MemMachineMeta.key``
-  (so concurrent ``MERGE`` s never duplicate them), range indexes on ``Episode.id``,
-  ``user_id`` and ``session_id``, the full-text index ``episode_terms`` over
+  ``ConflictError``), uniqueness constraints on ``Session.key``, ``UserLedger.key`` and
+  ``MemMachineMeta.key`` (so concurrent ``MERGE`` s never duplicate them), range indexes on
+  ``Episode.id``, ``user_id`` and ``session_id`` and on ``Session.user_id``, the full-text
+  index ``episode_terms`` over
   ``Episode.search_terms`` (whitespace analyzer: the text is already normalised) and, with
   vectors, the cosine vector index ``episode_embedding``. Search stays exact within the
   scope (a scan scored by ``vector.similarity.cosine``); the vector index is there for an
@@ -128,10 +129,12 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
                 ("tenant", "org_id", "project_id", "user_id", "id"),
             ),
             dialect.unique_constraint("session_key", "Session", ("key",)),
+            dialect.unique_constraint("user_ledger_key", "UserLedger", ("key",)),
             dialect.unique_constraint("memmachine_meta_key", "MemMachineMeta", ("key",)),
             dialect.range_index("Episode", "id"),
             dialect.range_index("Episode", "user_id"),
             dialect.range_index("Episode", "session_id"),
+            dialect.range_index("Session", "user_id"),
             dialect.fulltext_index(FULLTEXT_INDEX, "Episode", "search_terms"),
         ]
 

@@ -17,6 +17,8 @@ import Stemmer
 
 __all__ = [
     "ANALYSER_VERSION",
+    "BM25_B",
+    "BM25_K1",
     "MAX_QUERY_TERMS",
     "MAX_TERM_CHARS",
     "STOPWORDS",
@@ -27,6 +29,10 @@ __all__ = [
 
 #: The analyser's version: 1 folded plurals only (Harman's S-stemmer), 2 stems with Snowball.
 ANALYSER_VERSION = 2
+
+#: Okapi BM25 parameters of every episode full-text ranking (stores and in-process index).
+BM25_K1 = 1.2
+BM25_B = 0.75
 
 #: A term is a run of letters and digits (any script); everything else separates terms.
 TERM_PATTERN = re.compile(r"[^\W_]+")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError
-from memmachine.models import Episode, EpisodeRecord, Scope, utc_now
+from memmachine.models import Episode, EpisodeRecord, IndexEntry, IndexState, Scope, utc_now
 from memmachine.ports import EpisodeStore
 from tests.contract.conftest import DIMENSIONS, MODEL, OpenEpisodeStore
 
@@ -444,6 +444,121 @@ async def test_adjacent_answers_neighbours_for_many_ids_at_once(
     }
     assert await episode_store.adjacent(bob, ["b1", "h1"]) == {}
     assert await episode_store.adjacent(ann, []) == {}
+
+
+async def test_get_episodes_returns_the_asked_ones_in_order(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    await episode_store.add_episodes(ann, [record("a", "one"), record("b", "two")])
+    await episode_store.add_episodes(ann.for_session("s2"), [record("c", "three")])
+    await episode_store.add_episodes(bob, [record("x", "bob's")])
+
+    got = await episode_store.get_episodes(ann.user_scope(), ["c", "x", "missing", "a", "c"])
+    assert ids(got) == ["c", "a"]
+    assert got[1] == await episode_store.get_episode(ann, "a")
+    assert ids(await episode_store.get_episodes(ann, ["a", "b", "c"])) == ["a", "b"]
+    assert await episode_store.get_episodes(ann, []) == []
+
+
+# ---------------------------------------------------------------------- index support
+
+
+async def entries_of(
+    store: EpisodeStore, scope: Scope, since: int | None = None
+) -> dict[str, IndexEntry]:
+    found: dict[str, IndexEntry] = {}
+    async for batch in store.index_entries(scope, since=since):
+        for entry in batch:
+            assert entry.id not in found, "an episode appears once"
+            found[entry.id] = entry
+    return found
+
+
+async def test_index_state_counts_every_write_of_the_user(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    assert await episode_store.index_state(ann) == IndexState(0, 0, 0)
+    await episode_store.add_episodes(ann, [record("a"), record("b")])
+    first = await episode_store.index_state(ann.for_session("elsewhere"))
+    assert (first.deletions, first.episodes) == (0, 2)
+    await episode_store.add_episodes(ann.for_session("s2"), [record("c")])
+    await episode_store.add_episodes(bob, [record("x")])  # another user: not Ann's state
+    second = await episode_store.index_state(ann)
+    assert second.revision > first.revision
+    assert (second.deletions, second.episodes) == (0, 3)
+
+    assert await episode_store.delete_episode(ann, "missing") is False
+    third = await episode_store.index_state(ann)
+    assert third.revision >= second.revision
+    assert (third.deletions, third.episodes) == (0, 3)
+    assert await episode_store.delete_episode(ann, "a") is True
+    fourth = await episode_store.index_state(ann)
+    assert fourth.revision > third.revision
+    assert (fourth.deletions, fourth.episodes) == (1, 2)
+    assert await episode_store.delete_episodes(ann.for_session("s2")) == 1
+    fifth = await episode_store.index_state(ann)
+    assert (fifth.deletions, fifth.episodes) == (2, 1)
+    bobs = await episode_store.index_state(bob)
+    assert (bobs.deletions, bobs.episodes) == (0, 1)
+
+
+async def test_index_entries_carry_what_a_search_index_needs(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    bot = ann.model_copy(update={"agent_id": "bot", "group_id": "g1"})
+    sentence = unit([0, 0, 1, 0])
+    first = record("a", "Cats chase mice", embedding=unit([1, 0, 0, 0]), minutes=1)
+    first.derivative_embeddings = [sentence, unit([0, 0, 0, 1])]
+    await episode_store.add_episodes(bot, [first, record("b", "no vector here")])
+    await episode_store.add_episodes(bob, [record("x", "bob's", embedding=unit([1, 1, 0, 0]))])
+
+    found = await entries_of(episode_store, ann)
+    assert sorted(found) == ["a", "b"]
+    a, b = found["a"], found["b"]
+    assert (a.session_id, a.agent_id, a.group_id, a.sequence) == ("s1", "bot", "g1", 1)
+    assert a.timestamp == int((T0 + timedelta(minutes=1)).timestamp() * 1_000_000)
+    assert a.terms == ("cat", "chase", "mice")
+    assert a.embedding is not None
+    assert np.allclose(a.embedding, unit([1, 0, 0, 0]), atol=1e-6)
+    assert len(a.derivatives) == 2
+    assert np.allclose(a.derivatives[0], sentence, atol=1e-6) or np.allclose(
+        a.derivatives[1], sentence, atol=1e-6
+    )
+    assert b.embedding is None
+    assert b.derivatives == ()
+    assert b.sequence == 2
+
+
+async def test_index_entries_since_a_revision_are_the_later_additions(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    await episode_store.add_episodes(ann, [record("a"), record("b")])
+    before = await episode_store.index_state(ann)
+    await episode_store.add_episodes(ann, [record("c")])
+    await episode_store.add_episodes(ann.for_session("s2"), [record("d")])
+
+    later = await entries_of(episode_store, ann, since=before.revision)
+    assert sorted(later) == ["c", "d"]
+    assert all(entry.revision > before.revision for entry in later.values())
+    assert sorted(await entries_of(episode_store, ann)) == ["a", "b", "c", "d"]
+    now = await episode_store.index_state(ann)
+    assert await entries_of(episode_store, ann, since=now.revision) == {}
+
+
+async def test_index_entries_page_through_a_large_session(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    count = 4_500  # more than one batch of one session
+    for start in range(0, count, 900):
+        await episode_store.add_episodes(
+            ann, [record(f"e{i:05d}", f"word{i % 7}") for i in range(start, start + 900)]
+        )
+    await episode_store.add_episodes(ann.for_session("s2"), [record("other")])
+    found = await entries_of(episode_store, ann)
+    assert len(found) == count + 1
+    assert sorted(entry.sequence for entry in found.values() if entry.session_id == "s1") == list(
+        range(1, count + 1)
+    )
 
 
 # ---------------------------------------------------------------------- isolation

@@ -79,11 +79,14 @@ def test_schema_statements() -> None:
         "CREATE CONSTRAINT episode_id_per_user IF NOT EXISTS FOR (n:Episode) "
         "REQUIRE (n.tenant, n.org_id, n.project_id, n.user_id, n.id) IS UNIQUE",
         "CREATE CONSTRAINT session_key IF NOT EXISTS FOR (n:Session) REQUIRE n.key IS UNIQUE",
+        "CREATE CONSTRAINT user_ledger_key IF NOT EXISTS FOR (n:UserLedger) "
+        "REQUIRE n.key IS UNIQUE",
         "CREATE CONSTRAINT memmachine_meta_key IF NOT EXISTS FOR (n:MemMachineMeta) "
         "REQUIRE n.key IS UNIQUE",
         "CREATE RANGE INDEX episode_id IF NOT EXISTS FOR (n:Episode) ON (n.id)",
         "CREATE RANGE INDEX episode_user_id IF NOT EXISTS FOR (n:Episode) ON (n.user_id)",
         "CREATE RANGE INDEX episode_session_id IF NOT EXISTS FOR (n:Episode) ON (n.session_id)",
+        "CREATE RANGE INDEX session_user_id IF NOT EXISTS FOR (n:Session) ON (n.user_id)",
         "CREATE FULLTEXT INDEX episode_terms IF NOT EXISTS FOR (n:Episode) "
         "ON EACH [n.search_terms] OPTIONS {indexConfig: {`fulltext.analyzer`: 'whitespace', "
         "`fulltext.eventually_consistent`: false}}",
