@@ -20,6 +20,7 @@ from memmachine.config import (
     LLM_OFF_REASON,
     Credentials,
     LlmSettings,
+    SearchIndexSettings,
     Settings,
     redact_url,
     resolve_credentials,
@@ -125,12 +126,15 @@ def _wire(
         embedded = EmbeddedFalkorDBServer(settings.data_dir.expanduser().resolve())
         resources.append(embedded)
 
-    episodes = _episode_store(
-        episode_url,
-        embedded,
-        settings,
-        embedder_dims=(embedder.dimensions if embedder else None),
-        embedder_model=(embedder.model if embedder else None),
+    episodes = _searched_in_memory(
+        _episode_store(
+            episode_url,
+            embedded,
+            settings,
+            embedder_dims=(embedder.dimensions if embedder else None),
+            embedder_model=(embedder.model if embedder else None),
+        ),
+        settings.search_index,
     )
     profile = _profile_store(profile_url, settings)
     working = _working_store(working_url, embedded, settings)
@@ -302,6 +306,21 @@ def _episode_store(
         embedding_dimensions=embedder_dims,
         embedding_model=embedder_model,
         password=password,
+    )
+
+
+def _searched_in_memory(store: EpisodeStore, settings: SearchIndexSettings) -> EpisodeStore:
+    """``store`` behind in-process search indexes, unless they are switched off."""
+    if not settings.enabled:
+        return store
+    from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
+
+    return IndexedEpisodeStore(
+        store,
+        memory_budget=settings.memory_mb << 20,
+        min_episodes=settings.min_episodes,
+        load_inline=settings.load_inline,
+        episode_cache=settings.episode_cache,
     )
 
 

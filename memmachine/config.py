@@ -54,6 +54,7 @@ __all__ = [
     "LimitSettings",
     "RerankerSettings",
     "RetrievalSettings",
+    "SearchIndexSettings",
     "Settings",
     "redact_url",
     "resolve_credentials",
@@ -343,6 +344,32 @@ class RetrievalSettings(_Section):
     importance_weight: float = Field(default=0.0, ge=0)
 
 
+class SearchIndexSettings(_Section):
+    """In-process search indexes in front of the episode store
+    (``MEMMACHINE_SEARCH_INDEX_*``; see
+    :class:`~memmachine.adapters.indexed_episode_store.IndexedEpisodeStore`).
+
+    Each searched user's vectors and full-text postings are held in memory and kept in step
+    with the store (one small read per search), so a search costs a few matrix products
+    instead of a scan in the database. Results are the store's own.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_SEARCH_INDEX_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "search_index"
+
+    enabled: bool = True
+    #: Memory all indexes may hold together; the least recently searched users leave first,
+    #: and a user who alone would not fit is searched in the store.
+    memory_mb: int = Field(default=1024, ge=1)
+    #: Users with fewer episodes are searched in the store (0: index every searched user).
+    min_episodes: int = Field(default=0, ge=0)
+    #: Users with at most this many episodes are loaded by the first search that needs
+    #: them; larger ones load in the background while the store answers.
+    load_inline: int = Field(default=2_000, ge=0)
+    #: Episodes kept in memory after being fetched for a result.
+    episode_cache: int = Field(default=4_096, ge=0)
+
+
 #: Shown by /health and the API when no language model is configured.
 LLM_OFF_REASON = "no LLM configured (set MEMMACHINE_LLM_MODEL and MEMMACHINE_LLM_BASE_URL)"
 
@@ -588,6 +615,7 @@ class Settings(_Section):
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    search_index: SearchIndexSettings = Field(default_factory=SearchIndexSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     safety: SafetySettings = Field(default_factory=SafetySettings)
     jobs: JobSettings = Field(default_factory=JobSettings)

@@ -48,6 +48,7 @@ from redis.exceptions import ResponseError
 
 from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
 from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
 from memmachine.adapters.neo4j_episode_store import Neo4jEpisodeStore
 from memmachine.ports import EpisodeStore
 
@@ -305,7 +306,8 @@ def _neo4j(request: pytest.FixtureRequest) -> EpisodeStoreBackend:
         url = urlunsplit((parts.scheme, parts.netloc, "", parts.query, ""))
         async with AsyncGraphDatabase.driver(url, auth=auth) as driver:
             await driver.execute_query(
-                "MATCH (n) WHERE (n:Episode OR n:Session) AND n.tenant CONTAINS $token "
+                "MATCH (n) WHERE (n:Episode OR n:Session OR n:UserLedger) "
+                "AND n.tenant CONTAINS $token "
                 "DETACH DELETE n",
                 {"token": namespace},
                 database_=database,
@@ -314,11 +316,25 @@ def _neo4j(request: pytest.FixtureRequest) -> EpisodeStoreBackend:
     return EpisodeStoreBackend(make=make, drop=drop)
 
 
+def _indexed(backend: EpisodeStoreBackend) -> EpisodeStoreBackend:
+    """The same store behind :class:`IndexedEpisodeStore`, indexing every user at once, so
+    every search of the suite is answered by the in-process index."""
+
+    def make(namespace: str, dimensions: int | None, model: str | None) -> EpisodeStore:
+        return IndexedEpisodeStore(
+            backend.make(namespace, dimensions, model), min_episodes=0, load_inline=10**9
+        )
+
+    return EpisodeStoreBackend(make=make, drop=backend.drop)
+
+
 #: One entry per adapter; the suite runs once for each.
 EPISODE_STORE_BACKENDS: dict[str, Callable[[pytest.FixtureRequest], EpisodeStoreBackend]] = {
     "embedded-falkordb": _embedded_falkordb,
+    "embedded-falkordb+index": lambda request: _indexed(_embedded_falkordb(request)),
     "falkordb-server": _falkordb_server,
     "neo4j": _neo4j,
+    "neo4j+index": lambda request: _indexed(_neo4j(request)),
 }
 
 

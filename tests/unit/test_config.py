@@ -244,6 +244,14 @@ async def test_neo4j_schemes_choose_the_neo4j_episode_store(tmp_path: Path, sche
             await build_manager(settings)
         return
     manager = await build_manager(settings)  # wired, not started: nothing connects
+    assert manager.episodes.kind == "neo4j"
+    assert type(manager.episodes).__name__ == "IndexedEpisodeStore"  # searched in memory
+    assert type(manager.episodes.inner).__name__ == "Neo4jEpisodeStore"  # type: ignore[attr-defined]
+    await manager.close()
+    unindexed = settings.model_copy(
+        update={"search_index": settings.search_index.model_copy(update={"enabled": False})}
+    )
+    manager = await build_manager(unindexed)
     assert type(manager.episodes).__name__ == "Neo4jEpisodeStore"
     await manager.close()
 
