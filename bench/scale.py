@@ -650,7 +650,10 @@ async def prepared_stores(args: argparse.Namespace) -> AsyncIterator[tuple[Any, 
             overrides["jobs"] = JobSettings(key_prefix=stores.key_prefix)
         settings = Settings(
             data_dir=data_dir,
-            embedding=EmbeddingSettings(model=str(args.model), batch_size=args.embed_batch),
+            # every query embedded for real: no cache hit flatters a latency
+            embedding=EmbeddingSettings(
+                model=str(args.model), batch_size=args.embed_batch, query_cache_size=0
+            ),
             **overrides,
         )
         try:
@@ -703,10 +706,13 @@ async def measure_search(
     vectors: Sequence[list[float]],
     top_k: int,
     clock: CpuClock,
+    store_queries: int = 0,
 ) -> dict[str, dict[str, float]]:
     """Latency (ms) of ``search_episodes`` with and without query embedding (interleaved,
     after a short warm-up), then of its parts on their own; with the mean CPU ms per call
-    (bench process + FalkorDB server) of each."""
+    (bench process + FalkorDB server) of each. With an in-process index in front of the
+    store, the store's own vector and full-text scans are timed too, on the first
+    ``store_queries`` queries."""
     tuning = manager.retrieval
     depth = max(tuning.min_candidates, top_k * tuning.candidates_per_result)
     no_neighbours = tuning.model_copy(update={"neighbour_weight": 0.0})
@@ -755,7 +761,43 @@ async def measure_search(
     for name in variants:
         out[name] = {**percentiles(samples[name]), "cpu_ms": cpu[name] * 1000 / len(pairs)}
     out["mean_hits"] = {"value": hits / max(len(pairs), 1)}
+    inner = getattr(manager.episodes, "inner", None)
+    if inner is not None and store_queries > 0:
+        # the same searches in the store itself (what the in-process index replaces)
+        scans: dict[str, Any] = {
+            "store_scan_vector_search": lambda q, v: inner.vector_search(
+                scope, v, depth, derivatives=tuning.sentence_derivatives
+            ),
+            "store_scan_fulltext_search": lambda q, v: inner.fulltext_search(scope, q, depth),
+        }
+        for name, call in scans.items():
+            times: list[float] = []
+            used = 0.0
+            for query, vector in pairs[:store_queries]:
+                cpu_started = clock.now()
+                started = time.perf_counter()
+                await call(query, vector)
+                times.append((time.perf_counter() - started) * 1000)
+                used += clock.now() - cpu_started
+            out[name] = {**percentiles(times), "cpu_ms": used * 1000 / len(times)}
     return out
+
+
+async def warm_index(manager: Any, scope: Any) -> dict[str, float] | None:
+    """Bring the hot user's in-process search index up to date now (as the first searches
+    after a write burst would, in the background) and time it; ``None`` without an index."""
+    warm = getattr(manager.episodes, "warm", None)
+    if warm is None:
+        return None
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    loaded = await warm(scope)
+    return {
+        "seconds": time.perf_counter() - started,
+        "cpu_seconds": time.process_time() - cpu_started,
+        "loaded": float(loaded),
+        "memory_bytes": float(manager.episodes.memory_held),
+    }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -830,9 +872,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 pending = next(plan, None)
             segment_seconds = time.perf_counter() - segment_start
             manager.embedder = real
+            index = await warm_index(manager, hot_scope)
             sys.stderr.write(f"searching at {checkpoint:,} episodes ({hot_done:,} in scope)\n")
             search = await measure_search(
-                manager, hot_scope, queries, query_vectors, args.top_k, clock
+                manager, hot_scope, queries, query_vectors, args.top_k, clock, args.store_queries
             )
             listed, counted = await manager.list_episodes(hot_scope, limit=1)
             assert counted == hot_done, (counted, hot_done)
@@ -843,6 +886,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "hot_scope_episodes": hot_done,
                     "segment_rate": segment_episodes / max(segment_seconds, 1e-9),
                     "search_ms": search,
+                    "index": index,
                     "resources": measure_resources(stores),
                 }
             )
@@ -894,8 +938,9 @@ def render(results: dict[str, Any]) -> str:
         "",
         "| store size | hot scope | search p50 / p95 / p99 ms (query embedded) | "
         "p50 / p95 / p99 ms (vector given) | CPU ms per search (embedded / given) | "
-        "ingest rate of the step | bench RSS MB | FalkorDB RSS MB | data dir MB | other |",
-        "| ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+        "ingest rate of the step | index catch-up s / MB | bench RSS MB | FalkorDB RSS MB | "
+        "data dir MB | other |",
+        "| ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for point in results["checkpoints"]:
         emb = point["search_ms"]["with_embedding"]
@@ -906,22 +951,34 @@ def render(results: dict[str, Any]) -> str:
             other.append(f"Postgres db {_mb(res['postgres_db'])} MB")
         if "redis_keys" in res:
             other.append(f"Redis keys {_mb(res['redis_keys'])} MB")
+        index = point.get("index")
+        warmed = (
+            "-"
+            if index is None
+            else f"{index['seconds']:.1f} / {_mb(int(index['memory_bytes']))}"
+            + ("" if index["loaded"] else " (not loaded)")
+        )
         lines.append(
             f"| {point['episodes']:,} | {point['hot_scope_episodes']:,} | "
             f"{emb['p50']:.1f} / {emb['p95']:.1f} / {emb['p99']:.1f} | "
             f"{vec['p50']:.1f} / {vec['p95']:.1f} / {vec['p99']:.1f} | "
             f"{emb['cpu_ms']:.1f} / {vec['cpu_ms']:.1f} | "
-            f"{point['segment_rate']:,.0f}/s | {_mb(res['bench_rss'])} | "
+            f"{point['segment_rate']:,.0f}/s | {warmed} | {_mb(res['bench_rss'])} | "
             f"{_mb(res['falkordb_rss'])} | {_mb(res['data_dir_disk'])} | "
             f"{'; '.join(other) or '-'} |"
         )
-    parts = (
+    parts: tuple[tuple[str, str], ...] = (
         ("store_vector_search", "store vector_search"),
         ("store_vector_search_no_derivatives", "vector_search, derivatives off"),
         ("store_fulltext_search", "store fulltext_search"),
         ("query_embedding", "query embedding"),
         ("no_neighbour_stage", "search (vector given), neighbour stage off"),
     )
+    if all("store_scan_vector_search" in point["search_ms"] for point in results["checkpoints"]):
+        parts += (
+            ("store_scan_vector_search", "vector_search in the store, no index"),
+            ("store_scan_fulltext_search", "fulltext_search in the store, no index"),
+        )
     lines += [
         "",
         "Where a search's time goes: each part on its own, p50 / p95 ms (CPU ms per call):",
@@ -995,6 +1052,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="first N episodes embedded by the real model (the rest: precomputed vectors)",
     )
     parser.add_argument("--queries", type=int, default=300, help="queries per measurement")
+    parser.add_argument(
+        "--store-queries",
+        type=int,
+        default=20,
+        help="queries also run as the store's own scans, without the in-process index",
+    )
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--working", action="store_true", help="also append to working memory")

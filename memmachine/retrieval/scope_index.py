@@ -35,6 +35,11 @@ import numpy.typing as npt
 from memmachine.models import IndexEntry, Scope
 from memmachine.retrieval.terms import BM25_B, BM25_K1
 
+try:  # SIMD int8 dot products; without them every search is a float32 scan
+    import simsimd as _simsimd
+except ImportError:  # pragma: no cover - a platform without wheels
+    _simsimd = None  # type: ignore[assignment]
+
 __all__ = ["ScopeIndex"]
 
 Floats = npt.NDArray[np.float32]
@@ -44,6 +49,11 @@ _NO_CODE = -1
 _TF_MAX = 65535
 #: Compact once this many rows are dead and they outnumber the living.
 _COMPACT_AFTER = 1024
+#: From this many vectors (own and sentence) on, vector search first scores the int8 codes
+#: and rescores in float32 only the episodes that can still be among the best.
+_QUANTIZED_FROM = 20_000
+#: Slack for float rounding on top of the quantisation error bound.
+_ROUNDING = 1e-5
 
 
 class _Column:
@@ -63,14 +73,15 @@ class _Column:
 
 
 class _Matrix:
-    """A growable float32 matrix of unit rows."""
+    """A growable matrix (float32 unit rows, or their int8 codes)."""
 
-    def __init__(self, dimensions: int, capacity: int = 64) -> None:
-        self.data: Floats = np.zeros((capacity, dimensions), dtype=np.float32)
+    def __init__(self, dimensions: int, dtype: Any = np.float32, capacity: int = 64) -> None:
+        self.data: npt.NDArray[Any] = np.zeros((capacity, dimensions), dtype=dtype)
 
     def reserve(self, size: int) -> None:
         if size > len(self.data):
-            grown = np.zeros((max(size, len(self.data) * 3 // 2), self.data.shape[1]), np.float32)
+            shape = (max(size, len(self.data) * 3 // 2), self.data.shape[1])
+            grown = np.zeros(shape, self.data.dtype)
             grown[: len(self.data)] = self.data
             self.data = grown
 
@@ -102,7 +113,7 @@ class ScopeIndex:
     index reflects; the owner keeps them current.
     """
 
-    def __init__(self, dimensions: int | None) -> None:
+    def __init__(self, dimensions: int | None, *, quantized_from: int = _QUANTIZED_FROM) -> None:
         self.dimensions = dimensions
         self.revision = 0
         self.deletions = 0
@@ -129,8 +140,18 @@ class ScopeIndex:
         width = dimensions or 1
         self._vectors = _Matrix(width)
         self._parts = _Matrix(width)
+        #: Sentence vectors' owner rows, in increasing order (parts are appended with their
+        #: episode, and rows only grow), so an episode's parts are one contiguous run.
         self._part_owner = _Column(np.int32)
         self._m = 0
+        #: int8 codes of the unit vectors (code / scale ≈ vector) for the fast first pass,
+        #: and the largest distance between a vector and its decoded code.
+        self._codes = _Matrix(width, np.int8)
+        self._scales = _Column(np.float32)
+        self._part_codes = _Matrix(width, np.int8)
+        self._part_scales = _Column(np.float32)
+        self._max_error = 0.0
+        self._quantized_from = quantized_from
 
     # ------------------------------------------------------------------ size
 
@@ -146,6 +167,8 @@ class ScopeIndex:
     def nbytes(self) -> int:
         """Roughly the memory the index holds, in bytes."""
         columns = (
+            self._scales,
+            self._part_scales,
             self._alive,
             self._session,
             self._agent,
@@ -158,6 +181,7 @@ class ScopeIndex:
         )
         arrays = sum(column.data.nbytes for column in columns)
         arrays += self._vectors.data.nbytes + self._parts.data.nbytes
+        arrays += self._codes.data.nbytes + self._part_codes.data.nbytes
         postings = self._postings_count * 6 + len(self._postings) * 120
         ids = self._n * 160  # the id string, its dict entry and its session-order slot
         return arrays + postings + ids
@@ -185,10 +209,12 @@ class ScopeIndex:
         ):
             column.reserve(end)
         self._vectors.reserve(end)
+        self._codes.reserve(end)
+        self._scales.reserve(end)
         parts = sum(len(entry.derivatives) for entry in batch) if self.dimensions else 0
         if parts:
-            self._parts.reserve(self._m + parts)
-            self._part_owner.reserve(self._m + parts)
+            for growing in (self._parts, self._part_codes, self._part_owner, self._part_scales):
+                growing.reserve(self._m + parts)
         touched: set[int] = set()
         m = self._m
         for offset, entry in enumerate(batch):
@@ -207,10 +233,16 @@ class ScopeIndex:
             self._postings_count += len(set(entry.terms))
             if self.dimensions is not None:
                 if entry.embedding is not None:
-                    self._vectors.data[row] = _unit(entry.embedding)
+                    unit = _unit(entry.embedding)
+                    self._vectors.data[row] = unit
+                    self._scales.data[row] = self._encode(unit, self._codes.data[row])
                     self._has_vector.data[row] = True
+                else:
+                    self._scales.data[row] = 1.0  # zero code, never read as a score
                 for vector in entry.derivatives:
-                    self._parts.data[m] = _unit(vector)
+                    unit = _unit(vector)
+                    self._parts.data[m] = unit
+                    self._part_scales.data[m] = self._encode(unit, self._part_codes.data[m])
                     self._part_owner.data[m] = row
                     m += 1
             self._ids.append(entry.id)
@@ -225,7 +257,16 @@ class ScopeIndex:
     def finish_loading(self) -> None:
         """Give back the spare room left by growing (after a bulk load)."""
         self._vectors.shrink(self._n)
+        self._codes.shrink(self._n)
         self._parts.shrink(self._m)
+        self._part_codes.shrink(self._m)
+
+    def _encode(self, unit: Floats, into: npt.NDArray[np.int8]) -> float:
+        """Write the int8 code of ``unit`` into ``into``; returns its scale, and keeps the
+        largest coding error seen."""
+        scale, error = _quantize(unit, into)
+        self._max_error = max(self._max_error, error)
+        return scale
 
     def remove(self, episode_ids: Iterable[str]) -> list[str]:
         """Drop these episodes (unknown ids ignored); returns the ids dropped."""
@@ -278,17 +319,59 @@ class ScopeIndex:
             return []
         n = len(mask)
         q = _unit(np.asarray(query, dtype=np.float32))
-        own = self._vectors.data[:n] @ q
-        scores = np.where(mask & self._has_vector.view(n), own, -np.inf)
-        m = self._m
-        if derivatives and m:
-            owners = self._part_owner.view(m)
-            keep = owners < n
-            owners = owners[keep]
-            part_scores = (self._parts.data[:m] @ q)[keep]
+        m = self._m if derivatives else 0
+        owners = self._part_owner.view(m)
+        m = int(np.searchsorted(owners, n))  # parts of rows added after the mask was taken
+        owners = owners[:m]
+        has_vector = mask & self._has_vector.view(n)
+        if _dot_int8 is None or n + m < self._quantized_from:
+            scores = np.where(has_vector, self._vectors.data[:n] @ q, -np.inf)
+            if m:
+                inside = mask[owners]
+                part_scores = self._parts.data[:m] @ q
+                np.maximum.at(scores, owners[inside], part_scores[inside])
+            return self._best(scores, k, by_time=False)
+        # First pass on int8 codes: every score is within ``bound`` of the exact one, so
+        # only episodes whose approximate best reaches the k-th approximate best minus
+        # twice the bound can be among the exact best k; those are rescored in float32.
+        q_codes = np.zeros(len(q), dtype=np.int8)
+        q_scale, q_error = _quantize(q, q_codes)
+        bound = self._max_error + (1.0 + self._max_error) * q_error + _ROUNDING
+        own = _dot_int8(q_codes, self._codes.data[:n]) / (self._scales.view(n) * q_scale)
+        approx = np.where(has_vector, own, -np.inf)
+        if m:
             inside = mask[owners]
-            np.maximum.at(scores, owners[inside], part_scores[inside])
-        return self._best(scores, k, by_time=False)
+            parts = _dot_int8(q_codes, self._part_codes.data[:m])
+            parts /= self._part_scales.view(m) * q_scale
+            np.maximum.at(approx, owners[inside], parts[inside])
+        finite = np.flatnonzero(np.isfinite(approx))
+        if len(finite) > k:
+            values = approx[finite]
+            kth = values[np.argpartition(-values, k - 1)[k - 1]]
+            finite = finite[values >= kth - 2.0 * bound]
+        exact = self._rescore(finite, q, has_vector, owners)
+        return self._best_of(finite, exact, k, by_time=False)
+
+    def _rescore(
+        self,
+        rows: npt.NDArray[np.int64],
+        q: Floats,
+        has_vector: Mask,
+        owners: npt.NDArray[np.int32],
+    ) -> npt.NDArray[np.float64]:
+        """Exact best cosine of each of ``rows`` (own vector and its parts among
+        ``owners``, the sorted owners of the parts searched)."""
+        exact = np.where(has_vector[rows], self._vectors.data[rows] @ q, -np.inf)
+        if len(owners):
+            first = np.searchsorted(owners, rows, side="left")
+            counts = np.searchsorted(owners, rows, side="right") - first
+            total = int(counts.sum())
+            if total:
+                starts = np.repeat(first - (np.cumsum(counts) - counts), counts)
+                picked = np.arange(total) + starts
+                positions = np.repeat(np.arange(len(rows)), counts)
+                np.maximum.at(exact, positions, self._parts.data[picked] @ q)
+        return exact.astype(np.float64)
 
     def bm25_top(self, terms: Sequence[str], k: int, mask: Mask) -> list[tuple[str, float]]:
         """The ``k`` rows of ``mask`` with the highest BM25 score for ``terms`` (any term
@@ -370,21 +453,29 @@ class ScopeIndex:
         sequences.insert(at, sequence)
 
     def _best(self, scores: npt.NDArray[Any], k: int, *, by_time: bool) -> list[tuple[str, float]]:
-        """The ``k`` best finite scores with the stores' tie-breaks, exact at the cut."""
-        valid = np.flatnonzero(np.isfinite(scores))
-        if len(valid) > k:
-            values = scores[valid]
-            cut = values[np.argpartition(-values, k - 1)[k - 1]]
-            valid = valid[values >= cut]
-        timestamps = self._timestamp.data[: len(scores)]
+        """The ``k`` best finite ``scores`` (one per row) with the stores' tie-breaks."""
+        return self._best_of(np.arange(len(scores)), scores, k, by_time=by_time)
+
+    def _best_of(
+        self, rows: npt.NDArray[Any], scores: npt.NDArray[Any], k: int, *, by_time: bool
+    ) -> list[tuple[str, float]]:
+        """The ``k`` best finite ``scores`` of ``rows`` (paired), best first; ties newest
+        first (``by_time``) then by id. Exact at the cut: every row tied with the k-th is
+        ordered before cutting."""
+        keep = np.isfinite(scores)
+        rows, scores = rows[keep], scores[keep]
+        if len(rows) > k:
+            cut = scores[np.argpartition(-scores, k - 1)[k - 1]]
+            keep = scores >= cut
+            rows, scores = rows[keep], scores[keep]
+        timestamps = self._timestamp.data
+        ids = self._ids
+        pairs = list(zip(rows.tolist(), scores.tolist(), strict=True))
         if by_time:
-            order = sorted(
-                valid.tolist(),
-                key=lambda row: (-scores[row], -int(timestamps[row]), self._ids[row]),
-            )
+            pairs.sort(key=lambda pair: (-pair[1], -int(timestamps[pair[0]]), ids[pair[0]]))
         else:
-            order = sorted(valid.tolist(), key=lambda row: (-scores[row], self._ids[row]))
-        return [(self._ids[row], float(scores[row])) for row in order[:k]]
+            pairs.sort(key=lambda pair: (-pair[1], ids[pair[0]]))
+        return [(ids[row], score) for row, score in pairs[:k]]
 
     @property
     def wants_compaction(self) -> bool:
@@ -399,7 +490,7 @@ class ScopeIndex:
         keep = np.flatnonzero(alive)
         renumber = np.full(max(n, 1), -1, dtype=np.int64)
         renumber[keep] = np.arange(len(keep))
-        new = ScopeIndex(self.dimensions)
+        new = ScopeIndex(self.dimensions, quantized_from=self._quantized_from)
         new.revision, new.deletions = self.revision, self.deletions
         for mine, theirs in (
             (self._session, new._session),
@@ -413,11 +504,16 @@ class ScopeIndex:
             theirs.data = mine.data[:n][keep].copy()
         new._alive.data = np.ones(len(keep), dtype=np.bool_)
         new._vectors.data = self._vectors.data[:n][keep].copy()
+        new._codes.data = self._codes.data[:n][keep].copy()
+        new._scales.data = self._scales.data[:n][keep].copy()
         owners = self._part_owner.view(m)
         parts = np.flatnonzero(alive[owners]) if m else np.zeros(0, dtype=np.int64)
         new._parts.data = self._parts.data[:m][parts].copy()
+        new._part_codes.data = self._part_codes.data[:m][parts].copy()
+        new._part_scales.data = self._part_scales.data[:m][parts].copy()
         new._part_owner.data = renumber[owners[parts]].astype(np.int32)
         new._m = len(parts)
+        new._max_error, new._quantized_from = self._max_error, self._quantized_from
         for term, (rows, tfs) in self._postings.items():
             old = np.array(rows, dtype=np.int64)
             live = alive[old]
@@ -439,8 +535,30 @@ class ScopeIndex:
         return new
 
 
+def _quantize(unit: Floats, into: npt.NDArray[np.int8]) -> tuple[float, float]:
+    """Write the int8 code of ``unit`` (largest component to ±127) into ``into``; returns
+    ``(scale, error)``: code / scale approximates ``unit`` to within ``error`` (L2)."""
+    peak = float(np.abs(unit).max())
+    scale = 127.0 / peak if peak > 0 else 1.0
+    np.rint(unit * scale, out=into, casting="unsafe")
+    error = float(np.linalg.norm(unit - into / scale))
+    return scale, error
+
+
 def _unit(vector: Floats) -> Floats:
     values = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(values))
     unit: Floats = values / norm if norm > 0 else values
     return unit
+
+
+def _simsimd_dot(query: npt.NDArray[np.int8], codes: npt.NDArray[np.int8]) -> npt.NDArray[Any]:
+    """``codes @ query`` in int8 arithmetic (exact integers, as float64)."""
+    assert _simsimd is not None
+    scores: npt.NDArray[np.float64] = np.asarray(
+        _simsimd.cdist(query[None, :], codes, metric="dot"), dtype=np.float64
+    )[0]
+    return scores
+
+
+_dot_int8 = _simsimd_dot if _simsimd is not None else None
