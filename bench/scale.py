@@ -33,7 +33,7 @@ unique key prefix; all three are removed afterwards. ``--episode-url`` / ``--pro
 ``--redis-url`` (or the ``MEMMACHINE_*`` variables) point at stores of your own instead; then
 only the bench's graph and keys are removed.
 
-    uv run python bench/scale.py --sizes 10000,100000,1000000 --hot 100000,5000
+    uv run python bench/scale.py --sizes 10000,105000,1000000 --hot 5000,100000
     uv run python bench/scale.py --sizes 10000 --production --json /tmp/scale-prod.json
     uv run python bench/scale.py --sizes 1000000 --onnx-episodes 0   # hours on 2 cores
 
@@ -886,6 +886,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             manager.embedder = real
             scopes = []
             for name in hot_names:
+                if in_scope[name] == 0:
+                    continue  # not filled yet at this size
                 scope = Scope(user_id=name)
                 index = await warm_index(manager, scope)
                 sys.stderr.write(
