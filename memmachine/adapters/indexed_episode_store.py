@@ -359,20 +359,23 @@ class IndexedEpisodeStore(Lifecycle):
             return None
         if slot.failed_at is not None and time.monotonic() - slot.failed_at < _RETRY_SECONDS:
             return None
+        # An index may be used when it reflects at least ``state``: no deletion it has not
+        # applied, and additions caught up to the state's revision.
         index = slot.index
-        if index is not None and (index.revision, index.deletions) == (
-            state.revision,
-            state.deletions,
-        ):
+        if index is None or index.deletions < state.deletions:
+            index = await self._load(scope, slot, state)
+            if index is None:
+                return None
+            if index.deletions < state.deletions:  # loaded from a read older than ours
+                return None
+        if index.revision >= state.revision:
             return index
-        if index is None or state.deletions != index.deletions:
-            return await self._load(scope, slot, state)
         missing = state.episodes - len(index)
         if missing > self._load_inline:
             slot.loading = asyncio.create_task(self._catch_up_quietly(scope, slot, state))
             return None
         await self._catch_up(scope, slot, state)
-        return slot.index
+        return index if index.revision >= state.revision else None
 
     async def _load(self, scope: Scope, slot: _Slot, state: IndexState) -> ScopeIndex | None:
         """Load the user's index from scratch: now when small, else in the background."""
@@ -425,6 +428,8 @@ class IndexedEpisodeStore(Lifecycle):
             index = slot.index
             if index is None or index.revision >= state.revision:
                 return
+            if index.deletions < state.deletions:
+                return  # someone deleted meanwhile: the next search reloads
             async for entries in self._inner.index_entries(scope, since=index.revision):
                 index.add(entries)
             index.revision = state.revision

@@ -200,7 +200,6 @@ async def test_a_search_after_a_write_sees_it_even_under_concurrent_searches(
 ) -> None:
     rng = random.Random(3)
     async with indexed(server, graph) as store:
-        await store.add_episodes(ANN, records(rng, "seed", 20))
 
         async def write_then_read(i: int) -> set[str]:
             await store.add_episodes(ANN.for_session(f"w{i}"), records(rng, f"w{i}-", 2))
@@ -211,11 +210,35 @@ async def test_a_search_after_a_write_sees_it_even_under_concurrent_searches(
             for _ in range(20):
                 await store.vector_search(ANN.user_scope(), vector(rng), 5)
 
-        results = await asyncio.gather(
-            *(write_then_read(i) for i in range(8)), *(keep_searching() for _ in range(3))
-        )
-        for i, found in enumerate(results[:8]):
-            assert {f"w{i}-0", f"w{i}-1"} <= found
+        for first in (0, 12, 24):  # a cold index, then a warm one, twice
+            writers = range(first, first + 12)
+            results = await asyncio.gather(
+                *(write_then_read(i) for i in writers), *(keep_searching() for _ in range(3))
+            )
+            for i, found in zip(writers, results, strict=False):
+                assert {f"w{i}-0", f"w{i}-1"} <= found
+
+
+async def test_a_write_made_while_the_index_loads_is_seen_by_the_writer(
+    server: str, graph: str
+) -> None:
+    """One search starts loading a big index; meanwhile another task writes and searches:
+    it must not be handed the index being loaded without what it wrote."""
+    rng = random.Random(12)
+    async with plain(server, graph) as store:
+        for start in range(0, 3_000, 500):
+            await store.add_episodes(ANN, records(rng, "old", 500, start))
+    async with indexed(server, graph) as fast:
+        everything = " ".join(WORDS)
+
+        async def writer() -> set[str]:
+            await asyncio.sleep(0.02)  # the first search is loading by now
+            await fast.add_episodes(ANN.for_session("late"), records(rng, "late", 1))
+            found = await fast.fulltext_search(ANN.for_session("late"), everything, 10)
+            return {episode.id for episode, _ in found}
+
+        _, seen = await asyncio.gather(fast.fulltext_search(ANN, everything, 5), writer())
+        assert seen == {"late0"}
 
 
 async def test_a_large_user_is_searched_in_the_store_until_loaded(server: str, graph: str) -> None:
