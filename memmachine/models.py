@@ -137,9 +137,13 @@ class EpisodeRecord(BaseModel):
     metadata: JsonDict = Field(default_factory=dict)
     search_text: str
     embedding: list[float] | None = None
-    #: Vectors of the episode's sentences (derivatives); dense search scores the episode by
-    #: the best of ``embedding`` and these.
+    #: Vectors of the episode's sentences and context window (derivatives); dense search
+    #: scores the episode by the best of ``embedding`` and these.
     derivative_embeddings: list[list[float]] = Field(default_factory=list)
+    #: How much each derivative's similarity counts, in the order of
+    #: ``derivative_embeddings`` (empty: 1.0 each): a context window, which also holds the
+    #: words of the messages before, counts a little less than the message's own vector.
+    derivative_weights: list[float] = Field(default_factory=list)
 
     @field_validator("timestamp")
     @classmethod
@@ -188,7 +192,8 @@ class IndexEntry:
     ``timestamp`` is in microseconds since the Unix epoch (UTC); ``revision`` is the user's
     revision that added the episode (0 for episodes stored before revisions existed);
     ``terms`` are the analysed full-text terms in order, repeats kept; ``embedding`` and
-    ``derivatives`` are float32 vectors (``None`` / empty without vectors).
+    ``derivatives`` are float32 vectors (``None`` / empty without vectors), each derivative
+    with its weight in ``derivative_weights`` (same order and length).
     """
 
     id: str
@@ -201,6 +206,7 @@ class IndexEntry:
     terms: tuple[str, ...]
     embedding: npt.NDArray[np.float32] | None
     derivatives: tuple[npt.NDArray[np.float32], ...] = ()
+    derivative_weights: tuple[float, ...] = ()
 
 
 class EpisodeHit(BaseModel):

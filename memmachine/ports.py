@@ -110,11 +110,14 @@ class EpisodeStore(Protocol):
       similarity (``1.0`` = same direction), best first, as ``(episode, similarity)``. Exact
       within scope: an episode in scope is never lost because other scopes crowd an index.
       Returns ``[]`` when the store was started without vectors. An episode stored with
-      ``derivative_embeddings`` (the vectors of its sentences) scores the best similarity
-      of its own vector and those, unless ``derivatives=False`` is passed; each episode
-      appears at most once. Derivatives are part of their episode: they are stored with it
-      (all or nothing, same vector checks, field ``records.<i>.derivative_embeddings``),
-      deleted with it, never returned on their own and never reached from another scope.
+      ``derivative_embeddings`` (the vectors of its sentences and context window) scores
+      the best of its own vector's similarity and each derivative's similarity times its
+      weight (``derivative_weights``, 1.0 when not given), unless ``derivatives=False`` is
+      passed; each episode appears at most once. Derivatives are part of their episode:
+      they are stored with it (all or nothing, same vector checks, field
+      ``records.<i>.derivative_embeddings``; weights must be one per derivative, finite and
+      positive, field ``records.<i>.derivative_weights``), deleted with it, never returned
+      on their own and never reached from another scope.
     * ``fulltext_search`` returns up to ``k`` episodes in scope matching any term of
       ``query`` (case-insensitive, punctuation ignored), best first, as ``(episode, score)``
       with higher = better. A query with no usable term returns ``[]``; user text never
@@ -145,7 +148,7 @@ class EpisodeStore(Protocol):
     * ``index_entries(scope, since=None)`` yields the user's episodes as
       :class:`~memmachine.models.IndexEntry` batches: all of them, or with ``since`` only
       those added at a revision above ``since``. Each episode appears once; entries carry
-      the stored terms and vectors (derivatives included).
+      the stored terms and vectors (derivatives included, with their weights).
     """
 
     name: str

@@ -145,10 +145,6 @@ class CypherDialect(Protocol):
         """A stored vector as the engine returns it in a result row, as float32."""
         ...
 
-    def vectors_from_result(self, value: object) -> list[npt.NDArray[np.float32]]:
-        """A list of stored vectors (``collect`` or a list comprehension) from a result row."""
-        ...
-
 
 class FalkorDBDialect:
     """FalkorDB 4.x: RediSearch-backed full-text indexes (one per label), ``vecf32`` vectors
@@ -209,15 +205,6 @@ class FalkorDBDialect:
         if isinstance(value, str):
             return np.array(value.strip("<> ").split(","), dtype=np.float32)
         return np.asarray(value, dtype=np.float32)
-
-    def vectors_from_result(self, value: object) -> list[npt.NDArray[np.float32]]:
-        # ... and a list of them as text too: "[<0.1, 0.2>, <0.3, 0.4>]".
-        if isinstance(value, str):
-            parts = (part.strip(", <") for part in value.strip("[] ").split(">"))
-            return [np.array(part.split(","), dtype=np.float32) for part in parts if part]
-        if isinstance(value, list):
-            return [self.vector_from_result(item) for item in value if item is not None]
-        return []
 
 
 class Neo4jDialect:
@@ -298,8 +285,3 @@ class Neo4jDialect:
     def vector_from_result(self, value: object) -> npt.NDArray[np.float32]:
         # A LIST<FLOAT> property arrives as a list of Python floats.
         return np.asarray(value, dtype=np.float32)
-
-    def vectors_from_result(self, value: object) -> list[npt.NDArray[np.float32]]:
-        if not isinstance(value, list):
-            return []
-        return [np.asarray(item, dtype=np.float32) for item in value if item is not None]

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+import math
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from memmachine.adapters.cypher_dialect import (
     CypherDialect,
@@ -61,8 +65,7 @@ _PARSE_IN_THREAD = 200
 #: What :meth:`CypherEpisodeStore.index_entries` reads of an episode ``e``, in this order.
 _ENTRY_COLUMNS = (
     "e.id, e.session_id, e.agent_id, e.group_id, e.sequence, e.timestamp, "
-    "coalesce(e.revision, 0), e.search_terms, e.embedding, "
-    "[(e)-[:HAS_DERIVATIVE]->(x:Derivative) | x.embedding]"
+    "coalesce(e.revision, 0), e.search_terms, e.embedding"
 )
 
 #: Name of the full-text index over ``Episode.search_terms`` (where the engine names it).
@@ -201,12 +204,13 @@ class CypherEpisodeStore(Lifecycle):
         embedding = ""
         if self._dimensions is not None:
             vector = self._dialect.vector_value("r.embedding")
-            part = self._dialect.vector_value("v")
+            part = self._dialect.vector_value("d.vector")
             embedding = (
                 f"SET e.embedding = CASE WHEN r.embedding IS NULL THEN NULL ELSE {vector} END, "
                 "e.derivative_count = size(coalesce(r.derivatives, [])) "
-                "FOREACH (v IN r.derivatives | "
-                f"CREATE (e)-[:HAS_DERIVATIVE]->(:Derivative {{embedding: {part}}}))"
+                "FOREACH (d IN r.derivatives | "
+                f"CREATE (e)-[:HAS_DERIVATIVE]->(:Derivative {{embedding: {part}, "
+                "weight: d.weight}))"
             )
         # The user's ledger, then the session node, are the locks (always in that order):
         # the ledger's update serialises the user's writes and numbers them (the revision an
@@ -492,49 +496,70 @@ class CypherEpisodeStore(Lifecycle):
     async def _entries_of(self, session_keys: list[str], since: int) -> list[IndexEntry]:
         # ``WITH e WHERE``: a filter on ``e`` in the MATCH itself makes FalkorDB start from
         # a scan of every episode instead of the session key index (x500 at 30k episodes).
-        rows = await self._run(
-            f"""
+        return await self._read_entries(
+            """
             UNWIND $keys AS key
-            MATCH (s:Session {{key: key}})-[:HAS_EPISODE]->(e:Episode)
+            MATCH (s:Session {key: key})-[:HAS_EPISODE]->(e:Episode)
             WITH e WHERE coalesce(e.revision, 0) > $since
-            RETURN {_ENTRY_COLUMNS}
             """,
             {"keys": session_keys, "since": since},
-            read_only=True,
         )
-        return await self._entries_from_rows(rows)
 
     async def _session_entries(
         self, session_key: str, since: int, batch: int
     ) -> AsyncIterator[list[IndexEntry]]:
         after = 0
         while True:
-            rows = await self._run(
-                f"""
-                MATCH (s:Session {{key: $key}})-[:HAS_EPISODE]->(e:Episode)
+            entries = await self._read_entries(
+                """
+                MATCH (s:Session {key: $key})-[:HAS_EPISODE]->(e:Episode)
                 WITH e WHERE e.sequence > $after AND coalesce(e.revision, 0) > $since
                 WITH e ORDER BY e.sequence LIMIT $batch
-                RETURN {_ENTRY_COLUMNS}
                 """,
                 {"key": session_key, "after": after, "since": since, "batch": batch},
-                read_only=True,
             )
-            if not rows:
+            if not entries:
                 return
-            entries = await self._entries_from_rows(rows)
             yield entries
-            if len(rows) < batch:
+            if len(entries) < batch:
                 return
             after = max(entry.sequence for entry in entries)
 
-    async def _entries_from_rows(self, rows: list[list[Any]]) -> list[IndexEntry]:
-        """Rows to entries; a large batch in a worker thread (reading vectors written as
-        text costs ~80 µs each), so the event loop keeps serving meanwhile."""
-        if len(rows) < _PARSE_IN_THREAD:
-            return [self._entry_from_row(row) for row in rows]
-        return await asyncio.to_thread(lambda: [self._entry_from_row(row) for row in rows])
+    async def _read_entries(self, select: str, params: dict[str, object]) -> list[IndexEntry]:
+        """The entries of the episodes ``e`` that ``select`` yields: their columns in one
+        query, their derivatives (one row each, so no list has to be read back as text) in
+        another. Rows are turned into entries in a worker thread when there are many
+        (reading a vector written as text costs ~80 µs)."""
+        rows = await self._run(f"{select} RETURN {_ENTRY_COLUMNS}", params, read_only=True)
+        if not rows:
+            return []
+        parts: list[list[Any]] = []
+        if self._dimensions is not None:
+            parts = await self._run(
+                f"{select} MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative) "
+                "RETURN e.id, x.embedding, coalesce(x.weight, 1.0)",
+                params,
+                read_only=True,
+            )
 
-    def _entry_from_row(self, row: Sequence[Any]) -> IndexEntry:
+        def convert() -> list[IndexEntry]:
+            read = self._dialect.vector_from_result
+            found: dict[str, list[tuple[Any, float]]] = {}
+            for episode_id, vector, weight in parts:
+                if vector is not None:
+                    found.setdefault(str(episode_id), []).append((vector, float(weight)))
+            return [self._entry_from_row(row, found.get(str(row[0]), []), read) for row in rows]
+
+        if len(rows) + len(parts) < _PARSE_IN_THREAD:
+            return convert()
+        return await asyncio.to_thread(convert)
+
+    @staticmethod
+    def _entry_from_row(
+        row: Sequence[Any],
+        parts: list[tuple[Any, float]],
+        read: Callable[[object], npt.NDArray[np.float32]],
+    ) -> IndexEntry:
         (
             episode_id,
             session_id,
@@ -545,9 +570,7 @@ class CypherEpisodeStore(Lifecycle):
             revision,
             terms,
             embedding,
-            derivatives,
         ) = row
-        dialect = self._dialect
         return IndexEntry(
             id=str(episode_id),
             session_id=str(session_id),
@@ -557,8 +580,9 @@ class CypherEpisodeStore(Lifecycle):
             timestamp=int(timestamp),
             revision=int(revision or 0),
             terms=tuple(str(terms or "").split()),
-            embedding=None if embedding is None else dialect.vector_from_result(embedding),
-            derivatives=tuple(dialect.vectors_from_result(derivatives)),
+            embedding=None if embedding is None else read(embedding),
+            derivatives=tuple(read(vector) for vector, _ in parts),
+            derivative_weights=tuple(weight for _, weight in parts),
         )
 
     async def get_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> list[Episode]:
@@ -625,6 +649,7 @@ class CypherEpisodeStore(Lifecycle):
         episode in the query costs ~3x); the first ``k`` distinct episodes of that ranking
         are the answer, so the limit grows until it holds ``k`` of them or every sentence."""
         part = self._dialect.cosine_similarity("x.embedding", "vector")
+        part = f"coalesce(x.weight, 1.0) * {part}"
         limit = 4 * k
         while True:
             rows = await self._run(
@@ -716,11 +741,15 @@ class CypherEpisodeStore(Lifecycle):
                 record.embedding, self._dimensions, f"records.{position}.embedding"
             )
         if self._dimensions is not None:
+            weights = _derivative_weights(record, position)
             row["derivatives"] = [
-                checked_vector(
-                    vector, self._dimensions, f"records.{position}.derivative_embeddings"
-                )
-                for vector in record.derivative_embeddings
+                {
+                    "vector": checked_vector(
+                        vector, self._dimensions, f"records.{position}.derivative_embeddings"
+                    ),
+                    "weight": weight,
+                }
+                for vector, weight in zip(record.derivative_embeddings, weights, strict=True)
             ]
         return row
 
@@ -883,6 +912,24 @@ _LEDGER_MERGE = """
 
 def _ledger_params(scope: Scope) -> dict[str, object]:
     return {"user_key": scope.user_key, **_owner_params(scope)}
+
+
+def _derivative_weights(record: EpisodeRecord, position: int) -> list[float]:
+    """The record's derivative weights, checked: one per derivative (or none: 1.0 each),
+    finite and positive."""
+    field = f"records.{position}.derivative_weights"
+    if not record.derivative_weights:
+        return [1.0] * len(record.derivative_embeddings)
+    if len(record.derivative_weights) != len(record.derivative_embeddings):
+        raise InvalidInputError(
+            f"{len(record.derivative_weights)} weights for "
+            f"{len(record.derivative_embeddings)} derivative vectors",
+            field,
+        )
+    weights = [float(weight) for weight in record.derivative_weights]
+    if not all(math.isfinite(weight) and weight > 0 for weight in weights):
+        raise InvalidInputError("derivative weights must be finite and positive", field)
+    return weights
 
 
 def _session_key(scope: Scope) -> str:

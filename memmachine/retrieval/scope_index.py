@@ -150,6 +150,9 @@ class ScopeIndex:
         self._scales = _Column(np.float32)
         self._part_codes = _Matrix(width, np.int8)
         self._part_scales = _Column(np.float32)
+        #: How much each sentence / window vector's similarity counts, and the largest.
+        self._part_weights = _Column(np.float32)
+        self._max_weight = 1.0
         self._max_error = 0.0
         self._quantized_from = quantized_from
 
@@ -169,6 +172,7 @@ class ScopeIndex:
         columns = (
             self._scales,
             self._part_scales,
+            self._part_weights,
             self._alive,
             self._session,
             self._agent,
@@ -213,7 +217,13 @@ class ScopeIndex:
         self._scales.reserve(end)
         parts = sum(len(entry.derivatives) for entry in batch) if self.dimensions else 0
         if parts:
-            for growing in (self._parts, self._part_codes, self._part_owner, self._part_scales):
+            for growing in (
+                self._parts,
+                self._part_codes,
+                self._part_owner,
+                self._part_scales,
+                self._part_weights,
+            ):
                 growing.reserve(self._m + parts)
         touched: set[int] = set()
         m = self._m
@@ -239,10 +249,13 @@ class ScopeIndex:
                     self._has_vector.data[row] = True
                 else:
                     self._scales.data[row] = 1.0  # zero code, never read as a score
-                for vector in entry.derivatives:
+                weights = entry.derivative_weights or (1.0,) * len(entry.derivatives)
+                for vector, weight in zip(entry.derivatives, weights, strict=True):
                     unit = _unit(vector)
                     self._parts.data[m] = unit
                     self._part_scales.data[m] = self._encode(unit, self._part_codes.data[m])
+                    self._part_weights.data[m] = weight
+                    self._max_weight = max(self._max_weight, weight)
                     self._part_owner.data[m] = row
                     m += 1
             self._ids.append(entry.id)
@@ -328,21 +341,22 @@ class ScopeIndex:
             scores = np.where(has_vector, _dot(self._vectors.data[:n], q), -np.inf)
             if m:
                 inside = mask[owners]
-                part_scores = _dot(self._parts.data[:m], q)
+                part_scores = _dot(self._parts.data[:m], q) * self._part_weights.view(m)
                 np.maximum.at(scores, owners[inside], part_scores[inside])
             return self._best(scores, k, by_time=False)
-        # First pass on int8 codes: every score is within ``bound`` of the exact one, so
-        # only episodes whose approximate best reaches the k-th approximate best minus
-        # twice the bound can be among the exact best k; those are rescored in float32.
+        # First pass on int8 codes: every (weighted) score is within ``bound`` of the exact
+        # one, so only episodes whose approximate best reaches the k-th approximate best
+        # minus twice the bound can be among the exact best k; those are rescored in float32.
         q_codes = np.zeros(len(q), dtype=np.int8)
         q_scale, q_error = _quantize(q, q_codes)
-        bound = self._max_error + (1.0 + self._max_error) * q_error + _ROUNDING
+        error = self._max_error + (1.0 + self._max_error) * q_error
+        bound = error * max(1.0, self._max_weight if m else 1.0) + _ROUNDING
         own = _dot(self._codes.data[:n], q_codes) / (self._scales.view(n) * q_scale)
         approx = np.where(has_vector, own, -np.inf)
         if m:
             inside = mask[owners]
             parts = _dot(self._part_codes.data[:m], q_codes)
-            parts /= self._part_scales.view(m) * q_scale
+            parts *= self._part_weights.view(m) / (self._part_scales.view(m) * q_scale)
             np.maximum.at(approx, owners[inside], parts[inside])
         finite = np.flatnonzero(np.isfinite(approx))
         if len(finite) > k:
@@ -370,7 +384,8 @@ class ScopeIndex:
                 starts = np.repeat(first - (np.cumsum(counts) - counts), counts)
                 picked = np.arange(total) + starts
                 positions = np.repeat(np.arange(len(rows)), counts)
-                np.maximum.at(exact, positions, _dot(self._parts.data[picked], q))
+                weighted = _dot(self._parts.data[picked], q) * self._part_weights.data[picked]
+                np.maximum.at(exact, positions, weighted)
         return exact.astype(np.float64)
 
     def bm25_top(self, terms: Sequence[str], k: int, mask: Mask) -> list[tuple[str, float]]:
@@ -511,6 +526,8 @@ class ScopeIndex:
         new._parts.data = self._parts.data[:m][parts].copy()
         new._part_codes.data = self._part_codes.data[:m][parts].copy()
         new._part_scales.data = self._part_scales.data[:m][parts].copy()
+        new._part_weights.data = self._part_weights.data[:m][parts].copy()
+        new._max_weight = self._max_weight
         new._part_owner.data = renumber[owners[parts]].astype(np.int32)
         new._m = len(parts)
         new._max_error, new._quantized_from = self._max_error, self._quantized_from

@@ -509,6 +509,7 @@ async def test_index_entries_carry_what_a_search_index_needs(
     sentence = unit([0, 0, 1, 0])
     first = record("a", "Cats chase mice", embedding=unit([1, 0, 0, 0]), minutes=1)
     first.derivative_embeddings = [sentence, unit([0, 0, 0, 1])]
+    first.derivative_weights = [1.0, 0.75]
     await episode_store.add_episodes(bot, [first, record("b", "no vector here")])
     await episode_store.add_episodes(bob, [record("x", "bob's", embedding=unit([1, 1, 0, 0]))])
 
@@ -520,10 +521,12 @@ async def test_index_entries_carry_what_a_search_index_needs(
     assert a.terms == ("cat", "chase", "mice")
     assert a.embedding is not None
     assert np.allclose(a.embedding, unit([1, 0, 0, 0]), atol=1e-6)
-    assert len(a.derivatives) == 2
-    assert np.allclose(a.derivatives[0], sentence, atol=1e-6) or np.allclose(
-        a.derivatives[1], sentence, atol=1e-6
-    )
+    assert len(a.derivatives) == len(a.derivative_weights) == 2
+    weight_of = {
+        int(np.argmax(vector)): weight
+        for vector, weight in zip(a.derivatives, a.derivative_weights, strict=True)
+    }
+    assert weight_of == {2: 1.0, 3: 0.75}  # each vector with its own weight
     assert b.embedding is None
     assert b.derivatives == ()
     assert b.sequence == 2
@@ -689,6 +692,40 @@ async def test_an_episode_scores_the_best_of_its_sentences_once(
     plain = await episode_store.vector_search(ann, unit([0, 1, 0, 0]), 10, derivatives=False)
     assert hit_ids(plain) == ["whole", "mixed"]
     assert [score for _, score in plain] == pytest.approx([0.8, 0.0], abs=1e-5)
+
+
+async def test_a_derivative_counts_as_much_as_its_weight(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    """A context window holding the words of the message before counts a little less than
+    that message's own vector: the message wins the tie."""
+    said = record("said", embedding=unit([1, 0, 0, 0]))
+    reply = record("reply", embedding=unit([0, 1, 0, 0])).model_copy(
+        update={"derivative_embeddings": [unit([1, 0, 0, 0])], "derivative_weights": [0.995]}
+    )
+    half = record("half", embedding=unit([0, 0, 1, 0])).model_copy(
+        update={"derivative_embeddings": [unit([1, 0, 0, 0])], "derivative_weights": [0.5]}
+    )
+    await episode_store.add_episodes(ann, [reply, half, said])
+    hits = await episode_store.vector_search(ann, unit([1, 0, 0, 0]), 3)
+    assert hit_ids(hits) == ["said", "reply", "half"]
+    assert [score for _, score in hits] == pytest.approx([1.0, 0.995, 0.5], abs=1e-5)
+    # without derivatives only the own vectors count
+    plain = await episode_store.vector_search(ann, unit([1, 0, 0, 0]), 1, derivatives=False)
+    assert hit_ids(plain) == ["said"]
+
+
+@pytest.mark.parametrize("weights", [[1.0, 1.0], [0.0], [-1.0], [float("nan")]])
+async def test_bad_derivative_weights_store_nothing(
+    episode_store: EpisodeStore, ann: Scope, weights: list[float]
+) -> None:
+    bad = record("b", embedding=unit([1, 0, 0, 0])).model_copy(
+        update={"derivative_embeddings": [unit([0, 1, 0, 0])], "derivative_weights": weights}
+    )
+    with pytest.raises(InvalidInputError) as raised:
+        await episode_store.add_episodes(ann, [record("a"), bad])
+    assert raised.value.field == "records.1.derivative_weights"
+    assert await episode_store.count_episodes(ann) == 0
 
 
 async def test_an_episode_with_many_close_sentences_does_not_crowd_out_the_next(

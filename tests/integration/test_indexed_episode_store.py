@@ -81,7 +81,10 @@ def records(rng: random.Random, prefix: str, count: int, start: int = 0) -> list
                 timestamp=T0 + timedelta(minutes=rng.randint(0, 5000)),
                 search_text=text,
                 embedding=vector(rng) if rng.random() < 0.9 else None,
-                derivative_embeddings=[vector(rng) for _ in range(rng.choice([0, 0, 1, 3]))],
+                derivative_embeddings=(
+                    parts := [vector(rng) for _ in range(rng.choice([0, 0, 1, 3]))]
+                ),
+                derivative_weights=[rng.choice([1.0, 0.995, 0.8]) for _ in parts],
             )
         )
     return out

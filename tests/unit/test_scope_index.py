@@ -35,6 +35,7 @@ def entries(rng: np.random.Generator, count: int, start: int = 0) -> list[IndexE
                 terms=("word",),
                 embedding=near() if i % 17 else None,
                 derivatives=tuple(near() for _ in range(i % 3)),
+                derivative_weights=(1.0, 0.9)[: i % 3],
             )
         )
     return out
