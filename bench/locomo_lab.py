@@ -122,6 +122,93 @@ class Vectors:
         return self.matrix[[self.index[self.key(t)] for t in texts]]
 
 
+class SpanVectors:
+    """Vectors mean-pooled over parts of a text's token states: one model run per text, one
+    vector per requested set of character ranges (with [CLS] and [SEP] always in), the way
+    the write path could derive a message's sentence vectors, or the message's own vector,
+    from a single run. Computed once with the real ONNX model and cached under ``CACHE``."""
+
+    def __init__(self, model: Path, onnx_file: str) -> None:
+        tag = hashlib.sha1(f"spans|{model.resolve()}|{onnx_file}".encode()).hexdigest()[:10]
+        self.path = CACHE / f"spans-{tag}.npz"
+        self.model, self.onnx_file = model, onnx_file
+        self.index: dict[str, int] = {}
+        self.rows: list[Matrix] = []
+        if self.path.exists():
+            stored = np.load(self.path, allow_pickle=False)
+            self.index = {key: i for i, key in enumerate(stored["keys"].tolist())}
+            self.rows = [stored["vectors"]]
+        self.tokens = 0  # tokens run through the model by this instance
+
+    @staticmethod
+    def key(text: str, ranges: Sequence[tuple[int, int]]) -> str:
+        return hashlib.sha1(f"{text}|{list(ranges)}".encode()).hexdigest()
+
+    def of(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> Matrix:
+        missing: dict[str, list[tuple[int, int]]] = {}
+        wanted: dict[str, list[Sequence[tuple[int, int]]]] = defaultdict(list)
+        for text, ranges in requests:
+            if self.key(text, ranges) not in self.index:
+                wanted[text].append(ranges)
+        if wanted:
+            self._compute(wanted)
+        del missing
+        matrix = np.concatenate(self.rows)
+        return matrix[[self.index[self.key(t, r)] for t, r in requests]]
+
+    def _compute(self, wanted: dict[str, list[Sequence[tuple[int, int]]]]) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(self.model / "tokenizer.json"))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=256)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(
+            str(self.model / self.onnx_file), options, providers=["CPUExecutionProvider"]
+        )
+        names = {i.name for i in session.get_inputs()}
+        texts = sorted(wanted, key=len)
+        keys: list[str] = []
+        out: list[Matrix] = []
+        began = time.monotonic()
+        for start in range(0, len(texts), 32):
+            batch = texts[start : start + 32]
+            encodings = tokenizer.encode_batch(batch)
+            width = max(len(e.ids) for e in encodings)
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, encoding in enumerate(encodings):
+                ids[row, : len(encoding.ids)] = encoding.ids
+                mask[row, : len(encoding.ids)] = 1
+                self.tokens += len(encoding.ids)
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in names:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = session.run(None, feeds)[0]
+            for row, (text, encoding) in enumerate(zip(batch, encodings, strict=True)):
+                offsets = encoding.offsets
+                special = np.asarray(encoding.special_tokens_mask, dtype=bool)
+                for ranges in wanted[text]:
+                    pick = special.copy()
+                    for j, (a, b) in enumerate(offsets):
+                        if b > a and any(lo <= a and b <= hi for lo, hi in ranges):
+                            pick[j] = True
+                    vector = hidden[row, : len(offsets)][pick].mean(axis=0)
+                    out.append((vector / np.linalg.norm(vector)).astype(np.float32))
+                    keys.append(self.key(text, ranges))
+            sys.stderr.write(f"\rspan vectors {start + len(batch)}/{len(texts)} texts ")
+        sys.stderr.write(f"in {time.monotonic() - began:.0f}s\n")
+        base = sum(len(r) for r in self.rows)
+        for i, key in enumerate(keys):
+            self.index[key] = base + i
+        self.rows.append(np.stack(out))
+        CACHE.mkdir(parents=True, exist_ok=True)
+        ordered = sorted(self.index, key=self.index.__getitem__)
+        np.savez(self.path, keys=np.asarray(ordered), vectors=np.concatenate(self.rows))
+
+
 # ---------------------------------------------------------------------------- derivatives
 
 
@@ -175,6 +262,75 @@ def around_texts(turn: Turn, session: Sequence[Turn], index: int) -> list[str]:
         return []
     return [window_text(_said(session[index - 1 : index + 2]), timestamp=turn.timestamp)]
 
+
+SpanRequest = tuple[str, list[tuple[int, int]]]
+
+
+def _sentence_ranges(text: str, content_at: int, content: str) -> list[tuple[int, int]]:
+    """Character ranges in ``text`` of each sentence of ``content``, which starts at
+    ``content_at``."""
+    ranges = []
+    cursor = 0
+    for sentence in split_sentences(content):
+        found = content.find(sentence, cursor)
+        if found < 0:
+            continue
+        ranges.append((content_at + found, content_at + found + len(sentence)))
+        cursor = found + len(sentence)
+    return ranges
+
+
+def pooled_sentences(turn: Turn, _: Sequence[Turn], __: int) -> list[SpanRequest]:
+    """Each sentence pooled from one run over the turn's own search text, with the text's
+    ``"<date> <speaker>:"`` prefix tokens (as the separate sentence texts have)."""
+    text = search_text(turn)
+    at = text.index(turn.content) if turn.content else len(text)
+    return [
+        (text, [(0, at), span])
+        for span in _sentence_ranges(text, at, turn.content)
+        if len(split_sentences(turn.content)) > 1
+    ]
+
+
+def _window(turn: Turn, session: Sequence[Turn], index: int) -> tuple[str, int, int]:
+    """The core's window text of a turn (itself alone at a session's start), where its own
+    line starts, and where its content starts."""
+    said = _said(session[max(index - 2, 0) : index + 1])
+    text = window_text(said, timestamp=turn.timestamp)
+    line = text.rindex(f"{turn.speaker}: {turn.content}")
+    return text, line, line + len(turn.speaker) + 2
+
+
+def window_own(turn: Turn, session: Sequence[Turn], index: int) -> list[SpanRequest]:
+    """The turn's own vector pooled inside its window run: the date and its own line."""
+    text, line, _ = _window(turn, session, index)
+    return [(text, [(0, len(day_of(turn))), (line, len(text))])]
+
+
+def window_sentences(turn: Turn, session: Sequence[Turn], index: int) -> list[SpanRequest]:
+    """Each sentence pooled inside the turn's window run, with the date and the speaker."""
+    if len(split_sentences(turn.content)) < 2:
+        return []
+    text, line, at = _window(turn, session, index)
+    prefix = [(0, len(day_of(turn))), (line, at)]
+    return [(text, [*prefix, span]) for span in _sentence_ranges(text, at, turn.content)]
+
+
+def window_whole(turn: Turn, session: Sequence[Turn], index: int) -> list[SpanRequest]:
+    """The whole window run pooled (the window vector), at every turn but a session's first."""
+    if index == 0:
+        return []
+    text, _, _ = _window(turn, session, index)
+    return [(text, [(0, len(text))])]
+
+
+SPAN_KINDS: dict[str, Callable[[Turn, Sequence[Turn], int], list[SpanRequest]]] = {
+    "pooled-sentence": pooled_sentences,
+    "window-sentence": window_sentences,
+    "window-whole": window_whole,
+}
+#: Own vectors: ``own`` embeds the search text; ``window-own`` pools it from the window run.
+OWN_KINDS = ("own", "window-own")
 
 DERIVATIVES: dict[str, Callable[[Turn, Sequence[Turn], int], list[str]]] = {
     "sentence": sentence_texts,
@@ -247,12 +403,16 @@ class Conversation:
     vectors: Vectors
     questions: list[Question] = field(default_factory=list)
     cache: dict[Any, Any] = field(default_factory=dict)
+    owns: dict[str, Matrix] = field(default_factory=dict)  # own-vector kind -> vectors
 
 
-def build(data: Path, vectors: Vectors, kinds: Sequence[str]) -> list[Conversation]:
+def build(
+    data: Path, vectors: Vectors, kinds: Sequence[str], spans: SpanVectors | None = None
+) -> list[Conversation]:
     turns_by_sample, questions = load(data, None)
     texts: list[str] = [q["question"] for q in questions]
     per_kind: dict[str, dict[str, list[tuple[int, str]]]] = {}
+    per_span: dict[str, dict[str, list[tuple[int, SpanRequest]]]] = {}
     for sample, turns in turns_by_sample.items():
         texts += [search_text(t) for t in turns]
         sessions: dict[int, list[Turn]] = defaultdict(list)
@@ -260,12 +420,22 @@ def build(data: Path, vectors: Vectors, kinds: Sequence[str]) -> list[Conversati
             sessions[turn.session].append(turn)
         position = {t.dia_id: i for s in sessions.values() for i, t in enumerate(s)}
         for kind in kinds:
+            if kind in SPAN_KINDS or kind == "window-own":
+                make = window_own if kind == "window-own" else SPAN_KINDS[kind]
+                span_rows = per_span.setdefault(kind, {}).setdefault(sample, [])
+                for i, turn in enumerate(turns):
+                    for request in make(turn, sessions[turn.session], position[turn.dia_id]):
+                        span_rows.append((i, request))
+                continue
             rows = per_kind.setdefault(kind, {}).setdefault(sample, [])
             for i, turn in enumerate(turns):
                 for text in DERIVATIVES[kind](turn, sessions[turn.session], position[turn.dia_id]):
                     rows.append((i, text))
                     texts.append(text)
     vectors.ensure(texts)
+    if per_span:
+        assert spans is not None, "span kinds need SpanVectors"
+        spans.of([r for kind in per_span.values() for rows in kind.values() for _, r in rows])
     out = []
     for sample, turns in turns_by_sample.items():
         n = len(turns)
@@ -280,7 +450,17 @@ def build(data: Path, vectors: Vectors, kinds: Sequence[str]) -> list[Conversati
                 following[i - 1] = i
                 position[i] = position[i - 1] + 1
         derivatives = {}
+        owns = {"own": vectors.of([search_text(t) for t in turns])}
         for kind in kinds:
+            if kind in per_span:
+                span_rows = per_span[kind][sample]
+                owners = np.asarray([r[0] for r in span_rows], dtype=np.int64)
+                matrix = spans.of([r[1] for r in span_rows]) if span_rows else np.zeros((0, 384))
+                if kind == "window-own":
+                    owns[kind] = matrix
+                else:
+                    derivatives[kind] = (owners, matrix)
+                continue
             rows = per_kind[kind][sample]
             owners = np.asarray([r[0] for r in rows], dtype=np.int64)
             derivatives[kind] = (owners, vectors.of([r[1] for r in rows]))
@@ -292,11 +472,12 @@ def build(data: Path, vectors: Vectors, kinds: Sequence[str]) -> list[Conversati
             position,
             previous,
             following,
-            vectors.of([search_text(t) for t in turns]),
+            owns["own"],
             derivatives,
             terms,
             Bm25Index(terms),
             vectors,
+            owns=owns,
         )
         for q in questions:
             if q["sample_id"] == sample:
@@ -328,6 +509,9 @@ class Config:
     fulltext_weight: float = 1.0
     kinds: tuple[str, ...] = ("sentence",)  # derivative vectors dense search uses
     window_mix: float = 0.0  # blend window vectors with the turn's own vector
+    window_weight: float = 1.0  # a window vector's cosine counts this much (own: 1)
+    own: str = "own"  # "own" embeds the search text; "window-own" pools it in the window run
+    window_max_words: int = 0  # window vectors only for turns of at most this many words
     lexical_context: int = 1  # words of this many turns before are indexed with a turn
     lexical_after: int = 0  # ... and of this many turns after (not in the core)
     context_full: bool = False  # context words counted with every repeat, own ones too
@@ -352,22 +536,34 @@ class Config:
 
 
 def dense_scores(
-    conv: Conversation, q: Question, kinds: tuple[str, ...], mix: float = 0.0
+    conv: Conversation,
+    q: Question,
+    kinds: tuple[str, ...],
+    mix: float = 0.0,
+    window_weight: float = 1.0,
+    own: str = "own",
+    window_max_words: int = 0,
 ) -> Matrix:
     """Per turn, the best cosine of its own vector and its derivative vectors of ``kinds``;
     window vectors (every kind but ``sentence``) are first blended with the turn's own
-    vector, ``normalise((1 - mix) * window + mix * own)``."""
-    key = ("dense", q.index, kinds, mix)
+    vector, ``normalise((1 - mix) * window + mix * own)``, and their cosine counts
+    ``window_weight`` times."""
+    key = ("dense", q.index, kinds, mix, window_weight, own, window_max_words)
     if key not in conv.cache:
-        best = conv.own @ q.vector
+        best = conv.owns.get(own, conv.own) @ q.vector
         for kind in kinds:
             owners, vectors = conv.derivatives[kind]
             if not len(owners):
                 continue
-            if mix and kind != "sentence":
+            if mix and "sentence" not in kind:
                 vectors = (1 - mix) * vectors + mix * conv.own[owners]
                 vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-            np.maximum.at(best, owners, vectors @ q.vector)
+            weight = 1.0 if "sentence" in kind else window_weight
+            if window_max_words and "sentence" not in kind:
+                words = np.asarray([len(conv.turns[o].content.split()) for o in owners])
+                short = words <= window_max_words
+                owners, vectors = owners[short], vectors[short]
+            np.maximum.at(best, owners, weight * (vectors @ q.vector))
         conv.cache[key] = best
     result: Matrix = conv.cache[key]
     return result
@@ -486,7 +682,9 @@ def search(conv: Conversation, q: Question, cfg: Config) -> list[int]:
         stripped = without_times(q.text, conv)
         if stripped != q.text:
             q = replace(q, vector=conv.vectors.of([stripped])[0], index=-1 - q.index)
-    dense = dense_scores(conv, q, cfg.kinds, cfg.window_mix)
+    dense = dense_scores(
+        conv, q, cfg.kinds, cfg.window_mix, cfg.window_weight, cfg.own, cfg.window_max_words
+    )
     dense_list = top_by(dense, cfg.candidates)
     lexical = lexical_scores(conv, q, cfg)
     stamps = np.arange(n, dtype=np.float64)  # timestamps increase with the index
@@ -680,6 +878,54 @@ VARIANTS: dict[str, Config] = {
     "- sentence derivatives": replace(DEFAULTS, kinds=()),
     "- graph neighbourhood": replace(DEFAULTS, neighbour_weight=0.0, second_neighbour_weight=0.0),
     "- time ranges": replace(DEFAULTS, time_boost=0.0),
+    # window vectors that count less than the turn's own vector
+    **{
+        f"+ context window x{w}{', neighbour 0.3' if n == 0.3 else ''}": replace(
+            DEFAULTS, kinds=("sentence", "context"), window_weight=w, neighbour_weight=n
+        )
+        for w in (0.999, 0.995, 0.99, 0.97, 0.95, 0.9, 0.85, 0.8)
+        for n in (0.5, 0.3)
+    },
+    **{
+        f"+ previous-turn window x{w}": replace(
+            DEFAULTS, kinds=("sentence", "previous"), window_weight=w
+        )
+        for w in (1.0, 0.95, 0.9)
+    },
+    # one model run per turn: sentences (and the own vector) pooled from a single run
+    "pooled sentences": replace(DEFAULTS, kinds=("pooled-sentence",)),
+    "+ context window, neighbour 0.3 (x0.995)": replace(
+        DEFAULTS, kinds=("sentence", "context"), window_weight=0.995, neighbour_weight=0.3
+    ),
+    "pooled sentences + window, neighbour 0.3 (x0.995)": replace(
+        DEFAULTS, kinds=("pooled-sentence", "context"), window_weight=0.995, neighbour_weight=0.3
+    ),
+    "one window run: own + sentences + window, neighbour 0.3 (x0.995)": replace(
+        DEFAULTS,
+        own="window-own",
+        kinds=("window-sentence", "window-whole"),
+        window_weight=0.995,
+        neighbour_weight=0.3,
+    ),
+    "own run + window run (window sentences), neighbour 0.3 (x0.995)": replace(
+        DEFAULTS,
+        kinds=("window-sentence", "window-whole"),
+        window_weight=0.995,
+        neighbour_weight=0.3,
+    ),
+    "one window run: own + sentences, no window vector": replace(
+        DEFAULTS, own="window-own", kinds=("window-sentence",)
+    ),
+    **{
+        f"+ window for turns of <= {words} words, neighbour 0.3 (x0.995)": replace(
+            DEFAULTS,
+            kinds=("sentence", "context"),
+            window_weight=0.995,
+            neighbour_weight=0.3,
+            window_max_words=words,
+        )
+        for words in (8, 12, 16, 24, 32)
+    },
     # ideas that did not make it
     "+ speaker boost 0.5": replace(DEFAULTS, speaker_boost=0.5),
     "+ window of the previous turn only": replace(DEFAULTS, kinds=("sentence", "previous")),
@@ -715,11 +961,16 @@ def main() -> None:
     parser.add_argument("--onnx-file", default="onnx/model.onnx")
     parser.add_argument("--variant", action="append", help="named variant(s); default: all")
     parser.add_argument("--split", action="store_true", help="also score on 0-2 and 3-5")
-    parser.add_argument("--kinds", default=",".join(DERIVATIVES), help="derivatives to embed")
+    parser.add_argument(
+        "--kinds",
+        default=",".join([*DERIVATIVES, *SPAN_KINDS, "window-own"]),
+        help="derivatives to embed",
+    )
     args = parser.parse_args()
     vectors = Vectors(args.model, args.onnx_file)
     began = time.monotonic()
-    conversations = build(args.data, vectors, tuple(args.kinds.split(",")))
+    spans = SpanVectors(args.model, args.onnx_file)
+    conversations = build(args.data, vectors, tuple(args.kinds.split(",")), spans)
     vectors.ensure(without_times(q.text, c) for c in conversations for q in c.questions)
     sys.stderr.write(f"built in {time.monotonic() - began:.1f}s\n")
     names = args.variant or list(VARIANTS)

@@ -484,10 +484,11 @@ class MemoryManager:
     ) -> None:
         """Set each record's embedding (of ``"<date> <speaker>: <content>"``) and its
         ``derivative_embeddings``: with ``retrieval.sentence_derivatives`` one per sentence of
-        a multi-sentence message, embedded in the same ``"<date> <speaker>:"`` context, and
-        with ``retrieval.context_window`` one of the message read after up to that many of
-        the messages before it in its session (``contexts[i]``, oldest first; see
-        :func:`~memmachine.retrieval.text.window_text`). One embedder call for all of them."""
+        a multi-sentence message, embedded in the same ``"<date> <speaker>:"`` context
+        (weight 1.0), and with ``retrieval.context_window`` one of the message read after up
+        to that many of the messages before it in its session (``contexts[i]``, oldest
+        first; see :func:`~memmachine.retrieval.text.window_text`; weight
+        ``retrieval.context_window_weight``). One embedder call for all of them."""
         tuning = self.retrieval
         texts = [
             episode_search_text(
@@ -499,6 +500,7 @@ class MemoryManager:
             for record in records
         ]
         owners: list[int] = []
+        weights: list[float] = []
         for index, record in enumerate(records):
             if tuning.sentence_derivatives:
                 for sentence in split_sentences(record.content):
@@ -511,6 +513,7 @@ class MemoryManager:
                         )
                     )
                     owners.append(index)
+                    weights.append(1.0)
             before = (
                 list(contexts[index])[-tuning.context_window :] if tuning.context_window else []
             )
@@ -519,11 +522,13 @@ class MemoryManager:
                 said = [*before, (speaker, record.content)]
                 texts.append(window_text(said, timestamp=record.timestamp))
                 owners.append(index)
+                weights.append(tuning.context_window_weight)
         vectors = await embedder.embed(texts)
         for record, vector in zip(records, vectors[: len(records)], strict=True):
             record.embedding = vector
-        for index, vector in zip(owners, vectors[len(records) :], strict=True):
+        for index, vector, weight in zip(owners, vectors[len(records) :], weights, strict=True):
             records[index].derivative_embeddings.append(vector)
+            records[index].derivative_weights.append(weight)
 
     def _boost(self, query: str, scores: dict[str, float], by_id: dict[str, Episode]) -> float:
         """Multiply ``scores`` in place by the speaker, time, recency and importance boosts
