@@ -11,8 +11,13 @@ finds the expressions it understands and returns the ranges they denote (half-op
 * a year: ``in 2022``, ``during 2022``, ``of 2022``;
 * relative: ``today``, ``yesterday``, ``this/last week``, ``last weekend``,
   ``this/last month``, ``this/last year``, ``N days/weeks/months/years ago``. When the query
-  also names a day with ``before``/``after``/``as of``/``on`` ("the weekend before April 10,
-  2023"), that day is the anchor instead.
+  also names a day with ``before``/``after``/``as of``/``on`` ("last weekend before April
+  10, 2023"), that day is the anchor instead;
+* offset from a named day: ``two weeks before August 11, 2023``, ``the week after 3 May
+  2023``, ``the weekend before ...``, ``the Sunday before October 25, 2022``. Events are
+  told after they happen (on LoCoMo the evidence for "the Sunday before October 25" is a
+  message of October 25 saying "last Sunday"), so the range runs from the time the offset
+  points at to the named day, both included.
 
 Every range is widened by ``slack`` on both sides (people say "last week" of something eight
 days ago). Expressions relative to an event ("two weeks before the wedding") need to know
@@ -122,6 +127,17 @@ _MENTIONS_TIME = re.compile(
     re.IGNORECASE,
 )
 _ANCHORING = re.compile(r"\b(?:before|after|as of|on|by)\s*$", re.IGNORECASE)
+# What may stand right before a named day to move away from it.
+_OFFSET = re.compile(
+    r"\b(?:(?P<count>\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|couple of|few)"
+    r"\s+(?P<unit>day|week|month|year)s?"
+    r"|(?:the|that)\s+(?P<period>day|week|weekend|month|year)"
+    rf"|(?:the\s+)?(?P<weekday>{_DAY_NAMES})"
+    r")\s+(?P<direction>before|after|prior\s+to)\s+(?:the\s+)?$",
+    re.IGNORECASE,
+)
+_WEEKDAYS = {name: number for number, name in enumerate(_DAY_NAMES.split("|"))}
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
 
 @dataclass(frozen=True)
@@ -163,9 +179,20 @@ def time_ranges(
     for pattern in (_DAY_FIRST, _MONTH_FIRST, _ISO_DAY):
         for match in pattern.finditer(query):
             day = _date(match)
-            if day is not None and free(match):
+            if day is None or not free(match):
+                continue
+            days.append((match, day))
+            offset = _OFFSET.search(query[: match.start()])
+            if offset is None:
                 add(match, day, day + timedelta(days=1))
-                days.append((match, day))
+                continue
+            # from the time the offset points at to the named day, both included
+            first, last = _offset(offset, day)
+            taken.append((offset.start(), match.end()))
+            end = max(last, day + timedelta(days=1))
+            found.append(
+                (offset.start(), min(first, day), end, query[offset.start() : match.end()])
+            )
     for match in _MONTH_YEAR.finditer(query):
         if free(match):
             year, month = int(match["year"]), _MONTHS[match["month"].casefold()]
@@ -240,6 +267,35 @@ def _relative(unit: str, phrase: str, today: date) -> tuple[date, date]:
         return previous, first
     first = date(today.year, 1, 1)
     return (first, today + timedelta(days=1)) if current else (date(today.year - 1, 1, 1), first)
+
+
+def _offset(offset: re.Match[str], day: date) -> tuple[date, date]:
+    """``[first, last)`` of the time ``offset`` ("two weeks before", "the weekend after",
+    "the Sunday before") points at from ``day``."""
+    sign = -1 if offset["direction"].casefold() != "after" else 1
+    if offset["unit"]:
+        span = _UNIT_DAYS[offset["unit"].casefold()]
+        centre = day + timedelta(days=sign * _count(offset["count"]) * span)
+        half = timedelta(days=max(span // 2, 1))
+        return centre - half, centre + half + timedelta(days=1)
+    if offset["weekday"]:
+        wanted = _WEEKDAYS[offset["weekday"].casefold()]
+        if sign < 0:
+            moment = day - timedelta(days=(day.weekday() - wanted) % 7 or 7)
+        else:
+            moment = day + timedelta(days=(wanted - day.weekday()) % 7 or 7)
+        return moment, moment + timedelta(days=1)
+    period = offset["period"].casefold()
+    if period == "weekend":
+        if sign < 0:
+            saturday = day - timedelta(days=(day.weekday() - 5) % 7 or 7)
+        else:
+            saturday = day + timedelta(days=(5 - day.weekday()) % 7 or 7)
+        return saturday, saturday + timedelta(days=2)
+    length = timedelta(days=_UNIT_DAYS[period])
+    if sign < 0:
+        return day - length, day
+    return day + timedelta(days=1), day + timedelta(days=1) + length
 
 
 def _date(match: re.Match[str]) -> date | None:

@@ -7,10 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memmachine.retrieval.derivatives import MAX_DERIVATIVES, split_sentences
+from memmachine.retrieval.derivatives import MAX_DERIVATIVES, sentence_spans, split_sentences
 from memmachine.retrieval.speakers import named_speakers
 from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
-from memmachine.retrieval.text import episode_search_text, indexed_text, window_text
+from memmachine.retrieval.text import (
+    episode_search_text,
+    indexed_text,
+    window_layout,
+    window_text,
+)
 
 #: A Friday.
 ANCHOR = datetime(2023, 6, 2, 15, 30, tzinfo=UTC)
@@ -57,6 +62,26 @@ def test_a_named_day_after_before_anchors_relative_expressions() -> None:
         ("2023-04-08", "2023-04-10"),
         ("2023-04-10", "2023-04-11"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        # from the time pointed at to the named day: the event, and the day it was told
+        ("the puppy she got two weeks before August 11, 2023", [("2023-07-25", "2023-08-12")]),
+        ("What did John do the week before August 3, 2023?", [("2023-07-27", "2023-08-04")]),
+        ("the day before 2023-03-01", [("2023-02-28", "2023-03-02")]),
+        # 25 October 2022 was a Tuesday; 28 October 2023 a Saturday; 4 October 2023 a Wednesday
+        ("on the Sunday before October 25, 2022", [("2022-10-23", "2022-10-26")]),
+        ("on the Saturday after October 28, 2023", [("2023-10-28", "2023-11-05")]),
+        ("over the weekend before 4th October, 2023", [("2023-09-30", "2023-10-05")]),
+        ("three days after June 1, 2023", [("2023-06-01", "2023-06-06")]),
+    ],
+)
+def test_an_offset_from_a_named_day_spans_to_that_day(
+    query: str, expected: list[tuple[str, str]]
+) -> None:
+    assert spans(query) == expected
 
 
 @pytest.mark.parametrize(
@@ -209,3 +234,29 @@ def test_a_window_reads_the_messages_before_and_then_the_message() -> None:
     )
     assert indexed_text(own, ["Yes, agencies."]) == own
     assert indexed_text(own, []) == own
+
+
+def test_sentence_spans_point_at_each_sentence_in_the_message() -> None:
+    content = "We went  camping.\n\nIt was great,   really! Dr. Smith came. [shares image: a tent]"
+    spans = sentence_spans(content)
+    assert spans is not None
+    assert [content[a:b] for a, b in spans] == [
+        "We went  camping.",
+        "It was great,   really! Dr. Smith came.",
+        "shares image: a tent",
+    ]
+    assert len(spans) == len(split_sentences(content))
+    assert sentence_spans("Just one sentence here.") == []
+
+
+def test_a_window_layout_says_where_the_date_and_the_message_are() -> None:
+    said = [("Ann", "What did you name the puppy?"), ("Bob", "Biscuit!")]
+    layout = window_layout(said, timestamp=ANCHOR)
+    assert layout.text == window_text(said, timestamp=ANCHOR)
+    assert layout.text[: layout.day_end] == "2 June 2023"
+    assert layout.text[layout.line_start :] == "Bob: Biscuit!"
+    assert layout.text[layout.content_start :] == "Biscuit!"
+    alone = window_layout(said[1:], timestamp=ANCHOR)
+    assert alone.text == episode_search_text(
+        "Biscuit!", timestamp=ANCHOR, producer="Bob", role="user"
+    )
