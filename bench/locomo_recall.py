@@ -69,6 +69,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "+ score fusion (fusion=score)": {"fusion": "score"},
     "- 'when' boost": {"when_boost": 0.0},
     "- time ranges": {"time_boost": 0.0},
+    "neighbour weight 0.5 (was the default)": {"neighbour_weight": 0.5},
     "- turns two away (second neighbour)": {"second_neighbour_weight": 0.0},
     "- graph neighbourhood (both distances)": {
         "neighbour_weight": 0.0,
@@ -92,7 +93,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
 #: ``--ablate-writes``: each row switches one write-time stage; the turns are ingested once more
 #: for it, under users ``<sample_id>~<key>``, and searched with the configured settings.
 WRITE_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
-    "+ context windows (write time)": ("window", {"context_window": 2}),
+    "- context windows (write time)": ("nowindow", {"context_window": 0}),
+    "windows embedded as texts, not pooled (write time)": ("texts", {"context_pooling": False}),
     "- lexical context (write time)": ("nolexical", {"lexical_context": 0}),
 }
 
@@ -296,6 +298,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
                     for suffix, change in copies.items()
                 },
             }
+            ingest_costs: dict[str, dict[str, float]] = {}
             if args.reuse and _ingested(marker, fingerprint):
                 sys.stderr.write(f"reusing the episodes ingested in {data_dir}\n")
             else:
@@ -303,7 +306,13 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
                     for sample_id in turns:
                         await manager.forget_user(Scope(user_id=_user(sample_id, suffix)))
                     manager.retrieval = tuning.model_copy(update=change)
+                    wall, cpu = time.perf_counter(), time.process_time()
                     await ingest(manager, turns, suffix)
+                    ingest_costs[suffix or "defaults"] = {
+                        "turns": sum(len(t) for t in turns.values()),
+                        "wall_s": round(time.perf_counter() - wall, 1),
+                        "bench_cpu_s": round(time.process_time() - cpu, 1),
+                    }
                 manager.retrieval = tuning
                 marker.write_text(json.dumps(fingerprint))
             variants: dict[str, tuple[RetrievalSettings, int, str]] = {
@@ -327,6 +336,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
         "questions": len(questions),
         "search_top_k": max(KS),
         "expand_context": args.expand,
+        "ingest": ingest_costs,
         "retrieval": tuning.model_dump(),
         "ablations": {
             **{name: ABLATIONS[name] for name in results if name in ABLATIONS},
@@ -337,7 +347,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
 
 
 #: Settings that act when episodes are written (a copy of the data per variant).
-WRITE_SETTINGS = {"sentence_derivatives", "context_window", "lexical_context"}
+WRITE_SETTINGS = {"sentence_derivatives", "context_window", "context_pooling", "lexical_context"}
 
 
 def _user(sample_id: str, suffix: str) -> str:
@@ -605,6 +615,14 @@ def main() -> None:
     print(summary_table(results))
     print("\nmemmachine per category:\n")
     print(category_table(results["memmachine"]))
+    for copy, cost in meta["ingest"].items():
+        rate = cost["turns"] / cost["wall_s"] if cost["wall_s"] else float("nan")
+        print(
+            f"\ningest ({copy}): {cost['turns']} turns in {cost['wall_s']} s ({rate:.1f}/s), "
+            f"{cost['bench_cpu_s']} CPU s in the bench process",
+            end="",
+        )
+    print()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(

@@ -50,6 +50,7 @@ import math
 import os
 import platform
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -353,12 +354,17 @@ def batch_messages(item: Batch, seed: int) -> list[Any]:
 
 
 class PrecomputedEmbedder:
-    """An :class:`~memmachine.ports.Embedder` that composes a text's vector from word
+    """An :class:`~memmachine.ports.SpanEmbedder` that composes a text's vector from word
     vectors computed once by the real model: the normalised sum of its known words'
-    vectors (unknown words such as dates get a fixed pseudo-random vector). Reports the real
-    model's name and dimensions, so the store accepts its vectors."""
+    vectors (unknown words such as dates get a fixed pseudo-random vector), and a span
+    set's vector from the words inside it. Reports the real model's name and dimensions, so
+    the store accepts its vectors, and pools spans as the local model does, so the write
+    path stores what it stores with the local model (one vector per message, one per
+    sentence)."""
 
     name = "embedder"
+    pools_spans = True
+    max_tokens = 256
 
     def __init__(self, model: str, word_vectors: dict[str, np.ndarray]) -> None:
         self.model = model
@@ -380,18 +386,39 @@ class PrecomputedEmbedder:
             self._vectors[word] = vector
         return vector
 
+    def _compose(self, words: Sequence[str]) -> list[float]:
+        total = np.zeros(self.dimensions, dtype=np.float32)
+        for word in words:
+            total += self._word(word)
+        norm = float(np.linalg.norm(total))
+        if norm == 0.0:
+            total = self._word("")
+            norm = 1.0
+        vector: list[float] = (total / norm).tolist()
+        return vector
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        out: list[list[float]] = []
-        for text in texts:
-            total = np.zeros(self.dimensions, dtype=np.float32)
-            for word in _words(text):
-                total += self._word(word)
-            norm = float(np.linalg.norm(total))
-            if norm == 0.0:
-                total = self._word("")
-                norm = 1.0
-            out.append((total / norm).tolist())
+        return [self._compose(_words(text)) for text in texts]
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(_words(text)) + 2 for text in texts]
+
+    async def embed_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Sequence[tuple[int, int]]]]
+    ) -> list[list[list[float] | None]]:
+        out: list[list[list[float] | None]] = []
+        for text, sets in zip(texts, spans, strict=True):
+            placed = [(m.start(), m.end(), m.group().lower()) for m in _WORD.finditer(text)]
+            vectors: list[list[float] | None] = []
+            for ranges in sets:
+                words = [w for a, b, w in placed if any(lo <= a and b <= hi for lo, hi in ranges)]
+                vectors.append(self._compose(words) if words else None)
+            out.append(vectors)
         return out
+
+
+#: A word as :func:`_words` cuts them: a run of letters, digits, braces and apostrophes.
+_WORD = re.compile(r"(?:[^\W_]|[{}'])+")
 
 
 # ---------------------------------------------------------------------- measuring

@@ -302,13 +302,17 @@ class RetrievalSettings(_Section):
     #: episodes get no sentence vectors and search ignores every stored derivative vector
     #: (sentences and context windows).
     sentence_derivatives: bool = True
-    #: Context windows (at write time): each message is also embedded together with up to
-    #: this many messages before it in its session, as one more derivative vector, so a
-    #: reply ("Yes, adoption agencies") is found by what it answers. On LoCoMo 2 (with
-    #: ``neighbour_weight`` 0.3) lifts any@10 by 0.016 and multi-hop by 0.017, with no
-    #: conversation losing a question; it roughly doubles the tokens embedded at ingest
-    #: (bench/RESULTS.md). 0 turns it off.
+    #: Context windows (at write time): each message is read after up to this many messages
+    #: before it in its session, so a reply ("Yes, adoption agencies") is found by what it
+    #: answers. With ``context_pooling`` and an embedder that pools spans (the local ONNX
+    #: model), the message is embedded once, inside its window, and its own vector and its
+    #: sentences' vectors are pooled from that run; otherwise the window is embedded as one
+    #: more derivative vector (``context_window_weight``). 0 turns it off. LoCoMo gains and
+    #: ingest costs of each way: bench/RESULTS.md.
     context_window: int = Field(default=2, ge=0, le=8)
+    #: Pool a message's vectors from one run over its window when the embedder can (see
+    #: :class:`~memmachine.ports.SpanEmbedder`); off: always embed the window as a text.
+    context_pooling: bool = True
     #: A window vector's similarity counts this much (the message's own vector: 1.0), so a
     #: short reply never ties with the message it answers for that message's own words.
     context_window_weight: float = Field(default=0.995, gt=0, le=1)

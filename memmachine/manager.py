@@ -70,13 +70,14 @@ from memmachine.ports import (
     LanguageModel,
     ProfileStore,
     Reranker,
+    SpanEmbedder,
     WorkingMemoryStore,
 )
 from memmachine.retrieval import episode_search_text, reciprocal_rank_fusion, score_fusion
-from memmachine.retrieval.derivatives import split_sentences
+from memmachine.retrieval.derivatives import sentence_spans, split_sentences
 from memmachine.retrieval.speakers import named_speakers
 from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
-from memmachine.retrieval.text import Said, indexed_text, window_text
+from memmachine.retrieval.text import Said, indexed_text, window_layout, window_text
 from memmachine.safety import Redactor, looks_like_injection, merge_counts
 
 __all__ = ["MemoryManager", "Resource"]
@@ -482,23 +483,96 @@ class MemoryManager:
         records: Sequence[EpisodeRecord],
         contexts: Sequence[Sequence[Said]],
     ) -> None:
-        """Set each record's embedding (of ``"<date> <speaker>: <content>"``) and its
-        ``derivative_embeddings``: with ``retrieval.sentence_derivatives`` one per sentence of
-        a multi-sentence message, embedded in the same ``"<date> <speaker>:"`` context
-        (weight 1.0), and with ``retrieval.context_window`` one of the message read after up
-        to that many of the messages before it in its session (``contexts[i]``, oldest
-        first; see :func:`~memmachine.retrieval.text.window_text`; weight
-        ``retrieval.context_window_weight``). One embedder call for all of them."""
+        """Set each record's ``embedding`` and ``derivative_embeddings`` (with their
+        weights), reading each message after up to ``retrieval.context_window`` of the
+        messages before it in its session (``contexts[i]``, oldest first): pooled from one
+        run over that window when the embedder can (:meth:`_embed_in_windows`), else as
+        separate texts (:meth:`_embed_as_texts`)."""
         tuning = self.retrieval
-        texts = [
-            episode_search_text(
-                record.content,
-                timestamp=record.timestamp,
-                producer=record.producer,
-                role=record.role,
+        left = list(range(len(records)))
+        if (
+            tuning.context_window
+            and tuning.context_pooling
+            and isinstance(embedder, SpanEmbedder)
+            and embedder.pools_spans
+        ):
+            left = await self._embed_in_windows(embedder, records, contexts)
+        if left:
+            await self._embed_as_texts(
+                embedder, [records[i] for i in left], [contexts[i] for i in left]
             )
-            for record in records
-        ]
+
+    async def _embed_in_windows(
+        self,
+        embedder: SpanEmbedder,
+        records: Sequence[EpisodeRecord],
+        contexts: Sequence[Sequence[Said]],
+    ) -> list[int]:
+        """One model run per record over its window (:func:`window_layout`: the date, the
+        messages before it, then its own ``"<speaker>: <content>"`` line), as many of the
+        messages before as fit the model's window, newest kept. The record's own vector is
+        pooled over the date and its own line; with ``retrieval.sentence_derivatives`` each
+        sentence of a multi-sentence message is pooled over the date, the speaker and the
+        sentence (weight 1.0). Returns the positions of the records left to embed as texts:
+        a message too long for the model on its own, or whose sentences cannot be located."""
+        tuning = self.retrieval
+        owns = [_search_text(record) for record in records]
+        befores = [list(context)[-tuning.context_window :] for context in contexts]
+        lines = [f"{speaker}: {content}" for before in befores for speaker, content in before]
+        counts = await embedder.count_tokens(["", *owns, *lines])
+        specials, own_counts, line_counts = counts[0], counts[1 : len(owns) + 1], counts[1:]
+        line_tokens = iter(count - specials for count in line_counts[len(owns) :])
+        texts: list[str] = []
+        spans: list[list[list[tuple[int, int]]]] = []
+        placed: list[int] = []
+        left: list[int] = []
+        for index, record in enumerate(records):
+            before = befores[index]
+            tokens = [next(line_tokens) for _ in before]
+            total, kept = own_counts[index], 0
+            for extra in reversed(tokens):
+                if total + extra > embedder.max_tokens:
+                    break
+                total, kept = total + extra, kept + 1
+            sentences = sentence_spans(record.content) if tuning.sentence_derivatives else []
+            if own_counts[index] > embedder.max_tokens or sentences is None:
+                left.append(index)
+                continue
+            said = [*before[len(before) - kept :], (record.producer or record.role, record.content)]
+            layout = window_layout(said, timestamp=record.timestamp)
+            day, line, start = (0, layout.day_end), layout.line_start, layout.content_start
+            sets = [[day, (line, len(layout.text))]]
+            sets += [[day, (line, start), (start + a, start + b)] for a, b in sentences]
+            texts.append(layout.text)
+            spans.append(sets)
+            placed.append(index)
+        pooled = await embedder.embed_spans(texts, spans) if texts else []
+        for index, vectors in zip(placed, pooled, strict=True):
+            own, *parts = vectors
+            if own is None:
+                left.append(index)
+                continue
+            record = records[index]
+            record.embedding = own
+            for vector in parts:
+                if vector is not None:
+                    record.derivative_embeddings.append(vector)
+                    record.derivative_weights.append(1.0)
+        return sorted(left)
+
+    async def _embed_as_texts(
+        self,
+        embedder: Embedder,
+        records: Sequence[EpisodeRecord],
+        contexts: Sequence[Sequence[Said]],
+    ) -> None:
+        """Each record's own text (``"<date> <speaker>: <content>"``), with
+        ``retrieval.sentence_derivatives`` each sentence of a multi-sentence message in the
+        same ``"<date> <speaker>:"`` context (weight 1.0), and with
+        ``retrieval.context_window`` its window (:func:`window_text`; weight
+        ``retrieval.context_window_weight``), embedded as texts in one call."""
+        tuning = self.retrieval
+        texts = [_search_text(record) for record in records]
         owners: list[int] = []
         weights: list[float] = []
         for index, record in enumerate(records):
@@ -1219,6 +1293,13 @@ def _importance(episode: Episode) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return 0.0
     return min(max(float(value), 0.0), 1.0)
+
+
+def _search_text(record: EpisodeRecord) -> str:
+    """The text an episode's own vector is embedded from: ``"<date> <speaker>: <content>"``."""
+    return episode_search_text(
+        record.content, timestamp=record.timestamp, producer=record.producer, role=record.role
+    )
 
 
 def _fact_text(fact: FactRecord) -> str:

@@ -55,6 +55,8 @@ __all__ = [
     "Lifecycle",
     "ProfileStore",
     "Reranker",
+    "SpanEmbedder",
+    "SpanSet",
     "WorkingMemoryStore",
 ]
 
@@ -353,6 +355,39 @@ class Embedder(Protocol):
     async def start(self) -> None: ...
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
     async def close(self) -> None: ...
+
+
+#: Character ranges ``(start, end)`` of one text whose tokens are pooled into one vector.
+SpanSet = Sequence[tuple[int, int]]
+
+
+@runtime_checkable
+class SpanEmbedder(Embedder, Protocol):
+    """An embedder that can pool several vectors out of one run of its model over a text,
+    so that a message read after the messages before it yields its own vector and its
+    sentences' vectors, each informed by that context, for the price of one run.
+
+    Contract, besides :class:`Embedder`'s (all valid after ``start()``): ``pools_spans``
+    says whether this model can (a model that pools inside itself cannot; then the other
+    two methods raise ``StoreError``). ``max_tokens`` is the most tokens the model reads of
+    one text. ``count_tokens(texts)`` returns each text's token count for the model,
+    special tokens included, however long the text. ``embed_spans(texts, spans)`` runs the
+    model once per text and returns, per text, one vector per span set of ``spans[i]``, in
+    order: the mean of the output states of the text's special tokens and of every token
+    lying wholly inside one of the set's character ranges, L2-normalised. A set that covers
+    the whole of a text that fits gives what ``embed`` gives. A text over ``max_tokens``
+    tokens loses its *start* (its end is kept); a set left with none of its own tokens is
+    ``None``. ``texts`` and ``spans`` of different lengths raise ``InvalidInputError``
+    naming ``spans``.
+    """
+
+    pools_spans: bool
+    max_tokens: int
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+    async def embed_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[SpanSet]]
+    ) -> list[list[list[float] | None]]: ...
 
 
 @runtime_checkable

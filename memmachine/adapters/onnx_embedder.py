@@ -29,7 +29,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -41,7 +41,7 @@ from tokenizers import Encoding, Tokenizer
 from memmachine.adapters.model_files import default_cache_dir
 from memmachine.adapters.onnx_quantization import int8_model
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
-from memmachine.ports import Lifecycle
+from memmachine.ports import Lifecycle, SpanSet
 
 __all__ = [
     "DEFAULT_ONNX_FILE",
@@ -73,12 +73,20 @@ class _Loaded:
         self,
         *,
         tokenizer: Tokenizer,
+        tail_tokenizer: Tokenizer,
+        count_tokenizer: Tokenizer,
         session: ort.InferenceSession,
         output_name: str,
         input_dtypes: dict[str, type[np.signedinteger[Any]]],
         pad_id: int,
+        token_states: bool,
     ) -> None:
+        #: Cuts a long text at its end (``embed``), at its start (``embed_spans``), never.
         self.tokenizer = tokenizer
+        self.tail_tokenizer = tail_tokenizer
+        self.count_tokenizer = count_tokenizer
+        #: Whether the model returns one state per token (so spans can be pooled).
+        self.token_states = token_states
         self.session = session
         self.output_name = output_name
         self.input_dtypes = input_dtypes
@@ -139,6 +147,10 @@ class OnnxEmbedder(Lifecycle):
       copy of each vector.
     * ``model`` is :func:`variant_name` of ``model_name`` (or the directory's name),
       ``onnx_file`` and ``quantize``: it names the embedding space the vectors live in.
+    * It is a :class:`~memmachine.ports.SpanEmbedder`: ``embed_spans`` pools several
+      vectors from one run over a text (batched and sorted like ``embed``; a text over
+      ``max_tokens`` keeps its last tokens). ``pools_spans`` is true once a model that
+      returns token states is loaded.
 
     Loading failures (missing files, unreadable tokenizer, invalid ONNX, unsupported inputs)
     raise :class:`ConfigurationError` naming the path; failures while embedding raise
@@ -243,10 +255,7 @@ class OnnxEmbedder(Lifecycle):
         :class:`StoreError`). Raises :class:`StoreError` when tokenising or inference fails,
         or when the embedder was closed; :class:`InvalidInputError` for a lone ``str``.
         """
-        if isinstance(texts, str):
-            raise InvalidInputError(
-                "embed() takes a sequence of texts, not a single string", field="texts"
-            )
+        _check_texts(texts)
         if not texts:
             return []
         texts = list(texts)
@@ -256,26 +265,79 @@ class OnnxEmbedder(Lifecycle):
             if cached is not None:
                 return [list(cached)]
         loaded = await self._ensure_loaded()
-        encodings = await asyncio.to_thread(self._tokenize, loaded, texts)
+        encodings = await asyncio.to_thread(self._tokenize, loaded.tokenizer, texts)
+        out = np.empty((len(encodings), self.dimensions), dtype=np.float32)
+
+        def infer(idx: list[int]) -> None:
+            out[idx] = self._infer(loaded, [encodings[i] for i in idx])
+
+        await self._in_batches(encodings, infer)
+        result: list[list[float]] = out.tolist()
+        if query is not None:
+            self._cache_put(query, tuple(result[0]))
+        return result
+
+    @property
+    def pools_spans(self) -> bool:
+        """Whether :meth:`embed_spans` can run: a loaded model that returns token states."""
+        loaded = self._loaded
+        return loaded is not None and loaded.token_states
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Each text's token count for this model, special tokens included, uncut."""
+        _check_texts(texts)
+        loaded = await self._ensure_loaded()
+        encodings = await asyncio.to_thread(self._tokenize, loaded.count_tokenizer, list(texts))
+        return [len(encoding.ids) for encoding in encodings]
+
+    async def embed_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[SpanSet]]
+    ) -> list[list[list[float] | None]]:
+        """One run per text, one pooled vector per span set (see
+        :class:`~memmachine.ports.SpanEmbedder`); errors as :meth:`embed`."""
+        _check_texts(texts)
+        if len(spans) != len(texts):
+            raise InvalidInputError(
+                f"{len(spans)} span lists for {len(texts)} texts", field="spans"
+            )
+        if not texts:
+            return []
+        loaded = await self._ensure_loaded()
+        if not loaded.token_states:
+            raise StoreError(
+                f"the ONNX model {self.model} pools inside itself: no token states to pool",
+                store=_STORE,
+            )
+        encodings = await asyncio.to_thread(self._tokenize, loaded.tail_tokenizer, list(texts))
+        out: list[list[list[float] | None]] = [[] for _ in encodings]
+
+        def infer(idx: list[int]) -> None:
+            pooled = self._infer_spans(loaded, [encodings[i] for i in idx], [spans[i] for i in idx])
+            for i, vectors in zip(idx, pooled, strict=True):
+                out[i] = [None if vector is None else vector.tolist() for vector in vectors]
+
+        await self._in_batches(encodings, infer)
+        return out
+
+    async def _in_batches(
+        self, encodings: list[Encoding], infer: Callable[[list[int]], None]
+    ) -> None:
+        """Call ``infer`` with the positions of each batch, longest texts first, up to
+        ``workers`` batches at once in worker threads."""
         lengths = [len(encoding) for encoding in encodings]
         order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
         size = min(self.batch_size, math.ceil(len(order) / self.workers))
         batches = [order[start : start + size] for start in range(0, len(order), size)]
-        out = np.empty((len(encodings), self.dimensions), dtype=np.float32)
         slots = asyncio.Semaphore(self.workers)
 
         async def run(idx: list[int]) -> None:
             async with slots:
-                out[idx] = await asyncio.to_thread(self._infer, loaded, [encodings[i] for i in idx])
+                await asyncio.to_thread(infer, idx)
 
         if len(batches) == 1:
             await run(batches[0])
         else:
             await asyncio.gather(*(run(idx) for idx in batches))
-        result: list[list[float]] = out.tolist()
-        if query is not None:
-            self._cache_put(query, tuple(result[0]))
-        return result
 
     def query_cache_info(self) -> QueryCacheInfo:
         """Hits and misses of the single-text cache since construction, and its size."""
@@ -313,15 +375,17 @@ class OnnxEmbedder(Lifecycle):
             raise StoreError(f"the ONNX embedder cannot load: {exc.message}", store=_STORE) from exc
 
     @staticmethod
-    def _tokenize(loaded: _Loaded, texts: list[str]) -> list[Encoding]:
+    def _tokenize(tokenizer: Tokenizer, texts: list[str]) -> list[Encoding]:
         try:
-            encodings: list[Encoding] = loaded.tokenizer.encode_batch(texts)
+            encodings: list[Encoding] = tokenizer.encode_batch(texts)
         except Exception as exc:
             raise StoreError(f"tokenising failed: {exc}", store=_STORE) from exc
         return encodings
 
-    def _infer(self, loaded: _Loaded, batch: list[Encoding]) -> npt.NDArray[np.float32]:
-        """Pad one batch to its longest text, run the model, mean-pool and normalise."""
+    def _token_states(
+        self, loaded: _Loaded, batch: list[Encoding]
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """Pad one batch to its longest text and run the model: its output and the mask."""
         rows, width = len(batch), max(len(e) for e in batch)
         mask = np.zeros((rows, width), dtype=np.int64)
         ids = np.full((rows, width), loaded.pad_id, dtype=np.int64)
@@ -340,7 +404,18 @@ class OnnxEmbedder(Lifecycle):
             output = loaded.session.run([loaded.output_name], feeds)[0]
         except Exception as exc:
             raise StoreError(f"ONNX inference failed: {exc}", store=_STORE) from exc
-        hidden = np.asarray(output, dtype=np.float32)
+        return np.asarray(output, dtype=np.float32), mask
+
+    def _check_width(self, width: int) -> None:
+        if width != self.dimensions:
+            raise StoreError(
+                f"ONNX model returned {width}-d vectors, expected {self.dimensions}",
+                store=_STORE,
+            )
+
+    def _infer(self, loaded: _Loaded, batch: list[Encoding]) -> npt.NDArray[np.float32]:
+        """Run one batch, mean-pool each text over its tokens and normalise."""
+        hidden, mask = self._token_states(loaded, batch)
         if hidden.ndim == 3:
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
@@ -348,14 +423,40 @@ class OnnxEmbedder(Lifecycle):
             pooled = hidden
         else:
             raise StoreError(f"ONNX model returned an output of shape {hidden.shape}", store=_STORE)
-        if pooled.shape[1] != self.dimensions:
-            raise StoreError(
-                f"ONNX model returned {pooled.shape[1]}-d vectors, expected {self.dimensions}",
-                store=_STORE,
-            )
+        self._check_width(pooled.shape[1])
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         normalised: npt.NDArray[np.float32] = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return normalised
+
+    def _infer_spans(
+        self, loaded: _Loaded, batch: list[Encoding], spans: Sequence[Sequence[SpanSet]]
+    ) -> list[list[npt.NDArray[np.float32] | None]]:
+        """Run one batch and pool each span set of each text over the special tokens and
+        the tokens wholly inside one of its ranges; ``None`` for a set with none of those."""
+        hidden, _ = self._token_states(loaded, batch)
+        if hidden.ndim != 3:
+            raise StoreError(f"ONNX model returned an output of shape {hidden.shape}", store=_STORE)
+        self._check_width(hidden.shape[2])
+        out: list[list[npt.NDArray[np.float32] | None]] = []
+        for row, (encoding, sets) in enumerate(zip(batch, spans, strict=True)):
+            states = hidden[row, : len(encoding.ids)]
+            special = np.asarray(encoding.special_tokens_mask, dtype=bool)
+            offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+            starts, ends = offsets[:, 0], offsets[:, 1]
+            real = (ends > starts) & ~special
+            vectors: list[npt.NDArray[np.float32] | None] = []
+            for ranges in sets:
+                inside = np.zeros(len(starts), dtype=bool)
+                for low, high in ranges:
+                    inside |= real & (starts >= low) & (ends <= high)
+                if not inside.any():
+                    vectors.append(None)
+                    continue
+                vector = states[inside | special].mean(axis=0)
+                vector /= max(float(np.linalg.norm(vector)), 1e-12)
+                vectors.append(vector.astype(np.float32))
+            out.append(vectors)
+        return out
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -389,7 +490,11 @@ class OnnxEmbedder(Lifecycle):
         padding = tokenizer.padding
         pad_id = int(padding["pad_id"]) if padding else (tokenizer.token_to_id("[PAD]") or 0)
         tokenizer.no_padding()
+        tokenizer.no_truncation()
+        count_tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        tail_tokenizer = Tokenizer.from_str(tokenizer.to_str())
         tokenizer.enable_truncation(max_length=max_tokens)
+        tail_tokenizer.enable_truncation(max_length=max_tokens, direction="left")
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
@@ -435,14 +540,18 @@ class OnnxEmbedder(Lifecycle):
             dimensions = hidden_size if isinstance(hidden_size, int) else None
         loaded = _Loaded(
             tokenizer=tokenizer,
+            tail_tokenizer=tail_tokenizer,
+            count_tokenizer=count_tokenizer,
             session=session,
             output_name=output.name,
             input_dtypes=input_dtypes,
             pad_id=pad_id,
+            token_states=len(shape) != 2,
         )
         if dimensions is None:
             dimensions = self._probe_dimensions(loaded, onnx_path)
         self.dimensions = dimensions
+        self.max_tokens = max_tokens
         logger.info(
             "loaded embedding model %s (%s, %d dimensions, max %d tokens, %d workers x %d threads)",
             self.model,
@@ -477,6 +586,13 @@ class OnnxEmbedder(Lifecycle):
         except Exception as exc:
             raise ConfigurationError(f"cannot run ONNX model {onnx_path}: {exc}") from exc
         return int(np.asarray(output).shape[-1])
+
+
+def _check_texts(texts: Sequence[str]) -> None:
+    if isinstance(texts, str):
+        raise InvalidInputError(
+            "embed() takes a sequence of texts, not a single string", field="texts"
+        )
 
 
 _FEED_ATTRS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}

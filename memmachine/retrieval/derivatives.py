@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_DERIVATIVES", "MIN_SENTENCE_CHARS", "split_sentences"]
+__all__ = ["MAX_DERIVATIVES", "MIN_SENTENCE_CHARS", "sentence_spans", "split_sentences"]
 
 #: At most this many sentences of one message are kept (the first ones).
 MAX_DERIVATIVES = 16
@@ -59,6 +59,24 @@ def split_sentences(content: str) -> list[str]:
     if len(pieces) < 2:
         return []
     return pieces[:MAX_DERIVATIVES]
+
+
+def sentence_spans(content: str) -> list[tuple[int, int]] | None:
+    """Where each sentence of :func:`split_sentences` lies in ``content``, as character
+    ranges ``(start, end)`` in order (the image description's range covers
+    ``"shares image: <caption>"``); ``[]`` when there are fewer than two sentences, ``None``
+    when a sentence cannot be located (the caller then embeds the sentences as texts)."""
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for sentence in split_sentences(content):
+        # split_sentences collapses runs of whitespace: match any run where it put a space
+        pattern = r"\s+".join(re.escape(word) for word in sentence.split())
+        found = re.compile(pattern).search(content, cursor)
+        if found is None:
+            return None
+        spans.append((found.start(), found.end()))
+        cursor = found.end()
+    return spans
 
 
 def _joins_previous(previous: str, piece: str) -> bool:

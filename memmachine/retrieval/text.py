@@ -7,18 +7,27 @@ dense retrieval substantially; see bench/RESULTS.md).
 
 A message also leans on the turns before it: "Yes, adoption agencies!" answers "Have you
 picked a topic to research?". :func:`window_text` is a message read after the messages before
-it (embedded as one more derivative vector), and :func:`indexed_text` adds the words of the
-messages before it that it lacks to what full-text search matches.
+it (the model run its vectors are pooled from, or one more derivative vector), and
+:func:`indexed_text` adds the words of the messages before it that it lacks to what full-text
+search matches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from memmachine.retrieval.terms import TERM_PATTERN, document_terms
 
-__all__ = ["Said", "episode_search_text", "indexed_text", "window_text"]
+__all__ = [
+    "Said",
+    "WindowLayout",
+    "episode_search_text",
+    "indexed_text",
+    "window_layout",
+    "window_text",
+]
 
 #: A message as context: who said it (producer, or the role without one) and what.
 Said = tuple[str, str]
@@ -33,10 +42,33 @@ def episode_search_text(
     return f"{_day(timestamp)} {speaker}: {content}"
 
 
+class WindowLayout(NamedTuple):
+    """A window text and where its parts are: the date ends at ``day_end``, the last
+    message's line (``"<speaker>: <content>"``) starts at ``line_start`` and its content at
+    ``content_start``; the line runs to the end of ``text``."""
+
+    text: str
+    day_end: int
+    line_start: int
+    content_start: int
+
+
+def window_layout(said: Sequence[Said], *, timestamp: datetime) -> WindowLayout:
+    """:func:`window_text` of ``said`` (at least one message) with the positions of its
+    parts."""
+    if not said:
+        raise ValueError("a window needs at least the message it belongs to")
+    day = _day(timestamp)
+    text = window_text(said, timestamp=timestamp)
+    speaker, content = said[-1]
+    line_start = len(text) - len(speaker) - 2 - len(content)
+    return WindowLayout(text, len(day), line_start, line_start + len(speaker) + 2)
+
+
 def window_text(said: Sequence[Said], *, timestamp: datetime) -> str:
     """Messages read in order, the last being the one the window belongs to:
     ``"<day> <Month> <year> <speaker>: <content>"`` then one ``"<speaker>: <content>"`` line
-    per later message."""
+    per later message. With one message it is :func:`episode_search_text`."""
     body = "\n".join(f"{speaker}: {content}" for speaker, content in said)
     return f"{_day(timestamp)} {body}"
 

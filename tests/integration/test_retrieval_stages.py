@@ -220,25 +220,56 @@ async def test_a_reply_is_embedded_with_the_messages_before_it(
     reply = say("Caroline", "Biscuit, after my grandma's cookies!", T0 + timedelta(1))
     local = EmbeddingSettings(provider="local", model=str(model_dir))
     async with open_memory(local, sentence_derivatives=True, context_window=2) as memory:
-        await store(memory, "s1", question)
-        await store(memory, "s1", reply)
+        # pooled from one run over the window (the default with the local model); the
+        # reply's context is read back from the store
+        await store(memory, "pooled", question)
+        await store(memory, "pooled", reply)
+        memory.retrieval = memory.retrieval.model_copy(update={"context_pooling": False})
+        await store(memory, "texts", question, reply)
         memory.retrieval = memory.retrieval.model_copy(update={"context_window": 0})
-        await store(memory, "s2", question, reply)
+        await store(memory, "alone", question, reply)
         assert memory.embedder is not None
         (query,) = await memory.embedder.embed(["What is Caroline's puppy called?"])
 
-        async def reply_score(session: str, derivatives: bool) -> float:
+        async def reply_score(session: str, derivatives: bool = True) -> float:
             scope = Scope(user_id="u", session_id=session)
             hits = await memory.episodes.vector_search(scope, query, 2, derivatives=derivatives)
             return next(score for episode, score in hits if episode.content == reply.content)
 
-        windowed = await reply_score("s1", True)
-        alone = await reply_score("s1", False)
-        plain = await reply_score("s2", True)
-    # read after the question, the reply is much closer to the query than alone
-    assert windowed > alone + 0.1
-    # with the stage off no window vector is written
-    assert plain == pytest.approx(alone, abs=1e-6)
+        pooled, pooled_own = await reply_score("pooled"), await reply_score("pooled", False)
+        texts, texts_own = await reply_score("texts"), await reply_score("texts", False)
+        alone = await reply_score("alone")
+    # read after the question, the reply is closer to the query than alone: pooled, its own
+    # vector is (0.43 against 0.39; a one-sentence reply has no other vector) ...
+    assert pooled > alone + 0.02
+    assert pooled_own == pytest.approx(pooled, abs=1e-6)
+    # ... embedded as a text, the window is a derivative vector beside the unchanged own one
+    assert texts > alone + 0.1
+    assert texts_own == pytest.approx(alone, abs=1e-6)
+
+
+async def test_a_long_context_never_pushes_the_message_out_of_its_window(
+    open_memory: Open, model_dir: Path
+) -> None:
+    """Messages before that would overflow the model's window are left out of it, oldest
+    first, so the message itself is always read whole."""
+    rambling = say("Melanie", " ".join(["we talked about the weather and the garden"] * 60))
+    reply = say("Caroline", "Biscuit is the name of my new puppy.", T0 + timedelta(1))
+    local = EmbeddingSettings(provider="local", model=str(model_dir))
+    async with open_memory(local, context_window=2) as memory:
+        await store(memory, "long", rambling, reply)
+        memory.retrieval = memory.retrieval.model_copy(update={"context_window": 0})
+        await store(memory, "alone", reply)
+        assert memory.embedder is not None
+        (query,) = await memory.embedder.embed(["What is the puppy called?"])
+        hits = await memory.episodes.vector_search(USER, query, 3)
+    scores = {
+        episode.scope.session_id: score
+        for episode, score in hits
+        if episode.content == reply.content
+    }
+    # the rambling message did not fit beside the reply, so the reply was read alone
+    assert scores["long"] == pytest.approx(scores["alone"], abs=1e-5)
 
 
 async def test_a_when_question_prefers_turns_that_say_when(open_memory: Open) -> None:

@@ -105,6 +105,18 @@ async def test_precomputed_vectors_are_unit_length_and_deterministic(scale: Modu
         assert math.isclose(float(np.linalg.norm(vector)), 1.0, rel_tol=1e-5)
 
 
+async def test_precomputed_spans_pool_the_words_inside_them(scale: ModuleType) -> None:
+    words = {"the": np.array([1.0, 0, 0]), "dog": np.array([0, 1.0, 0])}
+    embedder = scale.PrecomputedEmbedder("some-model", words)
+    text = "the dog ran"
+    (whole,) = await embedder.embed([text])
+    ((same, dog, none),) = await embedder.embed_spans([text], [[[(0, 11)], [(4, 7)], [(8, 9)]]])
+    assert same == whole
+    assert dog == pytest.approx([0.0, 1.0, 0.0])
+    assert none is None  # "r" alone is no whole word
+    assert await embedder.count_tokens([text, ""]) == [5, 2]
+
+
 def test_percentiles(scale: ModuleType) -> None:
     cut = scale.percentiles([float(value) for value in range(1, 101)])
     assert cut["p50"] == pytest.approx(50.5)

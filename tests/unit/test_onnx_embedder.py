@@ -12,7 +12,7 @@ import pytest
 
 from memmachine.adapters.onnx_embedder import OnnxEmbedder, QueryCacheInfo, available_cpus
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
-from memmachine.ports import Embedder
+from memmachine.ports import Embedder, SpanEmbedder
 
 
 @pytest.fixture(scope="module")
@@ -229,3 +229,55 @@ async def test_repeated_queries_come_from_a_bounded_cache(model_dir: Path) -> No
     await off.embed(["x"])
     await off.embed(["x"])
     assert off.query_cache_info() == QueryCacheInfo(hits=0, misses=0, maxsize=0, currsize=0)
+
+
+# -- pooling spans from one run ------------------------------------------------------------
+
+
+def test_it_pools_spans(embedder: OnnxEmbedder) -> None:
+    assert isinstance(embedder, SpanEmbedder)
+    assert embedder.pools_spans
+    assert embedder.max_tokens == 256
+
+
+async def test_a_span_over_the_whole_text_is_the_texts_vector(embedder: OnnxEmbedder) -> None:
+    texts = ["2 May 2023 Ann: I adopted a beagle called Toast. He loves the park!", "tea"]
+    plain = await embedder.embed(texts)
+    pooled = await embedder.embed_spans(texts, [[[(0, len(texts[0]))]], [[(0, 3)]]])
+    assert [len(sets) for sets in pooled] == [1, 1]
+    for vector, (whole,) in zip(plain, pooled, strict=True):
+        assert whole is not None
+        assert _cos(vector, whole) == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_each_span_set_gets_its_own_unit_vector(embedder: OnnxEmbedder) -> None:
+    text = "2 May 2023 Ann: I adopted a beagle called Toast. We booked a flight to Lisbon."
+    dog, trip = text.index("I adopted"), text.index("We booked")
+    sets = [[(0, 10), (dog, trip)], [(0, 10), (trip, len(text))], [(500, 600)]]
+    ((beagle, lisbon, nothing),) = await embedder.embed_spans([text], [sets])
+    assert nothing is None  # no token of its own: not a vector of the special tokens alone
+    assert beagle is not None
+    assert lisbon is not None
+    for vector in (beagle, lisbon):
+        assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+    queries = await embedder.embed(["what dog did Ann adopt?", "where is Ann flying?"])
+    # each sentence's vector is nearer its own question than the other sentence's is
+    assert _cos(queries[0], beagle) > _cos(queries[0], lisbon)
+    assert _cos(queries[1], lisbon) > _cos(queries[1], beagle)
+
+
+async def test_a_long_text_keeps_its_end_for_spans(model_dir: Path) -> None:
+    short = OnnxEmbedder(model_dir, max_tokens=8)
+    text = "alpha beta gamma delta epsilon zeta eta theta"
+    counts = await short.count_tokens([text, ""])
+    assert counts == [10, 2]  # uncut: eight words and the two special tokens
+    ((start, end),) = await short.embed_spans([text], [[[(0, 5)], [(len(text) - 5, len(text))]]])
+    assert start is None  # "alpha" was cut: the text keeps its last six tokens
+    assert end is not None
+
+
+async def test_span_lists_must_match_the_texts(embedder: OnnxEmbedder) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        await embedder.embed_spans(["one", "two"], [[[(0, 3)]]])
+    assert raised.value.field == "spans"
+    assert await embedder.embed_spans([], []) == []
