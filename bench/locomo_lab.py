@@ -517,7 +517,7 @@ class Config:
     context_full: bool = False  # context words counted with every repeat, own ones too
     analyser: str = "snowball"  # the core's; "s-stem" = the previous one; "porter"; "dual"
     stem_weight: float = 1.0  # "dual": weight of the stem terms against the exact ones
-    speaker_boost: float = 0.0
+    speaker_boost: float = 0.5
     time_boost: float = 1.0
     when_boost: float = 1.0
     neighbour_weight: float = 0.3
@@ -849,7 +849,9 @@ DEFAULTS = Config()
 TEXTS = replace(DEFAULTS, own="own", kinds=("sentence", "context"))
 #: The defaults of issue 6's second round: no context windows, neighbour weight 0.5
 #: (any@10 0.832 in bench/RESULTS.md).
-ROUND_TWO = replace(TEXTS, kinds=("sentence",), window_weight=1.0, neighbour_weight=0.5)
+ROUND_TWO = replace(
+    TEXTS, kinds=("sentence",), window_weight=1.0, neighbour_weight=0.5, speaker_boost=0.0
+)
 #: The defaults before issue 6's second round (any@10 0.767 in bench/RESULTS.md).
 PREVIOUS = replace(
     ROUND_TWO,
@@ -882,7 +884,7 @@ VARIANTS: dict[str, Config] = {
         for w in (1.0, 0.99, 0.97, 0.9)
     },
     "+ score fusion": replace(DEFAULTS, fusion="score"),
-    "+ speaker boost 0.5": replace(DEFAULTS, speaker_boost=0.5),
+    **{f"speaker boost {b}": replace(DEFAULTS, speaker_boost=b) for b in (0.0, 0.25, 1.0)},
     # other ways to pool from one or two runs per turn
     "pooled sentences, no window": replace(DEFAULTS, own="own", kinds=("pooled-sentence",)),
     "pooled sentences + window as a text": replace(TEXTS, kinds=("pooled-sentence", "context")),

@@ -63,6 +63,8 @@ KS = (1, 5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 TOKEN = re.compile(r"[a-z0-9]+")
 MARKER = "locomo-ingested.json"
+#: The plain baselines scored in every run.
+BASELINES = ("bm25", "dense", "hybrid")
 
 #: ``--ablate``: each row switches one search-time stage off (or, for the opt-in ones, on).
 ABLATIONS: dict[str, dict[str, Any]] = {
@@ -76,7 +78,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
         "second_neighbour_weight": 0.0,
     },
     "- derivative vectors (sentences and windows)": {"sentence_derivatives": False},
-    "+ speaker boost (0.5)": {"speaker_boost": 0.5},
+    "- speaker boost": {"speaker_boost": 0.0},
+    "speaker boost 1.0 instead of 0.5": {"speaker_boost": 1.0},
     "+ recency": {"recency_weight": 0.5},
     "+ context expansion (1 turn each side)": {},
     "all search-time stages off (RRF, no derivatives)": {
@@ -422,7 +425,7 @@ async def score(
     data_dir: Path,
 ) -> dict[str, Scores]:
     embedder = manager.embedder
-    names = ["bm25", "dense", "hybrid", *variants] if embedder else ["bm25", *variants]
+    names = [*BASELINES, *variants] if embedder else ["bm25", *variants]
     results = {name: Scores() for name in names}
     by_sample: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for question in questions:
@@ -554,6 +557,28 @@ def summary_table(results: dict[str, Scores]) -> str:
     return "\n".join(lines)
 
 
+def stage_table(results: dict[str, Scores], base: str = "memmachine") -> str:
+    """Each variant against ``base``: any@10 and the questions it gains or loses (any@10)
+    in each conversation, so the rule for a default can be read off (it helps overall,
+    helps more conversations than it hurts, and costs none more than one question)."""
+    reference = results[base]
+    samples = list(reference.per_conversation)
+    head = ["variant", "any@10", "Δ any@10", *samples, "up / down"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, scores in results.items():
+        if name in (base, *BASELINES) or not scores.per_conversation:
+            continue
+        deltas = [
+            scores.per_conversation[sample][0] - reference.per_conversation[sample][0]
+            for sample in samples
+        ]
+        up, down = sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
+        change = scores.at("any", 10) - reference.at("any", 10)
+        cells = [f"{scores.at('any', 10):.3f}", f"{change:+.3f}", *(f"{d:+d}" for d in deltas)]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {up} / {down} |")
+    return "\n".join(lines)
+
+
 def category_table(scores: Scores) -> str:
     head = ["category", "questions"] + [f"{m}@{k}" for m in ("any", "all", "frac") for k in KS]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -615,6 +640,9 @@ def main() -> None:
     print(summary_table(results))
     print("\nmemmachine per category:\n")
     print(category_table(results["memmachine"]))
+    if len(results) > 4:
+        print("\nEach variant against the defaults, questions gained or lost per conversation:\n")
+        print(stage_table(results))
     for copy, cost in meta["ingest"].items():
         rate = cost["turns"] / cost["wall_s"] if cost["wall_s"] else float("nan")
         print(
