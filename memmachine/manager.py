@@ -418,9 +418,15 @@ class MemoryManager:
         self._check_query(query, top_k)
         tuning = self.retrieval
         candidates = max(tuning.min_candidates, top_k * tuning.candidates_per_result)
+        # the full-text search runs while the query is embedded (in a worker thread)
+        lexical = asyncio.ensure_future(self.episodes.fulltext_search(scope, query, candidates))
         if query_vector is None and self.embedder is not None:
-            query_vector = (await self.embedder.embed([query]))[0]
-        lexical = self.episodes.fulltext_search(scope, query, candidates)
+            try:
+                query_vector = (await self.embedder.embed([query]))[0]
+            except BaseException:
+                lexical.cancel()
+                await asyncio.gather(lexical, return_exceptions=True)
+                raise
         if query_vector is not None:
             dense_hits, text_hits = await asyncio.gather(
                 self.episodes.vector_search(
