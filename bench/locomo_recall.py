@@ -276,7 +276,12 @@ class Progress:
 async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, Any]]:
     turns, questions = load(args.data, args.conversations)
     embedding = (
-        EmbeddingSettings(provider="local", model=str(args.model), onnx_file=args.onnx_file)
+        EmbeddingSettings(
+            provider="local",
+            model=str(args.model),
+            onnx_file=args.onnx_file,
+            quantize=args.quantize,
+        )
         if args.model
         else EmbeddingSettings(provider="none")
     )
@@ -295,7 +300,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
                 copies.update(WRITE_ABLATIONS.values())
             fingerprint = {
                 "conversations": list(turns),
-                "model": str(args.model),
+                "model": [str(args.model), args.onnx_file, args.quantize],
                 "write": {
                     suffix: tuning.model_copy(update=change).model_dump(include=WRITE_SETTINGS)
                     for suffix, change in copies.items()
@@ -610,6 +615,12 @@ def main() -> None:
         help="local model dir; '' for lexical-only",
     )
     parser.add_argument("--onnx-file", default="onnx/model.onnx")
+    parser.add_argument(
+        "--quantize",
+        choices=("none", "int8"),
+        default="none",
+        help="embed with the model's own int8 copy (MEMMACHINE_EMBEDDING_QUANTIZE)",
+    )
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
     parser.add_argument("--expand", type=int, default=0, help="expand_context of each search")
     parser.add_argument("--ablate", action="store_true", help="also run each stage switched off")

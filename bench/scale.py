@@ -36,6 +36,11 @@ only the bench's graph and keys are removed.
     uv run python bench/scale.py --sizes 10000,105000,1000000 --hot 5000,100000
     uv run python bench/scale.py --sizes 10000 --production --json /tmp/scale-prod.json
     uv run python bench/scale.py --sizes 1000000 --onnx-episodes 0   # hours on 2 cores
+    uv run python bench/scale.py --ingest-profiles 3000   # write profiles side by side
+
+``--ingest-profiles N`` measures ingestion alone: the same N episodes go into fresh stores
+once per write profile (:data:`INGEST_PROFILES`: the model in fp32 or int8, with and
+without context windows, and the store path alone), so what each costs shows side by side.
 
 Progress goes to stderr, the result tables to stdout, raw numbers to ``--json``.
 """
@@ -953,6 +958,129 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+# ---------------------------------------------------------------------- write profiles
+
+#: What ``--ingest-profiles`` compares: (label, embedder, write-time retrieval settings).
+#: The embedder is ``"none"`` / ``"int8"`` (the real model, fp32 or its int8 copy, i.e.
+#: ``EmbeddingSettings.quantize``) or ``None`` for the precomputed one (the store path alone).
+INGEST_PROFILES: tuple[tuple[str, str | None, dict[str, Any]], ...] = (
+    ("fp32, defaults (each message in its window, pooled)", "none", {}),
+    ("int8, defaults", "int8", {}),
+    ("fp32, no context window", "none", {"context_window": 0}),
+    ("int8, no context window", "int8", {"context_window": 0}),
+    ("store path only (precomputed vectors)", None, {}),
+)
+
+
+async def run_profiles(args: argparse.Namespace) -> dict[str, Any]:
+    """Ingest the same ``args.ingest_profiles`` synthetic episodes once per write profile,
+    each into fresh stores, timing ``add_messages`` (wall and CPU); the raw results."""
+    from memmachine.bootstrap import open_manager
+    from memmachine.models import Scope
+
+    count = args.ingest_profiles
+    work = [
+        (item, batch_messages(item, args.seed))
+        for _, item in plan_batches(
+            [count], users=args.users, batch=args.batch, hot=[0], hot_share=None, seed=args.seed
+        )
+    ]
+    results: dict[str, Any] = {
+        "command": " ".join(["python", "bench/scale.py", *sys.argv[1:]]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "load_average_start": os.getloadavg(),
+        "episodes": count,
+        "profiles": [],
+    }
+    for label, quantize, retrieval in INGEST_PROFILES:
+        async with prepared_stores(args) as (settings, stores):
+            settings = settings.model_copy(
+                update={
+                    "embedding": settings.embedding.model_copy(
+                        update={"quantize": quantize or "none"}
+                    ),
+                    "retrieval": settings.retrieval.model_copy(update=retrieval),
+                }
+            )
+            async with open_manager(settings) as manager:
+                results["stores"] = stores.label
+                real = manager.embedder
+                if real is None:
+                    raise SystemExit("no embedding model: pass --model")
+                words = vocabulary()
+                vectors = await real.embed(words)  # also loads and warms the model
+                if quantize is None:
+                    manager.embedder = PrecomputedEmbedder(
+                        real.model,
+                        {
+                            w: np.asarray(v, dtype=np.float32)
+                            for w, v in zip(words, vectors, strict=True)
+                        },
+                    )
+                clock = CpuClock(falkordb_pid(stores))
+                progress = Progress(count)
+                done = 0
+                started, cpu_started = time.perf_counter(), clock.now()
+                for item, messages in work:
+                    await manager.add_messages(
+                        Scope(user_id=item.user, session_id=item.session),
+                        messages,
+                        working=args.working,
+                        extract=False,
+                    )
+                    done += item.count
+                    progress.update(done, f"[{label}]")
+                seconds, cpu = time.perf_counter() - started, clock.now() - cpu_started
+                manager.embedder = real
+                stored = 0
+                for user in sorted({item.user for item, _ in work}):
+                    _, counted = await manager.list_episodes(Scope(user_id=user), limit=1)
+                    stored += counted
+        results["profiles"].append(
+            {
+                "label": label,
+                "quantize": quantize,
+                "retrieval": retrieval,
+                "model": real.model,
+                "episodes": count,
+                "stored": stored,
+                "seconds": seconds,
+                "episodes_per_s": count / seconds,
+                "cpu_seconds": cpu,
+                "episodes_per_cpu_s": count / cpu if cpu else None,
+            }
+        )
+    results["load_average_end"] = os.getloadavg()
+    return results
+
+
+def render_profiles(results: dict[str, Any]) -> str:
+    """The write profiles side by side, each against the first (the defaults)."""
+    profiles = results["profiles"]
+    base = profiles[0]["episodes_per_s"]
+    lines = [
+        f"Stores: {results['stores']}. {results['date']}, {results['machine']}, "
+        f"load average {results['load_average_start'][0]:.1f} at start, "
+        f"{results['load_average_end'][0]:.1f} at the end.",
+        f"Command: `{results['command']}`",
+        "",
+        f"{results['episodes']:,} synthetic episodes per profile, each into fresh stores:",
+        "",
+        "| write profile | seconds | episodes/s (wall) | vs first row | "
+        "CPU s (bench + FalkorDB) | episodes per CPU-second |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in profiles:
+        per_cpu = row["episodes_per_cpu_s"]
+        lines.append(
+            f"| {row['label']} | {row['seconds']:.1f} | {row['episodes_per_s']:,.0f} | "
+            f"x{row['episodes_per_s'] / base:.2f} | {row['cpu_seconds']:.1f} | "
+            f"{'-' if per_cpu is None else f'{per_cpu:,.0f}'} |"
+        )
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------- reporting
 
 
@@ -1166,6 +1294,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="redis://127.0.0.1:6379/0",
         help="the Redis --production uses (under a unique key prefix, deleted after)",
     )
+    parser.add_argument(
+        "--ingest-profiles",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of the size ladder: ingest N episodes once per write profile "
+        "(fp32 / int8 model, with and without context windows, store path only)",
+    )
     parser.add_argument("--json", type=Path, help="write the raw results here")
     return parser
 
@@ -1176,10 +1312,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().error("--hot-share must be in (0, 1]")
     if args.batch < 1 or args.users < 1 or args.queries < 1:
         build_parser().error("--batch, --users and --queries must be positive")
+    if args.ingest_profiles < 0:
+        build_parser().error("--ingest-profiles must be positive")
+    if args.ingest_profiles and args.data_dir is not None:
+        build_parser().error("--ingest-profiles ingests into fresh stores: drop --data-dir")
     if not (Path(args.model) / "onnx" / "model.onnx").is_file():
         build_parser().error(f"--model: no onnx/model.onnx under {args.model}")
-    results = asyncio.run(run(args))
-    print(render(results))
+    if args.ingest_profiles:
+        results = asyncio.run(run_profiles(args))
+        print(render_profiles(results))
+    else:
+        results = asyncio.run(run(args))
+        print(render(results))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2, default=str))
     return 0

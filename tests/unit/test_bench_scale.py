@@ -180,6 +180,51 @@ def test_a_tiny_scale_run(model_dir: Path, tmp_path: Path) -> None:
     assert "Growth for a fixed scope of 80 episodes, store 100 -> 200" in done.stdout
 
 
+def test_ingest_profiles_compare_write_paths_on_the_same_episodes(
+    scale: ModuleType, model_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "profiles.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "scale.py"),
+            "--ingest-profiles",
+            "60",
+            "--users",
+            "4",
+            "--batch",
+            "20",
+            "--model",
+            str(model_dir),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())["profiles"]
+    assert [row["label"] for row in rows] == [label for label, _, _ in scale.INGEST_PROFILES]
+    assert all(row["stored"] == row["episodes"] == 60 for row in rows)  # nothing lost
+    models = {row["quantize"]: row["model"] for row in rows}
+    assert models["int8"] != models["none"]  # the int8 rows really ran the int8 copy
+    by_label = {row["label"]: row for row in rows}
+    store_path = by_label["store path only (precomputed vectors)"]
+    assert store_path["episodes_per_cpu_s"] > rows[0]["episodes_per_cpu_s"]
+    assert "| int8, no context window |" in done.stdout
+
+
+def test_ingest_profiles_need_fresh_stores(
+    scale: ModuleType, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        scale.main(["--ingest-profiles", "10", "--data-dir", str(tmp_path)])
+    assert exited.value.code == 2
+    assert "--data-dir" in capsys.readouterr().err
+
+
 def test_a_tiny_load_run(model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "load.json"
     done = subprocess.run(
