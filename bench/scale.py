@@ -696,7 +696,10 @@ async def prepared_stores(args: argparse.Namespace) -> AsyncIterator[tuple[Any, 
             data_dir=data_dir,
             # every query embedded for real: no cache hit flatters a latency
             embedding=EmbeddingSettings(
-                model=str(args.model), batch_size=args.embed_batch, query_cache_size=0
+                model=str(args.model),
+                batch_size=args.embed_batch,
+                query_cache_size=0,
+                **({} if args.quantize is None else {"quantize": args.quantize}),
             ),
             **overrides,
         )
@@ -864,6 +867,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         real = manager.embedder
         if real is None:
             raise SystemExit("no embedding model: pass --model (a local ONNX model directory)")
+        results["model"] = real.model
         words = vocabulary()
         word_vectors = {
             word: np.asarray(vector, dtype=np.float32)
@@ -1095,6 +1099,7 @@ def render(results: dict[str, Any]) -> str:
         f"load average {results['load_average_start'][0]:.1f} at start, "
         f"{results['load_average_end'][0]:.1f} at the end.",
         f"Command: `{results['command']}`",
+        f"Model: {results.get('model', '-')}.",
         "",
         "| embedder during ingestion | episodes | seconds | episodes/s (wall) | "
         "CPU s (bench + FalkorDB) | episodes per CPU-second |",
@@ -1275,6 +1280,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--working", action="store_true", help="also append to working memory")
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="ONNX model directory")
     parser.add_argument("--embed-batch", type=int, default=64, help="ONNX batch size")
+    parser.add_argument(
+        "--quantize",
+        choices=("none", "int8"),
+        default=None,
+        help="run the model's own int8 copy (default: MEMMACHINE_EMBEDDING_QUANTIZE, else none)",
+    )
     parser.add_argument("--data-dir", type=Path, help="data dir (default: a temporary one)")
     parser.add_argument(
         "--production",
