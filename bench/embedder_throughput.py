@@ -1,6 +1,6 @@
-"""Local embedder variants side by side, and ingestion through the real write path, in one run.
+"""Local embedder variants side by side, in one run.
 
-Part 1, the embedder alone (:class:`~memmachine.adapters.onnx_embedder.OnnxEmbedder`
+The embedder alone (:class:`~memmachine.adapters.onnx_embedder.OnnxEmbedder`
 through its public async API, so tokenising, padding, pooling and the worker-thread
 hand-over are included). Every variant embeds the first ``--n`` LoCoMo turns (bare text),
 round-robin, ``--repeats`` rounds after a warm-up; reported: texts/s (median round), CPU
@@ -10,17 +10,12 @@ variants), and the cosine of each variant's vectors to the fp32 model's (mean, 5
 percentile, minimum), plus "alone vs batch": the lowest cosine between a text embedded on
 its own and the same text embedded in the batched run (1.0 when batch mates do not matter).
 
-Part 2, ingestion: ``MemoryManager.add_messages`` with embedded stores (FalkorDB child +
-SQLite in a fresh temp data dir per row), the first ``--episodes`` LoCoMo turns in calls of
-``--call-size`` messages (``working=False``, no extraction), so each episode is embedded
-with its ``"<date> <speaker>:"`` context and, for multi-sentence turns, once per sentence.
-The "store path only" row replays the vectors the fp32 row computed (same texts, same
-vectors, no model run): the same run's ceiling for any embedder. CPU = this process plus
-the FalkorDB child, from ``/proc``.
+Ingestion through the write path, model included, is measured by ``bench/scale.py
+--ingest-profiles`` (the same episodes once per embedder and write profile).
 
     uv run python bench/embedder_throughput.py
     uv run python bench/embedder_throughput.py --n 1000 --repeats 3 --queries 200 \
-        --episodes 1000 --model ../shared/models/all-MiniLM-L6-v2
+        --model ../shared/models/all-MiniLM-L6-v2
 """
 
 from __future__ import annotations
@@ -32,7 +27,6 @@ import os
 import platform
 import re
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,10 +37,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from memmachine import Scope, open_manager
 from memmachine.adapters.onnx_embedder import OnnxEmbedder, Quantize, available_cpus
-from memmachine.config import EmbeddingSettings, Settings
-from memmachine.models import NewMessage
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo_public.json"
@@ -70,7 +61,6 @@ VARIANTS = (
     Variant("qint8 (published model_qint8.onnx)", onnx_file="onnx/model_qint8.onnx"),
     Variant("int8 (own per-channel copy)", quantize="int8"),
 )
-INGEST_VARIANTS = (VARIANTS[1], VARIANTS[3], VARIANTS[2])
 
 
 @dataclass(frozen=True)
@@ -103,22 +93,11 @@ def load_locomo(path: Path) -> tuple[list[Turn], list[str]]:
     return turns, questions
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds of ``pid`` (``/proc``), 0.0 when unknown."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-# ---------------------------------------------------------------------- part 1
+# ---------------------------------------------------------------------- measuring
 
 
 async def measure_embedders(
@@ -182,128 +161,10 @@ async def measure_embedders(
     return results
 
 
-# ---------------------------------------------------------------------- part 2
-
-
-class RecordingEmbedder:
-    """Wraps an embedder and remembers every text's vector."""
-
-    name = "embedder"
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.model = inner.model
-        self.dimensions = inner.dimensions
-        self.seen: dict[str, list[float]] = {}
-        self.texts = 0
-
-    async def start(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        out: list[list[float]] = await self.inner.embed(texts)
-        self.seen.update(zip(texts, out, strict=True))
-        self.texts += len(texts)
-        return out
-
-
-class ReplayEmbedder:
-    """Answers with vectors recorded earlier: the store path with no model run."""
-
-    name = "embedder"
-
-    def __init__(self, model: str, dimensions: int, vectors: dict[str, list[float]]) -> None:
-        self.model = model
-        self.dimensions = dimensions
-        self.vectors = vectors
-
-    async def start(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [list(self.vectors[text]) for text in texts]
-
-
-def calls(turns: list[Turn], size: int) -> list[tuple[Scope, list[NewMessage]]]:
-    """Consecutive turns of one conversation, ``size`` at a time, one session per call."""
-    out: list[tuple[Scope, list[NewMessage]]] = []
-    by_sample: dict[str, list[Turn]] = {}
-    for turn in turns:
-        by_sample.setdefault(turn.sample, []).append(turn)
-    for sample, items in by_sample.items():
-        for start in range(0, len(items), size):
-            chunk = items[start : start + size]
-            scope = Scope(user_id=sample, session_id=f"{sample}-{start // size}")
-            messages = [
-                NewMessage(content=t.text, producer=t.speaker, timestamp=t.timestamp) for t in chunk
-            ]
-            out.append((scope, messages))
-    return out
-
-
-async def ingest(
-    args: argparse.Namespace, variant: Variant | None, work: list[Any], replay: dict[str, Any]
-) -> dict[str, Any]:
-    """Ingest ``work`` into a fresh embedded data dir; ``variant=None`` replays fp32 vectors."""
-    real = variant or VARIANTS[1]
-    with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
-        settings = Settings(
-            data_dir=Path(tmp),
-            embedding=EmbeddingSettings(
-                provider="local",
-                model=str(args.model),
-                onnx_file=real.onnx_file,
-                quantize=real.quantize,
-                workers=real.workers,
-                threads=real.threads,
-                batch_size=args.batch,
-                cache_dir=args.cache_dir,
-            ),
-        )
-        async with open_manager(settings) as manager:
-            inner = manager.embedder
-            assert inner is not None, "no embedding model"
-            if variant is None:
-                manager.embedder = ReplayEmbedder(inner.model, inner.dimensions, replay["vectors"])
-            else:
-                manager.embedder = recorder = RecordingEmbedder(inner)
-            pidfile = Path(tmp) / "falkordb" / "falkordb.pid"
-            pid = int(pidfile.read_text().strip()) if pidfile.is_file() else None
-            episodes = sum(len(messages) for _, messages in work)
-            wall = time.perf_counter()
-            started = time.process_time() + cpu_seconds(pid)
-            for scope, messages in work:
-                await manager.add_messages(scope, messages, working=False, extract=False)
-            cpu = time.process_time() + cpu_seconds(pid) - started
-            seconds = time.perf_counter() - wall
-            manager.embedder = inner
-        if variant is not None and variant == VARIANTS[1]:
-            replay["vectors"] = recorder.seen
-            replay["texts"] = recorder.texts
-    return {
-        "episodes": episodes,
-        "seconds": seconds,
-        "episodes_per_s": episodes / seconds,
-        "cpu_s": cpu,
-        "episodes_per_cpu_s": episodes / cpu,
-    }
-
-
 # ---------------------------------------------------------------------- report
 
 
-def report(
-    args: argparse.Namespace,
-    embed: dict[str, dict[str, Any]],
-    ingestion: dict[str, dict[str, Any]],
-    texts_per_episode: float,
-) -> str:
+def report(embed: dict[str, dict[str, Any]]) -> str:
     lines = [
         "| variant | workers x threads | texts/s (min-max) | CPU s / 1,000 texts | "
         "query p50 / p95 ms | query CPU ms | cosine to fp32: mean / p5 / min | "
@@ -318,52 +179,24 @@ def report(
             f"{r['query_cpu_ms']:.1f} | {r['cos_mean']:.4f} / {r['cos_p5']:.4f} / "
             f"{r['cos_min']:.4f} | {r['alone_vs_batch_min']:.4f} |"
         )
-    if ingestion:
-        lines += [
-            "",
-            f"Ingestion, {args.episodes:,} LoCoMo turns in calls of {args.call_size} "
-            f"({texts_per_episode:.2f} texts embedded per episode):",
-            "",
-            "| embedder during ingestion | episodes/s (wall) | CPU s | episodes per CPU-second |",
-            "| --- | ---: | ---: | ---: |",
-        ]
-        for label, r in ingestion.items():
-            lines.append(
-                f"| {label} | {r['episodes_per_s']:,.0f} | {r['cpu_s']:.1f} | "
-                f"{r['episodes_per_cpu_s']:,.0f} |"
-            )
     return "\n".join(lines)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     turns, questions = load_locomo(args.data)
     texts = [turn.text for turn in turns[: args.n]]
-    embed = await measure_embedders(args, texts, questions[: args.queries])
-    ingestion: dict[str, dict[str, Any]] = {}
-    replay: dict[str, Any] = {}
-    if args.episodes:
-        work = calls(turns[: args.episodes], args.call_size)
-        ingestion[VARIANTS[1].label] = await ingest(args, VARIANTS[1], work, replay)
-        ingestion["store path only (fp32 vectors replayed)"] = await ingest(
-            args, None, work, replay
-        )
-        for variant in INGEST_VARIANTS[1:]:
-            ingestion[variant.label] = await ingest(args, variant, work, replay)
-    per_episode = replay.get("texts", 0) / args.episodes if args.episodes else 0.0
-    return {"embed": embed, "ingestion": ingestion, "texts_per_episode": per_episode}
+    return {"embed": await measure_embedders(args, texts, questions[: args.queries])}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo_public.json")
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model directory")
-    parser.add_argument("--n", type=int, default=1000, help="turns to embed in part 1")
+    parser.add_argument("--n", type=int, default=1000, help="turns to embed")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds per variant")
     parser.add_argument("--batch", type=int, default=64, help="embedder batch_size")
     parser.add_argument("--queries", type=int, default=200, help="questions embedded alone")
     parser.add_argument("--alone", type=int, default=200, help="turns embedded alone too")
-    parser.add_argument("--episodes", type=int, default=1000, help="turns ingested in part 2")
-    parser.add_argument("--call-size", type=int, default=100, help="messages per add_messages")
     parser.add_argument("--cache-dir", type=Path, default=None, help="where the int8 copy is kept")
     parser.add_argument("--json", type=Path, help="also write every number here")
     args = parser.parse_args()
@@ -378,7 +211,7 @@ def main() -> None:
     )
     results = asyncio.run(run(args))
     print(f"load average {os.getloadavg()[0]:.1f} at the end\n")
-    print(report(args, results["embed"], results["ingestion"], results["texts_per_episode"]))
+    print(report(results["embed"]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
