@@ -443,21 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--startup-timeout", type=float, default=180.0)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="ONNX model directory")
-    parser.add_argument(
-        "--production",
-        action="store_true",
-        help="own FalkorDB server + throwaway PostgreSQL database + machine Redis",
-    )
-    parser.add_argument(
-        "--postgres-admin-url",
-        default="postgresql://postgres@127.0.0.1:5432/test",
-        help="where --production creates (and drops) its throwaway database",
-    )
-    parser.add_argument(
-        "--machine-redis-url",
-        default="redis://127.0.0.1:6379/0",
-        help="the Redis --production uses (under a unique key prefix, deleted after)",
-    )
+    load_scale().add_production_arguments(parser)
     parser.add_argument("--json", type=Path, help="write the raw results here")
     return parser
 

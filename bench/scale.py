@@ -847,6 +847,16 @@ async def warm_index(manager: Any, scope: Any) -> dict[str, float] | None:
     }
 
 
+def _run_header() -> dict[str, Any]:
+    """What every run's results start with: the command, when, where, how busy."""
+    return {
+        "command": " ".join(["python", "bench/scale.py", *sys.argv[1:]]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "load_average_start": os.getloadavg(),
+    }
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Ingest to every size in ``args.sizes``, measuring search at each; the raw results."""
     from memmachine.bootstrap import open_manager
@@ -855,10 +865,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = sorted(args.sizes)
     total = sizes[-1]
     results: dict[str, Any] = {
-        "command": " ".join(["python", "bench/scale.py", *sys.argv[1:]]),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
-        "load_average_start": os.getloadavg(),
+        **_run_header(),
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "checkpoints": [],
     }
@@ -990,10 +997,7 @@ async def run_profiles(args: argparse.Namespace) -> dict[str, Any]:
         )
     ]
     results: dict[str, Any] = {
-        "command": " ".join(["python", "bench/scale.py", *sys.argv[1:]]),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
-        "load_average_start": os.getloadavg(),
+        **_run_header(),
         "episodes": count,
         "profiles": [],
     }
@@ -1064,10 +1068,7 @@ def render_profiles(results: dict[str, Any]) -> str:
     profiles = results["profiles"]
     base = profiles[0]["episodes_per_s"]
     lines = [
-        f"Stores: {results['stores']}. {results['date']}, {results['machine']}, "
-        f"load average {results['load_average_start'][0]:.1f} at start, "
-        f"{results['load_average_end'][0]:.1f} at the end.",
-        f"Command: `{results['command']}`",
+        *_header_lines(results),
         "",
         f"{results['episodes']:,} synthetic episodes per profile, each into fresh stores:",
         "",
@@ -1092,13 +1093,20 @@ def _mb(value: int | None) -> str:
     return "-" if value is None else f"{value / 1e6:,.0f}"
 
 
-def render(results: dict[str, Any]) -> str:
-    """Markdown tables of a run's results."""
-    lines = [
+def _header_lines(results: dict[str, Any]) -> list[str]:
+    """The stores, time, machine, load and command of a run, for the top of its report."""
+    return [
         f"Stores: {results['stores']}. {results['date']}, {results['machine']}, "
         f"load average {results['load_average_start'][0]:.1f} at start, "
         f"{results['load_average_end'][0]:.1f} at the end.",
         f"Command: `{results['command']}`",
+    ]
+
+
+def render(results: dict[str, Any]) -> str:
+    """Markdown tables of a run's results."""
+    lines = [
+        *_header_lines(results),
         f"Model: {results.get('model', '-')}.",
         "",
         "| embedder during ingestion | episodes | seconds | episodes/s (wall) | "
@@ -1240,6 +1248,25 @@ def _sizes(text: str) -> list[int]:
     return values
 
 
+def add_production_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--production`` and where its throwaway stores go (shared with bench/load.py)."""
+    parser.add_argument(
+        "--production",
+        action="store_true",
+        help="own FalkorDB server + throwaway PostgreSQL database + machine Redis",
+    )
+    parser.add_argument(
+        "--postgres-admin-url",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="where --production creates (and drops) its throwaway database",
+    )
+    parser.add_argument(
+        "--machine-redis-url",
+        default="redis://127.0.0.1:6379/0",
+        help="the Redis --production uses (under a unique key prefix, deleted after)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="memmachine ingestion throughput and search latency at scale"
@@ -1287,24 +1314,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the model's own int8 copy (default: MEMMACHINE_EMBEDDING_QUANTIZE, else none)",
     )
     parser.add_argument("--data-dir", type=Path, help="data dir (default: a temporary one)")
-    parser.add_argument(
-        "--production",
-        action="store_true",
-        help="own FalkorDB server + throwaway PostgreSQL database + machine Redis",
-    )
+    add_production_arguments(parser)
     parser.add_argument("--episode-url", help="episode store URL (falkordb://host:port, ...)")
     parser.add_argument("--profile-url", help="profile store URL (postgresql://...)")
     parser.add_argument("--redis-url", help="working memory Redis URL")
-    parser.add_argument(
-        "--postgres-admin-url",
-        default="postgresql://postgres@127.0.0.1:5432/test",
-        help="where --production creates (and drops) its throwaway database",
-    )
-    parser.add_argument(
-        "--machine-redis-url",
-        default="redis://127.0.0.1:6379/0",
-        help="the Redis --production uses (under a unique key prefix, deleted after)",
-    )
     parser.add_argument(
         "--ingest-profiles",
         type=int,
