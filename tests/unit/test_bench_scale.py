@@ -31,6 +31,19 @@ def _load(name: str) -> ModuleType:
     return module
 
 
+def _run_bench(name: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``bench/<name>.py`` with ``args`` in a fresh interpreter; it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done
+
+
 @pytest.fixture(scope="module")
 def scale() -> ModuleType:
     return _load("scale")
@@ -135,10 +148,9 @@ def test_load_arguments(load: ModuleType, capsys: pytest.CaptureFixture[str]) ->
 
 def test_a_tiny_scale_run(model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
-    done = subprocess.run(
+    done = _run_bench(
+        "scale",
         [
-            sys.executable,
-            str(BENCH / "scale.py"),
             "--sizes",
             "100,200",
             "--hot",
@@ -156,12 +168,7 @@ def test_a_tiny_scale_run(model_dir: Path, tmp_path: Path) -> None:
             "--json",
             str(out),
         ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
     assert "| 200 | 80 |" in done.stdout  # the size table, hot scope fixed at 80
     assert "| 200 | 30 |" in done.stdout  # and the second hot user's
     results = json.loads(out.read_text())
@@ -184,10 +191,9 @@ def test_ingest_profiles_compare_write_paths_on_the_same_episodes(
     scale: ModuleType, model_dir: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "profiles.json"
-    done = subprocess.run(
+    done = _run_bench(
+        "scale",
         [
-            sys.executable,
-            str(BENCH / "scale.py"),
             "--ingest-profiles",
             "60",
             "--users",
@@ -199,12 +205,7 @@ def test_ingest_profiles_compare_write_paths_on_the_same_episodes(
             "--json",
             str(out),
         ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(out.read_text())["profiles"]
     assert [row["label"] for row in rows] == [label for label, _, _ in scale.INGEST_PROFILES]
     assert all(row["stored"] == row["episodes"] == 60 for row in rows)  # nothing lost
@@ -227,10 +228,9 @@ def test_ingest_profiles_need_fresh_stores(
 
 def test_a_tiny_load_run(model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "load.json"
-    done = subprocess.run(
+    _run_bench(
+        "load",
         [
-            sys.executable,
-            str(BENCH / "load.py"),
             "--clients",
             "3",
             "--users",
@@ -244,12 +244,7 @@ def test_a_tiny_load_run(model_dir: Path, tmp_path: Path) -> None:
             "--json",
             str(out),
         ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
     )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     results = json.loads(out.read_text())
     check = results["verify"]
     assert results["errors"] == 0
