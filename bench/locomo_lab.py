@@ -61,21 +61,39 @@ Matrix = np.ndarray[Any, Any]
 # ---------------------------------------------------------------------------- embeddings
 
 
-class Vectors:
-    """Embeddings of texts, computed once with the real embedder and kept in ``CACHE``."""
+class _VectorCache:
+    """Vectors by key, kept in ``CACHE/<kind>-<tag>.npz`` (the tag names the model file)."""
 
-    def __init__(self, model: Path, onnx_file: str) -> None:
-        tag = hashlib.sha1(f"{model.resolve()}|{onnx_file}".encode()).hexdigest()[:10]
-        self.path = CACHE / f"vectors-{tag}.npz"
+    def __init__(self, kind: str, model: Path, onnx_file: str) -> None:
+        source = f"{model.resolve()}|{onnx_file}"
+        if kind != "vectors":  # the first cache's file name predates the kind
+            source = f"{kind}|{source}"
+        tag = hashlib.sha1(source.encode()).hexdigest()[:10]
+        self.path = CACHE / f"{kind}-{tag}.npz"
         self.model, self.onnx_file = model, onnx_file
         self.index: dict[str, int] = {}
         self.rows: list[Matrix] = []
         if self.path.exists():
             stored = np.load(self.path, allow_pickle=False)
-            keys = stored["keys"].tolist()
-            self.index = {key: i for i, key in enumerate(keys)}
+            self.index = {key: i for i, key in enumerate(stored["keys"].tolist())}
             self.rows = [stored["vectors"]]
-        self._matrix: Matrix | None = None
+
+    def _keep(self, keys: Sequence[str], vectors: Matrix) -> None:
+        """Add ``vectors`` under ``keys`` (row by row) and write the cache file."""
+        base = sum(len(r) for r in self.rows)
+        for i, key in enumerate(keys):
+            self.index[key] = base + i
+        self.rows = [np.concatenate([*self.rows, vectors])]
+        CACHE.mkdir(parents=True, exist_ok=True)
+        ordered = sorted(self.index, key=self.index.__getitem__)
+        np.savez(self.path, keys=np.asarray(ordered), vectors=self.rows[0])
+
+
+class Vectors(_VectorCache):
+    """Embeddings of texts, computed once with the real embedder and kept in ``CACHE``."""
+
+    def __init__(self, model: Path, onnx_file: str) -> None:
+        super().__init__("vectors", model, onnx_file)
         self.embedder: Any = None
 
     @staticmethod
@@ -101,43 +119,25 @@ class Vectors:
             out += asyncio.run(embedder.embed(missing[start : start + 256]))
             sys.stderr.write(f"\rembedding {len(out)}/{len(missing)} ")
         sys.stderr.write(f"in {time.monotonic() - began:.0f}s\n")
-        base = sum(len(r) for r in self.rows)
-        for i, text in enumerate(missing):
-            self.index[self.key(text)] = base + i
-        self.rows.append(np.asarray(out, dtype=np.float32))
-        self._matrix = None
-        CACHE.mkdir(parents=True, exist_ok=True)
-        keys = sorted(self.index, key=self.index.__getitem__)
-        np.savez(self.path, keys=np.asarray(keys), vectors=self.matrix)
+        self._keep([self.key(text) for text in missing], np.asarray(out, dtype=np.float32))
 
     @property
     def matrix(self) -> Matrix:
-        if self._matrix is None:
-            self._matrix = np.concatenate(self.rows) if self.rows else np.zeros((0, 384))
-            self.rows = [self._matrix]
-        return self._matrix
+        return self.rows[0] if self.rows else np.zeros((0, 384), dtype=np.float32)
 
     def of(self, texts: Sequence[str]) -> Matrix:
         self.ensure(texts)
         return self.matrix[[self.index[self.key(t)] for t in texts]]
 
 
-class SpanVectors:
+class SpanVectors(_VectorCache):
     """Vectors mean-pooled over parts of a text's token states: one model run per text, one
     vector per requested set of character ranges (with [CLS] and [SEP] always in), the way
     the write path could derive a message's sentence vectors, or the message's own vector,
     from a single run. Computed once with the real ONNX model and cached under ``CACHE``."""
 
     def __init__(self, model: Path, onnx_file: str) -> None:
-        tag = hashlib.sha1(f"spans|{model.resolve()}|{onnx_file}".encode()).hexdigest()[:10]
-        self.path = CACHE / f"spans-{tag}.npz"
-        self.model, self.onnx_file = model, onnx_file
-        self.index: dict[str, int] = {}
-        self.rows: list[Matrix] = []
-        if self.path.exists():
-            stored = np.load(self.path, allow_pickle=False)
-            self.index = {key: i for i, key in enumerate(stored["keys"].tolist())}
-            self.rows = [stored["vectors"]]
+        super().__init__("spans", model, onnx_file)
         self.tokens = 0  # tokens run through the model by this instance
 
     @staticmethod
@@ -145,16 +145,13 @@ class SpanVectors:
         return hashlib.sha1(f"{text}|{list(ranges)}".encode()).hexdigest()
 
     def of(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> Matrix:
-        missing: dict[str, list[tuple[int, int]]] = {}
         wanted: dict[str, list[Sequence[tuple[int, int]]]] = defaultdict(list)
         for text, ranges in requests:
             if self.key(text, ranges) not in self.index:
                 wanted[text].append(ranges)
         if wanted:
             self._compute(wanted)
-        del missing
-        matrix = np.concatenate(self.rows)
-        return matrix[[self.index[self.key(t, r)] for t, r in requests]]
+        return self.rows[0][[self.index[self.key(t, r)] for t, r in requests]]
 
     def _compute(self, wanted: dict[str, list[Sequence[tuple[int, int]]]]) -> None:
         import onnxruntime as ort
@@ -200,13 +197,7 @@ class SpanVectors:
                     keys.append(self.key(text, ranges))
             sys.stderr.write(f"\rspan vectors {start + len(batch)}/{len(texts)} texts ")
         sys.stderr.write(f"in {time.monotonic() - began:.0f}s\n")
-        base = sum(len(r) for r in self.rows)
-        for i, key in enumerate(keys):
-            self.index[key] = base + i
-        self.rows.append(np.stack(out))
-        CACHE.mkdir(parents=True, exist_ok=True)
-        ordered = sorted(self.index, key=self.index.__getitem__)
-        np.savez(self.path, keys=np.asarray(ordered), vectors=np.concatenate(self.rows))
+        self._keep(keys, np.stack(out))
 
 
 # ---------------------------------------------------------------------------- derivatives
