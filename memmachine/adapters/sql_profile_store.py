@@ -157,7 +157,8 @@ class SqlProfileStore(Lifecycle):
         await self._database.close()
 
     async def health(self) -> StoreHealth:
-        """Round-trip ``SELECT 1``; report dialect, server version and latency. Never raises."""
+        """Round-trip ``SELECT 1``; report dialect (on PostgreSQL: whether pgvector ranks
+        the vectors), server version and latency. Never raises."""
         engine = self._database.engine
         if engine is None:
             return health_of(self, "down", detail="not started")
@@ -171,6 +172,8 @@ class SqlProfileStore(Lifecycle):
         latency = (time.perf_counter() - started) * 1000
         version = ".".join(str(part) for part in info) if info else None
         detail = f"{engine.dialect.name}+{engine.dialect.driver}"
+        if engine.dialect.name == "postgresql":
+            detail += ", vectors ranked by pgvector" if self._pgvector else ", no pgvector"
         return health_of(self, "ok", detail=detail, version=version, latency_ms=latency)
 
     # ------------------------------------------------------------------ writes

@@ -14,7 +14,7 @@ from memmachine.auth import IssuedKey, issue_key, secret_matches
 from memmachine.errors import ConflictError, NotFoundError
 from memmachine.models import FactRecord, Scope, utc_now
 from memmachine.ports import KeyStore
-from tests.contract.test_profile_store import temporary_postgres_database
+from tests.conftest import temporary_postgres_database
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -22,7 +22,8 @@ def key_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'fresh' / 'profile.db'}"
     else:
-        with temporary_postgres_database() as url:
+        admin_url = str(request.getfixturevalue("postgres_admin_url"))
+        with temporary_postgres_database(admin_url) as url:
             yield url
 
 

@@ -12,7 +12,6 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from memmachine.errors import (
 )
 from memmachine.models import Fact, FactRecord, Scope
 from memmachine.ports import ProfileStore
+from tests.conftest import temporary_postgres_database
 
 # --------------------------------------------------------------------------- adapters
 
@@ -41,46 +41,22 @@ def sqlite_profile_url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'profile' / 'facts.db'}"
 
 
-#: The PostgreSQL server the tests create their databases on (the machine's, by default).
-POSTGRES_ADMIN_DSN = os.environ.get(
-    "MEMMACHINE_TEST_POSTGRES_ADMIN_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
-)
-
-
-@contextmanager
-def temporary_postgres_database() -> Iterator[str]:
-    """A new, empty database ``mmtest_<hex>`` on :data:`POSTGRES_ADMIN_DSN`, dropped (with
-    its connections) afterwards; yields its async SQLAlchemy URL. Skips the test when the
-    server cannot be reached."""
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        admin = psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {POSTGRES_ADMIN_DSN!r} is unreachable: {exc}".strip())
-    name = f"mmtest_{uuid.uuid4().hex[:12]}"
-    info = admin.info
-    try:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            user = info.user
-            yield f"postgresql+psycopg://{user}@{info.host}:{info.port}/{name}"
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.close()
+@pytest.fixture(scope="session")
+def postgresql_profile_url(postgres_admin_url: str) -> Iterator[str]:
+    """``MEMMACHINE_TEST_POSTGRES_URL`` when set (used as is, never dropped); otherwise a
+    database of its own on the session's PostgreSQL with pgvector, dropped at the end."""
+    url = os.environ.get("MEMMACHINE_TEST_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    with temporary_postgres_database(postgres_admin_url) as created:
+        yield created
 
 
 @pytest.fixture(scope="session")
-def postgresql_profile_url() -> Iterator[str]:
-    """``MEMMACHINE_TEST_POSTGRES_URL`` when set (used as is, never dropped); otherwise a
-    database of its own on the machine's PostgreSQL for the whole session, dropped at the
-    end."""
-    url = os.environ.get("MEMMACHINE_TEST_POSTGRES_URL")
-    if url:
-        pytest.importorskip("psycopg")
-        yield url
-        return
-    with temporary_postgres_database() as created:
+def postgresql_plain_profile_url(postgres_plain_admin_url: str) -> Iterator[str]:
+    """A database of its own on the session's PostgreSQL without pgvector."""
+    with temporary_postgres_database(postgres_plain_admin_url) as created:
         yield created
 
 
@@ -88,6 +64,7 @@ def postgresql_profile_url() -> Iterator[str]:
 PROFILE_STORE_URLS = [
     pytest.param("sqlite_profile_url", id="sqlite"),
     pytest.param("postgresql_profile_url", id="postgresql"),
+    pytest.param("postgresql_plain_profile_url", id="postgresql-plain"),
 ]
 
 

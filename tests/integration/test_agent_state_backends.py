@@ -10,7 +10,6 @@ a manager never see each other's records.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
@@ -31,7 +30,6 @@ from memmachine.errors import ConfigurationError, ConflictError, InvalidInputErr
 from memmachine.manager import MemoryManager
 from memmachine.models import Scope, WorkingMessage, utc_now
 
-REDIS_URL = os.environ.get("MEMMACHINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 KINDS = ["file", "sqlite", "redis", "working"]
 
 
@@ -82,18 +80,6 @@ async def manager(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mem
         yield opened
 
 
-@pytest.fixture(scope="module")
-def redis_url() -> str:
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"Redis service not reachable at {REDIS_URL}: {exc}")
-    finally:
-        client.close()
-    return REDIS_URL
-
-
 @dataclass
 class Backends:
     """``open()`` starts a new backend object on the test's storage (a second one sees what
@@ -124,7 +110,7 @@ def backends(
     if kind == "working":
         manager = request.getfixturevalue("manager")
     elif kind == "redis":
-        location = request.getfixturevalue("redis_url")
+        location = str(request.getfixturevalue("redis_service_url"))
         settings = settings.model_copy(update={"working_key_prefix": prefix})
 
     async def open_backend() -> StateBackend:
@@ -134,8 +120,8 @@ def backends(
         return backend
 
     yield Backends(kind, open_backend)
-    if kind == "redis":
-        with redis.Redis.from_url(REDIS_URL) as client:
+    if location is not None:
+        with redis.Redis.from_url(location) as client:
             keys = list(client.scan_iter(match=f"{prefix}:*"))
             if keys:
                 client.delete(*keys)

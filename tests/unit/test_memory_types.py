@@ -4,7 +4,6 @@ must pass, and the scoped record space a type stores through, on real SQLite and
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -37,7 +36,6 @@ from memmachine.memory_types import (
 from memmachine.models import Scope
 from memmachine.safety.pii import Redactor
 
-REDIS_URL = os.environ.get("MEMMACHINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 HERE = __name__
 READING_LIST = "examples.custom_memory_type:ReadingList"
 
@@ -221,14 +219,10 @@ async def backend(
     if request.param == "sqlite":
         yield SQLiteStateBackend(tmp_path / "records.db")
         return
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        client.close()
-        pytest.skip(f"no Redis at {REDIS_URL}: {exc}")
+    url = str(request.getfixturevalue("redis_service_url"))
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
     prefix = f"mmtest-types-{unique}"
-    yield RedisStateBackend(REDIS_URL, key_prefix=prefix)
+    yield RedisStateBackend(url, key_prefix=prefix)
     for key in client.scan_iter(f"{prefix}:*"):
         client.delete(key)
     client.close()
