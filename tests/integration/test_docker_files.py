@@ -15,6 +15,7 @@ import yaml
 
 from memmachine.config import CONFIG_FILE_VARIABLE, Settings, resolve_credentials
 from tests.conftest import REPO_ROOT
+from tests.services import NEO4J_VERSION
 
 DOCKER = REPO_ROOT / "docker"
 ENTRYPOINT = DOCKER / "entrypoint.sh"
@@ -109,6 +110,63 @@ def test_compose_passwords_agree_between_services() -> None:
     assert f"//{postgres['POSTGRES_USER']}@" in env["MEMMACHINE_PROFILE_STORE_URL"]
     assert env["MEMMACHINE_PROFILE_STORE_URL"].endswith(f"/{postgres['POSTGRES_DB']}")
     assert env["MEMMACHINE_WORKING_STORE_PASSWORD"] in services["redis"]["command"]
+
+
+def test_compose_runs_the_neo4j_the_tests_run_without_plugins() -> None:
+    """The image's major.minor is the one tests/neo4j pins, community edition, and no
+    plugin is installed (the code uses only built-in procedures and indexes)."""
+    neo4j = compose()["services"]["neo4j"]
+    major_minor = ".".join(NEO4J_VERSION.split(".")[:2])
+    assert neo4j["image"] == f"neo4j:{major_minor}-community"
+    environment = neo4j["environment"]
+    assert not {"NEO4J_PLUGINS", "NEO4JLABS_PLUGINS"} & set(environment)
+    # settings the image turns into neo4j.conf entries: server.* names of Neo4j 5
+    for name in environment:
+        if name not in ("NEO4J_AUTH",):
+            assert name.startswith("NEO4J_server_"), name
+
+
+def test_neo4j_health_check_queries_bolt_with_the_password_from_its_environment(
+    tmp_path: Path,
+) -> None:
+    """The check runs cypher-shell (a query over Bolt, so healthy means the database
+    answers) with the password taken from NEO4J_AUTH inside the container, never written in
+    the rendered configuration. Run here through sh, as Docker would, with a stand-in
+    cypher-shell that records its arguments."""
+    check = compose()["services"]["neo4j"]["healthcheck"]
+    kind, command = check["test"]
+    assert kind == "CMD-SHELL"
+    assert "memmachine-dev-password" not in command
+    rendered = command.replace("$$", "$")  # compose's interpolation of an escaped $
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "cypher-shell").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGS_FILE"\n')
+    (fake / "cypher-shell").chmod(0o755)
+    env = {
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "NEO4J_AUTH": "neo4j/pa ss$word",
+        "ARGS_FILE": str(tmp_path / "args"),
+    }
+    done = subprocess.run(["sh", "-c", rendered], env=env, check=False)
+    assert done.returncode == 0
+    args = (tmp_path / "args").read_text().splitlines()
+    assert args[args.index("-u") + 1] == "neo4j"
+    assert args[args.index("-p") + 1] == "pa ss$word"
+    assert args[args.index("-a") + 1] == "bolt://localhost:7687"
+    assert args[-1] == "RETURN 1"
+    (fake / "cypher-shell").write_text("#!/bin/sh\nexit 1\n")
+    assert subprocess.run(["sh", "-c", rendered], env=env, check=False).returncode == 1
+    # a database still starting gets the check's grace period and enough retries
+    assert _seconds(check["start_period"]) >= 30
+    assert _seconds(check["interval"]) * check["retries"] >= 120
+
+
+def _seconds(duration: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    for unit in sorted(units, key=len, reverse=True):
+        if duration.endswith(unit):
+            return float(duration[: -len(unit)]) * units[unit]
+    raise AssertionError(f"not a compose duration: {duration}")
 
 
 # --------------------------------------------------------------------------- the images
