@@ -18,6 +18,9 @@ This module adds the connection, the schema and the error mapping.
   vectors, the cosine vector index ``episode_embedding``. Search stays exact within the
   scope (a scan scored by ``vector.similarity.cosine``); the vector index is there for an
   approximate fast path on very large scopes.
+* The server sends only warnings the code can act on: notifications below WARNING and
+  of the UNRECOGNIZED classification (a property key no node has yet) are switched off,
+  so optional properties such as ``agent_id`` do not put a warning in the log per query.
 * Every query is parameterised and runs through ``AsyncDriver.execute_query``: one managed
   transaction, retried by the driver on transient errors (deadlocks, leader changes) for at
   most ``max_transaction_retry_time`` seconds. Reads are routed to readers. A batch of
@@ -162,6 +165,10 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
                 connection_timeout=_CONNECTION_TIMEOUT,
                 connection_acquisition_timeout=_ACQUISITION_TIMEOUT,
                 max_transaction_retry_time=_RETRY_SECONDS,
+                # Warnings and worse only, and not "unrecognized" ones: a property no episode
+                # has yet (agent_id, group_id) draws one on every query that returns it.
+                notifications_min_severity="WARNING",
+                notifications_disabled_classifications=["UNRECOGNIZED"],
             )
         except (neo4j_errors.ConfigurationError, ValueError) as exc:
             raise ConfigurationError(f"invalid episode store URL: {exc}") from None

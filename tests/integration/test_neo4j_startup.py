@@ -157,3 +157,36 @@ async def test_servers_starting_at_once_create_one_schema(neo4j_database: Neo4jT
     assert {"episode_terms", "episode_embedding", "episode_user_id"} <= set(indexes)
     assert len(constraints) == len(set(constraints)) == 4
     assert meta["n"] == 1
+
+
+async def test_queries_put_no_warning_in_the_log(
+    neo4j_database: Neo4jTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Episodes without agent_id or group_id (the common case) must not make Neo4j warn
+    about an unknown property key on every list and search."""
+    store = Neo4jEpisodeStore(
+        neo4j_database.url, user=neo4j_database.user, password=neo4j_database.password
+    )
+    await store.start()
+    try:
+        scope = Scope(tenant="t", org_id="o", project_id="p", user_id="u", session_id="s")
+        await store.add_episodes(
+            scope,
+            [
+                EpisodeRecord(
+                    id="only",
+                    role="user",
+                    producer=None,
+                    content="the blue drawer",
+                    timestamp=datetime.now(UTC),
+                    search_text="the blue drawer",
+                )
+            ],
+        )
+        caplog.clear()
+        with caplog.at_level("INFO", logger="neo4j"):
+            assert [e.id for e in await store.list_episodes(scope)] == ["only"]
+            assert [e.id for e, _ in await store.fulltext_search(scope, "drawer", 5)] == ["only"]
+        assert [r.getMessage()[:120] for r in caplog.records if r.name.startswith("neo4j")] == []
+    finally:
+        await store.close()
