@@ -117,25 +117,26 @@ def production_stores(
     args: argparse.Namespace, workdir: Path
 ) -> Iterator[tuple[dict[str, str], int]]:
     """The ``MEMMACHINE_*`` variables of a FalkorDB server, a throwaway PostgreSQL database
-    and a unique prefix in the machine's Redis, and the FalkorDB server's pid; everything is
-    removed on exit."""
+    and a unique Redis key prefix, and the FalkorDB server's pid; the servers the bench
+    started and everything written are removed on exit."""
     scale = load_scale()
     token = uuid.uuid4().hex[:8]
     prefix = f"mm-load-{token}"
     with contextlib.ExitStack() as stack:
-        falkordb_url, falkordb_pid = stack.enter_context(scale.falkordb_server(workdir))
+        stack.enter_context(scale.service_servers(args))
+        graph = stack.enter_context(scale.graph_server("falkordb", workdir))
         profile_url = stack.enter_context(
             scale.postgres_database(args.postgres_admin_url, f"mm_load_{token}")
         )
         stack.callback(scale.delete_redis_keys, args.machine_redis_url, prefix)
         variables = {
-            "MEMMACHINE_EPISODE_STORE_URL": falkordb_url.replace("redis://", "falkordb://", 1),
+            "MEMMACHINE_EPISODE_STORE_URL": graph.url,
             "MEMMACHINE_PROFILE_STORE_URL": profile_url,
             "MEMMACHINE_WORKING_STORE_URL": args.machine_redis_url,
             "MEMMACHINE_WORKING_KEY_PREFIX": prefix,
             "MEMMACHINE_JOBS_KEY_PREFIX": prefix,
         }
-        yield variables, falkordb_pid
+        yield variables, graph.pid
 
 
 @contextlib.contextmanager

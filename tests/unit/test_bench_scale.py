@@ -183,8 +183,46 @@ def test_a_tiny_scale_run(model_dir: Path, tmp_path: Path) -> None:
             assert scope["search_ms"]["with_embedding"]["p95"] > 0
             assert scope["search_ms"]["mean_hits"]["value"] > 0  # searches found episodes
             assert scope["index"]["loaded"]  # searched by the in-process index
-        assert point["resources"]["falkordb_rss"] > 0
+        assert point["resources"]["graph_rss"] > 0
     assert "Growth for a fixed scope of 80 episodes, store 100 -> 200" in done.stdout
+
+
+def test_a_tiny_production_run_on_both_graph_stores(model_dir: Path, tmp_path: Path) -> None:
+    """--production --graph falkordb,neo4j: the bench starts its own PostgreSQL, Redis and
+    both graph servers, runs the same episodes and queries on each, and puts them side by
+    side; the same searches find the same number of episodes on both."""
+    out = tmp_path / "trio.json"
+    done = _run_bench(
+        "scale",
+        [
+            "--production",
+            "--graph", "falkordb,neo4j",
+            "--sizes", "120",
+            "--hot", "60",
+            "--users", "3",
+            "--batch", "30",
+            "--onnx-episodes", "30",
+            "--queries", "3",
+            "--store-queries", "2",
+            "--model", str(model_dir),
+            "--json", str(out),
+        ],
+    )  # fmt: skip
+    assert "Side by side" in done.stdout
+    assert "| FalkorDB | 120 | 60 |" in done.stdout
+    assert "| Neo4j | 120 | 60 |" in done.stdout
+    runs = json.loads(out.read_text())["runs"]
+    assert [run["graph"] for run in runs] == ["FalkorDB", "Neo4j"]
+    assert [run["stores"] for run in runs] == [
+        "production (FalkorDB server, PostgreSQL, Redis)",
+        "production (Neo4j server, PostgreSQL, Redis)",
+    ]
+    hits = [run["checkpoints"][0]["search_ms"]["mean_hits"]["value"] for run in runs]
+    assert hits[0] > 0
+    assert hits[0] == hits[1]
+    for run in runs:
+        assert run["checkpoints"][0]["resources"]["graph_rss"] > 0
+        assert run["checkpoints"][0]["resources"]["postgres_db"] > 0
 
 
 def test_ingest_profiles_compare_write_paths_on_the_same_episodes(
