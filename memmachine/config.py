@@ -42,8 +42,7 @@ from pydantic_settings import (
 )
 
 from memmachine.errors import ConfigurationError
-from memmachine.models import ExtractionTopic
-from memmachine.safety.pii import PII_KINDS
+from memmachine.models import PII_KINDS, ExtractionTopic
 
 __all__ = [
     "CONFIG_FILE_VARIABLE",
@@ -273,6 +272,8 @@ class LimitSettings(_Section):
     max_facts_per_request: int = Field(default=500, ge=1)
     max_fact_chars: int = Field(default=4_000, ge=1)
     max_state_bytes: int = Field(default=256_000, ge=1)
+    #: How deeply a stored JSON value (metadata, state, a custom record) may nest.
+    max_nesting_depth: int = Field(default=64, ge=1)
     max_top_k: int = Field(default=100, ge=1)
     max_request_bytes: int = Field(default=8_000_000, ge=1024)
 

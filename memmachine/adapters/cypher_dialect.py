@@ -32,8 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memmachine.errors import ConfigurationError, InvalidInputError
-from memmachine.models import Scope
-from memmachine.retrieval.terms import (
+from memmachine.indexing.terms import (
     MAX_QUERY_TERMS,
     MAX_TERM_CHARS,
     STOPWORDS,
@@ -41,6 +40,7 @@ from memmachine.retrieval.terms import (
     document_terms,
     query_terms,
 )
+from memmachine.models import Scope
 
 __all__ = [
     "MAX_QUERY_TERMS",

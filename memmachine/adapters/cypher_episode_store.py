@@ -26,6 +26,13 @@ from memmachine.adapters.cypher_dialect import (
     scope_predicate,
 )
 from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError, StoreError
+from memmachine.indexing.terms import (
+    ANALYSER_VERSION,
+    BM25_B,
+    BM25_K1,
+    document_terms,
+    query_terms,
+)
 from memmachine.models import (
     Episode,
     EpisodeRecord,
@@ -36,13 +43,6 @@ from memmachine.models import (
     utc_now,
 )
 from memmachine.ports import Lifecycle
-from memmachine.retrieval.terms import (
-    ANALYSER_VERSION,
-    BM25_B,
-    BM25_K1,
-    document_terms,
-    query_terms,
-)
 
 __all__ = ["FULLTEXT_INDEX", "CypherEpisodeStore"]
 

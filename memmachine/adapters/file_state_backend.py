@@ -29,9 +29,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memmachine.agent_state import JsonStateBackend, StoredState, scope_fields, stale_revision
+from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError
 from memmachine.models import Scope
+from memmachine.ports import StoredState, scope_fields, stale_revision
 
 __all__ = ["FileStateBackend"]
 
@@ -39,7 +40,7 @@ _STORE = "state"
 
 
 class FileStateBackend(JsonStateBackend):
-    """A :class:`~memmachine.agent_state.StateBackend` on the local file system."""
+    """A :class:`~memmachine.ports.StateBackend` on the local file system."""
 
     name = _STORE
     kind = "file"

@@ -3,7 +3,7 @@
 :class:`IndexedEpisodeStore` wraps an :class:`~memmachine.ports.EpisodeStore` and is one
 itself. Writes and plain reads go to the wrapped store, which stays the only authority.
 Searches (``vector_search``, ``fulltext_search``, ``adjacent``, ``neighbours``) are answered
-from a :class:`~memmachine.retrieval.scope_index.ScopeIndex` of the searched user, loaded from
+from a :class:`~memmachine.indexing.scope_index.ScopeIndex` of the searched user, loaded from
 the store on first use and brought up to date before every search:
 
 1. One small read of the user's :class:`~memmachine.models.IndexState` (deduplicated between
@@ -38,6 +38,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from memmachine.errors import MemMachineError
+from memmachine.indexing.scope_index import ScopeIndex
+from memmachine.indexing.terms import query_terms
 from memmachine.models import (
     Episode,
     EpisodeRecord,
@@ -48,8 +50,6 @@ from memmachine.models import (
     checked_vector,
 )
 from memmachine.ports import EpisodeStore, Lifecycle
-from memmachine.retrieval.scope_index import ScopeIndex
-from memmachine.retrieval.terms import query_terms
 
 __all__ = ["IndexedEpisodeStore"]
 

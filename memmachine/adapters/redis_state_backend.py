@@ -28,16 +28,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.adapters.redis_common import connect_redis, describe_error
-from memmachine.agent_state import (
-    JsonStateBackend,
-    StoredState,
-    record_key,
-    scope_fields,
-    stale_revision,
-)
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import ID_PATTERN, Scope, utc_now
+from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
 
 __all__ = ["RedisStateBackend"]
 
@@ -74,7 +69,7 @@ return removed
 
 
 class RedisStateBackend(JsonStateBackend):
-    """A :class:`~memmachine.agent_state.StateBackend` on Redis.
+    """A :class:`~memmachine.ports.StateBackend` on Redis.
 
     ``url`` is ``redis://``, ``rediss://`` or ``unix:///path.sock``; ``password`` overrides
     one in the URL; ``key_prefix`` (an id) starts every key so deployments and tests can

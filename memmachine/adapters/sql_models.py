@@ -13,7 +13,7 @@ handled by column types:
 * ``embedding`` is a float32 little-endian byte string (``BLOB`` / ``bytea``): 4 bytes per
   dimension, decoded with ``numpy.frombuffer(raw, dtype="<f4")``. ``NULL`` = no embedding.
 * ``search_terms`` holds the terms of tag, feature and value as produced by the shared
-  analyser (:func:`memmachine.retrieval.terms.document_terms`), joined by single spaces. The
+  analyser (:func:`memmachine.indexing.terms.document_terms`), joined by single spaces. The
   store writes it with every upsert; lexical search reads it instead of re-analysing text
   (SQLite: BM25 in Python; PostgreSQL: a generated ``tsvector`` over it, GIN-indexed).
 

@@ -20,7 +20,7 @@ no-op at head; PostgreSQL serialises concurrent starts with an advisory lock, SQ
   and search sees current facts only without an extra filter. Deleting facts deletes their
   history too.
 * ``search_facts`` fuses two rankings by reciprocal-rank fusion
-  (:mod:`memmachine.retrieval.fusion`), then loads only the ``k`` winners:
+  (:mod:`memmachine.indexing.fusion`), then loads only the ``k`` winners:
 
   - lexical: BM25 over the analysed terms of tag, feature and value (``search_terms``,
     written at upsert by the shared analyser). SQLite scores every in-scope fact in Python.
@@ -92,6 +92,8 @@ from memmachine.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from memmachine.indexing.fusion import reciprocal_rank_fusion
+from memmachine.indexing.terms import document_terms, query_terms
 from memmachine.models import (
     EpisodeDetachment,
     Fact,
@@ -102,8 +104,6 @@ from memmachine.models import (
     utc_now,
 )
 from memmachine.ports import Lifecycle
-from memmachine.retrieval import reciprocal_rank_fusion
-from memmachine.retrieval.terms import document_terms, query_terms
 
 __all__ = ["SqlProfileStore"]
 

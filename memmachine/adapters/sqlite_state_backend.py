@@ -18,15 +18,10 @@ from pathlib import Path
 
 import aiosqlite
 
-from memmachine.agent_state import (
-    JsonStateBackend,
-    StoredState,
-    record_key,
-    scope_fields,
-    stale_revision,
-)
+from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError, StoreUnavailableError
 from memmachine.models import Scope, utc_now
+from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
 
 __all__ = ["SQLiteStateBackend"]
 
@@ -77,7 +72,7 @@ _DELETE_USER = (
 
 
 class SQLiteStateBackend(JsonStateBackend):
-    """A :class:`~memmachine.agent_state.StateBackend` on a SQLite file (``:memory:`` works
+    """A :class:`~memmachine.ports.StateBackend` on a SQLite file (``:memory:`` works
     too, for one backend object)."""
 
     name = _STORE

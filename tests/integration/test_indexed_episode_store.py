@@ -22,8 +22,8 @@ from redis.exceptions import ResponseError
 from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
 from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
 from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
+from memmachine.indexing.scope_index import ScopeIndex
 from memmachine.models import Episode, EpisodeRecord, Scope
-from memmachine.retrieval.scope_index import ScopeIndex
 
 DIMENSIONS = 8
 MODEL = "index-test-model"

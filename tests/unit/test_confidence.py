@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memmachine.confidence import contradicted, corroborated, effective, supersedes
+from memmachine.memory.confidence import contradicted, corroborated, effective, supersedes
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

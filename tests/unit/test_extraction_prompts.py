@@ -7,7 +7,7 @@ import json
 
 from memmachine.adapters.openai_language_model import OpenAILanguageModel
 from memmachine.config import ExtractionSettings
-from memmachine.prompts import (
+from memmachine.prompting.llm import (
     CandidateFact,
     ExistingFact,
     PromptMessage,

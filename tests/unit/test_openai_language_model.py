@@ -19,7 +19,7 @@ from memmachine.bootstrap import build_language_model
 from memmachine.config import LLM_OFF_REASON, LlmSettings
 from memmachine.errors import InvalidInputError, ModelOutputError, StoreError
 from memmachine.ports import LanguageModel
-from memmachine.prompts import PromptMessage, Summary, summarise_messages
+from memmachine.prompting.llm import PromptMessage, Summary, summarise_messages
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (fixture)
 from tests.fakes.llm_server import ChatRequest, Reply, ScriptedChatServer
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memmachine.indexing.scope_index import ScopeIndex
 from memmachine.models import IndexEntry, Scope
-from memmachine.retrieval.scope_index import ScopeIndex
 
 DIMENSIONS = 48
 USER = Scope(user_id="ann")

@@ -18,7 +18,7 @@ Revisions (``versions/``):
 * ``0005`` the ``api_keys`` table (hashes of API key secrets, never keys), used by
   :class:`~memmachine.adapters.sql_key_store.SqlKeyStore` on the same database.
 * ``0006`` every fact's ``search_terms`` analysed again with the Snowball analyser
-  (:data:`memmachine.retrieval.terms.ANALYSER_VERSION` 2).
+  (:data:`memmachine.indexing.terms.ANALYSER_VERSION` 2).
 
 A database made by the pre-migration code (``profile_facts`` without an ``alembic_version``
 table) is stamped at the baseline and then upgraded, so its rows are kept.

@@ -1,7 +1,7 @@
 """Analysed search terms on every dialect; a GIN-indexed ``tsvector`` over them on PostgreSQL.
 
 ``search_terms`` is written by the store from the shared analyser
-(:func:`memmachine.retrieval.terms.document_terms`); existing rows are backfilled here with
+(:func:`memmachine.indexing.terms.document_terms`); existing rows are backfilled here with
 the same function. On PostgreSQL ``search_vector`` is generated from it with
 ``array_to_tsvector`` (the terms become lexemes verbatim, no parser or dictionary), so that
 PostgreSQL matches exactly the terms SQLite's BM25 sees.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from memmachine.retrieval.terms import document_terms
+from memmachine.indexing.terms import document_terms
 
 revision = "0002"
 down_revision: str | None = "0001"

@@ -1,6 +1,6 @@
 """Re-analyse every fact's ``search_terms`` with the Snowball analyser.
 
-The shared analyser (:func:`memmachine.retrieval.terms.document_terms`, analyser version 2)
+The shared analyser (:func:`memmachine.indexing.terms.document_terms`, analyser version 2)
 now stems words ("hiking" → "hike") where version 1 only folded plurals, and queries are
 analysed the same way, so terms stored by version 1 would no longer match. Every row is
 analysed again; on PostgreSQL ``search_vector`` follows, being generated from the column.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from memmachine.retrieval.terms import document_terms
+from memmachine.indexing.terms import document_terms
 
 revision = "0006"
 down_revision: str | None = "0005"

@@ -1,10 +1,10 @@
 """Prompts: functions that take typed inputs and return typed (pydantic) results from a
-:class:`~memmachine.ports.LanguageModel`. See :mod:`memmachine.prompts.base`."""
+:class:`~memmachine.ports.LanguageModel`. See :mod:`memmachine.prompting.llm.base`."""
 
 from __future__ import annotations
 
-from memmachine.prompts.base import Prompt, PromptMessage, Summary, summarise_messages
-from memmachine.prompts.extraction import (
+from memmachine.prompting.llm.base import Prompt, PromptMessage, Summary, summarise_messages
+from memmachine.prompting.llm.extraction import (
     CandidateFact,
     ConsolidationDecision,
     ExistingFact,

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memmachine.indexing.terms import BM25_B, BM25_K1
 from memmachine.models import IndexEntry, Scope
-from memmachine.retrieval.terms import BM25_B, BM25_K1
 
 try:  # SIMD int8 dot products; without them every search is a float32 scan
     import simsimd as _simsimd

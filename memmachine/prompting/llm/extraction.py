@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from memmachine.models import ExtractionTopic
 from memmachine.ports import LanguageModel
-from memmachine.prompts.base import Prompt, PromptMessage
+from memmachine.prompting.llm.base import Prompt, PromptMessage
 
 __all__ = [
     "CandidateFact",

@@ -28,22 +28,22 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from memmachine.config import CompactionSettings
 from memmachine.errors import ConflictError
 from memmachine.models import Scope, WorkingMemory, WorkingMessage, utc_now
-from memmachine.prompting import estimate_tokens
-from memmachine.prompts import PromptMessage, summarise_messages
-
-if TYPE_CHECKING:
-    from memmachine.manager import MemoryManager
+from memmachine.ports import Job, LanguageModel, WorkingMemoryStore
+from memmachine.prompting.llm import PromptMessage, summarise_messages
+from memmachine.prompting.memory_prompt import estimate_tokens
 
 __all__ = [
     "MAX_COVERED_IDS",
     "RESERVED_STATE_KEY",
     "CompactionResult",
+    "CompactionTarget",
     "compact_if_idle",
     "compact_session",
     "covered_ids",
@@ -61,6 +61,35 @@ MAX_COVERED_IDS = 2_000
 _MESSAGE_OVERHEAD = 4
 #: Estimated tokens per word of summary, to reserve room for the summary in the budget.
 _TOKENS_PER_WORD = 1.4
+
+
+class CompactionTarget(Protocol):
+    """What compaction reads and writes (a :class:`~memmachine.manager.MemoryManager` is
+    one): the session through the write path, the store to look at it without changing it,
+    the settings, the model and the queue for a later check."""
+
+    @property
+    def compaction(self) -> CompactionSettings: ...
+    @property
+    def language_model(self) -> LanguageModel | None: ...
+    @property
+    def working(self) -> WorkingMemoryStore: ...
+
+    async def get_working(self, scope: Scope) -> WorkingMemory: ...
+
+    async def put_working(
+        self,
+        scope: Scope,
+        *,
+        messages: list[WorkingMessage],
+        state: dict[str, Any],
+        summary: str | None,
+        expected_version: int,
+    ) -> WorkingMemory: ...
+
+    async def enqueue_compaction(
+        self, scope: Scope, *, idempotency_key: str, idle: bool, delay_seconds: float
+    ) -> Job: ...
 
 
 class CompactionResult(BaseModel):
@@ -98,7 +127,7 @@ def covered_ids(state: dict[str, Any]) -> list[str]:
 
 
 async def compact_session(
-    manager: MemoryManager, scope: Scope, *, force: bool = False
+    manager: CompactionTarget, scope: Scope, *, force: bool = False
 ) -> CompactionResult:
     """Compact the working memory of ``scope``'s session; see the module docstring.
 
@@ -112,7 +141,9 @@ async def compact_session(
         return await _compact_once(manager, scope, force=force)
 
 
-async def _compact_once(manager: MemoryManager, scope: Scope, *, force: bool) -> CompactionResult:
+async def _compact_once(
+    manager: CompactionTarget, scope: Scope, *, force: bool
+) -> CompactionResult:
     settings = manager.compaction
     memory = await manager.get_working(scope)
     session_id = memory.scope.session_id or ""
@@ -187,7 +218,7 @@ async def _compact_once(manager: MemoryManager, scope: Scope, *, force: bool) ->
     )
 
 
-async def compact_if_idle(manager: MemoryManager, scope: Scope) -> CompactionResult:
+async def compact_if_idle(manager: CompactionTarget, scope: Scope) -> CompactionResult:
     """The inactivity trigger: compact ``scope``'s session (as with ``force``) when nothing
     was written to it for ``compaction.idle_seconds``.
 

@@ -1,31 +1,11 @@
-"""Ports: the storage and model roles the manager depends on, with their contracts.
-
-Every adapter of a port passes the shared contract suite in ``tests/contract/``. The contracts
-below are what that suite checks; an adapter that needs to deviate must change the contract
-here first.
-
-Common rules for every store:
-
-* Lifecycle: ``start()`` connects and creates what the store needs (idempotently); ``close()``
-  releases everything and may be called twice. Stores are async context managers through
-  :class:`Lifecycle`.
-* Scope: every method takes a :class:`~memmachine.models.Scope`. ``tenant``, ``org_id``,
-  ``project_id`` and ``user_id`` always match exactly; ``agent_id``, ``session_id`` and
-  ``group_id`` narrow the match when set. Nothing outside the scope is ever read, changed or
-  counted.
-* Errors: driver exceptions never escape; a failing backend raises
-  :class:`~memmachine.errors.StoreError` (or ``StoreUnavailableError``) naming the store.
-* ``health()`` never raises: it reports ``status="down"`` with a detail instead.
-"""
+"""The store ports: episodic, profile and working memory, and API keys (see
+:mod:`memmachine.ports` for the rules every store follows)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Protocol, Self, TypeVar, runtime_checkable
-
-from pydantic import BaseModel, Field
+from typing import Any, Protocol, Self, runtime_checkable
 
 from memmachine.auth import ApiKey, StoredKey
 from memmachine.models import (
@@ -43,22 +23,7 @@ from memmachine.models import (
     WorkingMessage,
 )
 
-__all__ = [
-    "ChatMessage",
-    "Embedder",
-    "EpisodeStore",
-    "Job",
-    "JobQueue",
-    "JobStatus",
-    "KeyStore",
-    "LanguageModel",
-    "Lifecycle",
-    "ProfileStore",
-    "Reranker",
-    "SpanEmbedder",
-    "SpanSet",
-    "WorkingMemoryStore",
-]
+__all__ = ["EpisodeStore", "KeyStore", "Lifecycle", "ProfileStore", "WorkingMemoryStore"]
 
 
 class Lifecycle:
@@ -334,202 +299,6 @@ class WorkingMemoryStore(Protocol):
     ) -> WorkingMemory: ...
     async def delete(self, scope: Scope) -> int: ...
     async def delete_user(self, scope: Scope) -> int: ...
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into unit-length vectors.
-
-    Contract: ``start()`` loads the model or opens the connection (a remote embedder learns
-    its ``dimensions`` here); ``dimensions`` is valid after it. ``embed(texts)`` returns one
-    vector of length ``dimensions`` per text, in order, each L2-normalised; an empty input
-    returns ``[]``. Batching is the embedder's business.
-    Failures raise ``StoreError`` naming the embedder (it is a backend like any other).
-    ``model`` identifies the model, so a store can refuse vectors from a different one.
-    """
-
-    name: str
-    model: str
-    dimensions: int
-
-    async def start(self) -> None: ...
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
-    async def close(self) -> None: ...
-
-
-#: Character ranges ``(start, end)`` of one text whose tokens are pooled into one vector.
-SpanSet = Sequence[tuple[int, int]]
-
-
-@runtime_checkable
-class SpanEmbedder(Embedder, Protocol):
-    """An embedder that can pool several vectors out of one run of its model over a text,
-    so that a message read after the messages before it yields its own vector and its
-    sentences' vectors, each informed by that context, for the price of one run.
-
-    Contract, besides :class:`Embedder`'s (all valid after ``start()``): ``pools_spans``
-    says whether this model can (a model that pools inside itself cannot; then the other
-    two methods raise ``StoreError``). ``max_tokens`` is the most tokens the model reads of
-    one text. ``count_tokens(texts)`` returns each text's token count for the model,
-    special tokens included, however long the text. ``embed_spans(texts, spans)`` runs the
-    model once per text and returns, per text, one vector per span set of ``spans[i]``, in
-    order: the mean of the output states of the text's special tokens and of every token
-    lying wholly inside one of the set's character ranges, L2-normalised. A set that covers
-    the whole of a text that fits gives what ``embed`` gives. A text over ``max_tokens``
-    tokens loses its *start* (its end is kept); a set left with none of its own tokens is
-    ``None``. ``texts`` and ``spans`` of different lengths raise ``InvalidInputError``
-    naming ``spans``.
-    """
-
-    pools_spans: bool
-    max_tokens: int
-
-    async def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
-    async def embed_spans(
-        self, texts: Sequence[str], spans: Sequence[Sequence[SpanSet]]
-    ) -> list[list[list[float] | None]]: ...
-
-
-@runtime_checkable
-class Reranker(Protocol):
-    """Scores how relevant each text is to a query, reading both together (a cross-encoder).
-
-    Contract: ``start()`` loads the model (idempotent: a started reranker stays as it is) and
-    raises ``ConfigurationError`` when the model or its runtime cannot be had; ``close()``
-    releases it and may be called twice. ``score(query, texts)`` returns one finite float per
-    text, in input order, higher = more relevant to ``query``; the scale is the model's own
-    and only the order of the scores within one call means something. An empty ``texts``
-    returns ``[]``. Batching is the reranker's business. Failures while scoring (including a
-    call before ``start()`` or after ``close()``) raise ``StoreError`` with
-    ``store="reranker"``. ``model`` identifies the model; ``name`` is ``"reranker"``.
-    """
-
-    name: str
-    model: str
-
-    async def start(self) -> None: ...
-    async def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
-    async def close(self) -> None: ...
-
-
-# --------------------------------------------------------------------------- language model
-
-ChatMessage = dict[str, str]
-"""One chat message: ``{"role": "system" | "user" | "assistant", "content": "..."}``."""
-
-ResultT = TypeVar("ResultT", bound=BaseModel)
-
-
-@runtime_checkable
-class LanguageModel(Protocol):
-    """A chat model behind any OpenAI-compatible endpoint (off the hot path only).
-
-    Contract:
-
-    * ``start()`` opens the client (no request is sent); ``close()`` may be called twice.
-    * ``complete(messages, max_tokens)`` returns the assistant's text.
-    * ``complete_structured(messages, result_type)`` returns a validated ``result_type``.
-      The reply is parsed as JSON (a fenced or surrounded JSON object is extracted, small
-      syntax slips are repaired); a reply that still does not validate is sent back to the
-      model with the validation error, up to ``retries`` more times; then
-      ``ModelOutputError`` (carrying the last raw reply) is raised.
-    * Transport failures (unreachable, 5xx, 429 after bounded backoff) raise
-      ``StoreError(store="llm")`` without the API key in the message.
-    """
-
-    name: str
-    model: str
-
-    async def start(self) -> None: ...
-    async def close(self) -> None: ...
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
-    ) -> str: ...
-    async def complete_structured(
-        self,
-        messages: Sequence[ChatMessage],
-        result_type: type[ResultT],
-        *,
-        retries: int = 2,
-    ) -> ResultT: ...
-
-
-# --------------------------------------------------------------------------- jobs
-
-JobStatus = Literal["queued", "running", "done", "dead"]
-
-
-class Job(BaseModel):
-    """A unit of background work (extraction, compaction...) and its state."""
-
-    id: str
-    kind: str
-    #: Who the work is for; API reads of jobs are confined to it like any other memory.
-    scope: Scope
-    payload: dict[str, Any] = Field(default_factory=dict)
-    #: Enqueueing the same key again returns the existing job instead of adding one.
-    idempotency_key: str
-    status: JobStatus = "queued"
-    attempts: int = 0
-    max_attempts: int = 5
-    last_error: str | None = None
-    created_at: datetime
-    updated_at: datetime
-    #: A queued job is not claimed before this time (retry backoff).
-    available_at: datetime
-
-
-@runtime_checkable
-class JobQueue(Protocol):
-    """A durable queue of background jobs with retries and a dead-letter list.
-
-    Contract:
-
-    * ``enqueue(scope, kind, payload, idempotency_key, max_attempts, delay_seconds)`` stores
-      a queued job and returns it; a key already enqueued (in any status) returns that job
-      unchanged. With ``delay_seconds`` > 0 the job is not claimable before that much time
-      has passed (``available_at`` = now + delay).
-    * ``claim(worker, kinds, lease_seconds)`` hands one available queued job (oldest first,
-      ``available_at`` passed) to ``worker`` as ``running``, with ``attempts`` + 1, or
-      returns ``None``. A running job whose lease expired (its worker died) becomes
-      claimable again: no job is lost when a worker crashes.
-    * ``complete(job_id, worker)`` marks it ``done``; ``fail(job_id, worker, error)`` puts
-      it back ``queued`` with exponential backoff and jitter, or ``dead`` after
-      ``max_attempts``. Both are refused (``ConflictError``) when ``worker`` no longer holds
-      the lease, so a job is never completed twice.
-    * ``get(scope, job_id)`` returns the job only inside its user's scope; ``list_jobs``
-      filters by status; ``replay(scope, job_id)`` requeues a dead job with attempts reset.
-    * Jobs survive a restart of the process and of the backing store's server when it
-      persists (the embedded server does).
-    """
-
-    name: str
-    kind: str
-
-    async def start(self) -> None: ...
-    async def close(self) -> None: ...
-    async def health(self) -> StoreHealth: ...
-
-    async def enqueue(
-        self,
-        scope: Scope,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        idempotency_key: str,
-        max_attempts: int = 5,
-        delay_seconds: float = 0.0,
-    ) -> Job: ...
-    async def claim(
-        self, worker: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 60.0
-    ) -> Job | None: ...
-    async def complete(self, job_id: str, worker: str) -> Job: ...
-    async def fail(self, job_id: str, worker: str, error: str) -> Job: ...
-    async def get(self, scope: Scope, job_id: str) -> Job | None: ...
-    async def list_jobs(
-        self, scope: Scope, *, status: JobStatus | None = None, limit: int = 100
-    ) -> list[Job]: ...
-    async def replay(self, scope: Scope, job_id: str) -> Job: ...
 
 
 @runtime_checkable

@@ -37,7 +37,7 @@ import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, Field
 
@@ -49,17 +49,16 @@ from memmachine.models import (
     FactHit,
     MemoryType,
     Scope,
+    SearchResult,
     WorkingMemory,
     WorkingMessage,
 )
-
-if TYPE_CHECKING:
-    from memmachine.manager import MemoryManager
 
 __all__ = [
     "CHARS_PER_TOKEN",
     "MESSAGE_OVERHEAD",
     "MemoryPrompt",
+    "MemorySource",
     "PromptFormat",
     "build_memory_prompt",
     "estimate_tokens",
@@ -83,6 +82,18 @@ PREAMBLE = (
 FACTS_HEADER = "## Profile facts (confidence from 0 to 1)"
 EPISODES_HEADER = "## Relevant past episodes"
 SUMMARY_HEADER = "## Session summary"
+
+
+class MemorySource(Protocol):
+    """What a prompt is built from (a :class:`~memmachine.manager.MemoryManager` is one)."""
+
+    async def search(
+        self, scope: Scope, query: str, *, top_k: int = 10, types: Sequence[MemoryType] = ...
+    ) -> SearchResult: ...
+
+    async def list_facts(self, scope: Scope, *, limit: int = 1000) -> list[Fact]: ...
+
+    async def get_working(self, scope: Scope, *, last_n: int | None = None) -> WorkingMemory: ...
 
 
 def estimate_tokens(text: str) -> int:
@@ -163,7 +174,7 @@ class _Budget:
 
 
 async def build_memory_prompt(
-    manager: MemoryManager,
+    manager: MemorySource,
     scope: Scope,
     query: str,
     *,
@@ -272,7 +283,7 @@ def prompt_token_count(prompt: MemoryPrompt) -> int:
     return sum(_message_tokens(text) for text in texts)
 
 
-async def _working(manager: MemoryManager, scope: Scope, last_n: int) -> WorkingMemory | None:
+async def _working(manager: MemorySource, scope: Scope, last_n: int) -> WorkingMemory | None:
     if scope.session_id is None:
         return None
     return await manager.get_working(scope, last_n=last_n)

@@ -1,0 +1,75 @@
+"""Ports: the storage and model roles the memory services depend on, with their contracts.
+
+Every adapter of a port passes the shared contract suite in ``tests/contract/``. The contracts
+in each port's docstring are what that suite checks; an adapter that needs to deviate must
+change the contract first. Stores live in :mod:`~memmachine.ports.stores`, the job queue in
+:mod:`~memmachine.ports.jobs`, record state in :mod:`~memmachine.ports.state` and models
+(embedders, rerankers, language models) in :mod:`~memmachine.ports.inference`.
+
+Common rules for every store:
+
+* Lifecycle: ``start()`` connects and creates what the store needs (idempotently); ``close()``
+  releases everything and may be called twice. Stores are async context managers through
+  :class:`Lifecycle`.
+* Scope: every method takes a :class:`~memmachine.models.Scope`. ``tenant``, ``org_id``,
+  ``project_id`` and ``user_id`` always match exactly; ``agent_id``, ``session_id`` and
+  ``group_id`` narrow the match when set. Nothing outside the scope is ever read, changed or
+  counted.
+* Errors: driver exceptions never escape; a failing backend raises
+  :class:`~memmachine.errors.StoreError` (or ``StoreUnavailableError``) naming the store.
+* ``health()`` never raises: it reports ``status="down"`` with a detail instead.
+"""
+
+from __future__ import annotations
+
+from memmachine.ports.inference import (
+    ChatMessage,
+    Embedder,
+    LanguageModel,
+    Reranker,
+    ResultT,
+    SpanEmbedder,
+    SpanSet,
+)
+from memmachine.ports.jobs import Job, JobQueue, JobStatus
+from memmachine.ports.state import (
+    STATE_NAME_PATTERN,
+    StateBackend,
+    StoredState,
+    check_expected_revision,
+    record_key,
+    scope_fields,
+    stale_revision,
+)
+from memmachine.ports.stores import (
+    EpisodeStore,
+    KeyStore,
+    Lifecycle,
+    ProfileStore,
+    WorkingMemoryStore,
+)
+
+__all__ = [
+    "STATE_NAME_PATTERN",
+    "ChatMessage",
+    "Embedder",
+    "EpisodeStore",
+    "Job",
+    "JobQueue",
+    "JobStatus",
+    "KeyStore",
+    "LanguageModel",
+    "Lifecycle",
+    "ProfileStore",
+    "Reranker",
+    "ResultT",
+    "SpanEmbedder",
+    "SpanSet",
+    "StateBackend",
+    "StoredState",
+    "WorkingMemoryStore",
+    "check_expected_revision",
+    "record_key",
+    "scope_fields",
+    "stale_revision",
+]

@@ -1,0 +1,89 @@
+"""The job queue port: durable background jobs with leases, retries and a dead list."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from memmachine.models import Scope, StoreHealth
+
+__all__ = ["Job", "JobQueue", "JobStatus"]
+
+
+JobStatus = Literal["queued", "running", "done", "dead"]
+
+
+class Job(BaseModel):
+    """A unit of background work (extraction, compaction...) and its state."""
+
+    id: str
+    kind: str
+    #: Who the work is for; API reads of jobs are confined to it like any other memory.
+    scope: Scope
+    payload: dict[str, Any] = Field(default_factory=dict)
+    #: Enqueueing the same key again returns the existing job instead of adding one.
+    idempotency_key: str
+    status: JobStatus = "queued"
+    attempts: int = 0
+    max_attempts: int = 5
+    last_error: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    #: A queued job is not claimed before this time (retry backoff).
+    available_at: datetime
+
+
+@runtime_checkable
+class JobQueue(Protocol):
+    """A durable queue of background jobs with retries and a dead-letter list.
+
+    Contract:
+
+    * ``enqueue(scope, kind, payload, idempotency_key, max_attempts, delay_seconds)`` stores
+      a queued job and returns it; a key already enqueued (in any status) returns that job
+      unchanged. With ``delay_seconds`` > 0 the job is not claimable before that much time
+      has passed (``available_at`` = now + delay).
+    * ``claim(worker, kinds, lease_seconds)`` hands one available queued job (oldest first,
+      ``available_at`` passed) to ``worker`` as ``running``, with ``attempts`` + 1, or
+      returns ``None``. A running job whose lease expired (its worker died) becomes
+      claimable again: no job is lost when a worker crashes.
+    * ``complete(job_id, worker)`` marks it ``done``; ``fail(job_id, worker, error)`` puts
+      it back ``queued`` with exponential backoff and jitter, or ``dead`` after
+      ``max_attempts``. Both are refused (``ConflictError``) when ``worker`` no longer holds
+      the lease, so a job is never completed twice.
+    * ``get(scope, job_id)`` returns the job only inside its user's scope; ``list_jobs``
+      filters by status; ``replay(scope, job_id)`` requeues a dead job with attempts reset.
+    * Jobs survive a restart of the process and of the backing store's server when it
+      persists (the embedded server does).
+    """
+
+    name: str
+    kind: str
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def health(self) -> StoreHealth: ...
+
+    async def enqueue(
+        self,
+        scope: Scope,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        idempotency_key: str,
+        max_attempts: int = 5,
+        delay_seconds: float = 0.0,
+    ) -> Job: ...
+    async def claim(
+        self, worker: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 60.0
+    ) -> Job | None: ...
+    async def complete(self, job_id: str, worker: str) -> Job: ...
+    async def fail(self, job_id: str, worker: str, error: str) -> Job: ...
+    async def get(self, scope: Scope, job_id: str) -> Job | None: ...
+    async def list_jobs(
+        self, scope: Scope, *, status: JobStatus | None = None, limit: int = 100
+    ) -> list[Job]: ...
+    async def replay(self, scope: Scope, job_id: str) -> Job: ...
