@@ -104,7 +104,7 @@ class Vectors(_VectorCache):
         missing = list(dict.fromkeys(t for t in texts if self.key(t) not in self.index))
         if not missing:
             return
-        from memmachine.adapters.embedder_factory import build_embedder
+        from memmachine.bootstrap.embedders import build_embedder
 
         if self.embedder is None:
             settings = EmbeddingSettings(

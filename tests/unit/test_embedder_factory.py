@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import SecretStr
 
-from memmachine.adapters.embedder_factory import build_embedder, choose_embedder
+from memmachine.bootstrap.embedders import build_embedder, choose_embedder
 from memmachine.adapters.onnx_embedder import OnnxEmbedder
 from memmachine.adapters.openai_embedder import OpenAIEmbedder
 from memmachine.adapters.sentence_transformers_embedder import SentenceTransformersEmbedder
@@ -40,7 +40,7 @@ def test_local_model_missing_means_lexical_only(
     model: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = EmbeddingSettings(provider="local", model=model, cache_dir=tmp_path / "cache")
-    with caplog.at_level(logging.WARNING, logger="memmachine.adapters.embedder_factory"):
+    with caplog.at_level(logging.WARNING, logger="memmachine.bootstrap.embedders"):
         choice = choose_embedder(settings)
     assert choice.embedder is None
     assert choice.reason is not None
