@@ -1,201 +1,42 @@
-"""Settings: environment variables (``MEMMACHINE_*``), optionally a YAML file, through
-pydantic-settings.
-
-Precedence, highest first:
-
-1. values passed to ``Settings(...)`` in code (the CLI's ``--host``/``--port``/``--data-dir``);
-2. environment variables (``MEMMACHINE_EPISODE_STORE_URL``, ``MEMMACHINE_EMBEDDING_MODEL``, ...);
-3. the YAML file named by ``MEMMACHINE_CONFIG``, if set;
-4. the defaults below.
-
-The file's keys mirror the settings: top-level fields by name (``episode_store_url``), or
-grouped by their first words (``episode_store: {url: ..., password: ...}``,
-``startup: {timeout_seconds: 30}``), and the sections ``embedding``, ``reranker``, ``limits``
-and ``retrieval`` as nested mappings. An unknown key in the file is an error, not a silent no-op.
-
-Store credentials come from the URL's userinfo or from their own variables
-(``MEMMACHINE_EPISODE_STORE_USER`` / ``_PASSWORD``, ``MEMMACHINE_PROFILE_STORE_PASSWORD``,
-``MEMMACHINE_WORKING_STORE_PASSWORD``): **the URL wins** for each part it carries, a variable
-fills in what the URL leaves out. URLs and passwords are ``SecretStr``; log them only through
-:func:`redact_url` / :meth:`Settings.describe`.
-
-Nothing here opens a connection; :mod:`memmachine.bootstrap` turns settings into adapters.
-"""
+"""The settings sections, one per part of memmachine (``MEMMACHINE_<SECTION>_*``)."""
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-import yaml
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
-from pydantic.fields import FieldInfo
 from pydantic_settings import (
-    BaseSettings,
     NoDecode,
-    PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
-from memmachine.errors import ConfigurationError
+from memmachine.config.sources import Section, split_list
 from memmachine.models import PII_KINDS, ExtractionTopic
 
 __all__ = [
-    "CONFIG_FILE_VARIABLE",
+    "DEFAULT_EMBEDDING_MODEL",
+    "DEFAULT_OPENAI_EMBEDDING_MODEL",
+    "LLM_OFF_REASON",
     "CompactionSettings",
-    "Credentials",
     "EmbeddingSettings",
     "ExtractionSettings",
+    "JobSettings",
     "LimitSettings",
+    "LlmSettings",
     "RerankerSettings",
     "RetrievalSettings",
+    "SafetySettings",
     "SearchIndexSettings",
-    "Settings",
-    "redact_url",
-    "resolve_credentials",
-    "url_address",
 ]
-
-#: The environment variable naming the optional YAML settings file.
-CONFIG_FILE_VARIABLE = "MEMMACHINE_CONFIG"
 
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 
 
-# ---------------------------------------------------------------------- the YAML file
-
-
-def _read_config_file() -> dict[str, Any]:
-    """The mapping in the file named by ``MEMMACHINE_CONFIG``; empty when it is unset."""
-    name = os.environ.get(CONFIG_FILE_VARIABLE, "").strip()
-    if not name:
-        return {}
-    path = Path(name).expanduser()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(
-            f"{CONFIG_FILE_VARIABLE}={name}: cannot read the file ({exc.strerror or exc})"
-        ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigurationError(f"{CONFIG_FILE_VARIABLE}={name}: invalid YAML{where}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigurationError(f"{CONFIG_FILE_VARIABLE}={name}: the top level must be a mapping")
-    return data
-
-
-def _split_list(value: Any) -> Any:
-    """A list setting given as text: a JSON list, or comma-separated items."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            return json.loads(text)
-        return [part.strip() for part in text.split(",") if part.strip()]
-    return value
-
-
-class _YamlFileSource(PydanticBaseSettingsSource):
-    """One settings class's share of the YAML file: the whole file minus the nested sections
-    for :class:`Settings`, or the mapping under ``section`` for a nested section class."""
-
-    def __init__(self, settings_cls: type[BaseSettings], section: str | None) -> None:
-        super().__init__(settings_cls)
-        self._section = section
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        # Unused: __call__ maps the whole file at once.
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        data = _read_config_file()
-        fields = set(self.settings_cls.model_fields)
-        if self._section is not None:
-            section = data.get(self._section) or {}
-            if not isinstance(section, dict):
-                raise ConfigurationError(
-                    f"{CONFIG_FILE_VARIABLE}: {self._section!r} must be a mapping"
-                )
-            _reject_unknown(section.keys() - fields, prefix=f"{self._section}.")
-            return dict(section)
-        nested = {
-            name
-            for name, info in self.settings_cls.model_fields.items()
-            if isinstance(info.annotation, type) and issubclass(info.annotation, _Section)
-        }
-        values: dict[str, Any] = {}
-        unknown: list[str] = []
-        for key, value in data.items():
-            key = str(key)
-            if key in nested:
-                continue  # read by the section's own settings class, below the environment
-            if key in fields:
-                values[key] = value
-            elif isinstance(value, dict):
-                for name, inner in _flatten(key, value):
-                    if name in fields and name not in nested:
-                        values[name] = inner
-                    else:
-                        unknown.append(name)
-            else:
-                unknown.append(key)
-        _reject_unknown(unknown)
-        return values
-
-
-def _flatten(prefix: str, mapping: dict[Any, Any]) -> list[tuple[str, Any]]:
-    """``("episode_store", {"url": u})`` → ``[("episode_store_url", u)]``, recursively."""
-    out: list[tuple[str, Any]] = []
-    for key, value in mapping.items():
-        name = f"{prefix}_{key}"
-        if isinstance(value, dict):
-            out += _flatten(name, value)
-        else:
-            out.append((name, value))
-    return out
-
-
-def _reject_unknown(keys: Any, prefix: str = "") -> None:
-    names = sorted(f"{prefix}{key}" for key in keys)
-    if names:
-        raise ConfigurationError(
-            f"{CONFIG_FILE_VARIABLE}: unknown setting(s) {', '.join(names)} in the file"
-        )
-
-
-class _Section(BaseSettings):
-    """A nested settings class that reads its own environment prefix and its own mapping of
-    the YAML file, so that an environment variable beats the file inside sections too."""
-
-    yaml_section: ClassVar[str | None] = None
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        yaml_file = _YamlFileSource(settings_cls, cls.yaml_section)
-        return init_settings, env_settings, dotenv_settings, yaml_file, file_secret_settings
-
-
-# ---------------------------------------------------------------------- sections
-
-
-class EmbeddingSettings(_Section):
+class EmbeddingSettings(Section):
     """How episodes and queries are embedded (``MEMMACHINE_EMBEDDING_*``)."""
 
     model_config = SettingsConfigDict(env_prefix="MEMMACHINE_EMBEDDING_", extra="ignore")
@@ -244,7 +85,7 @@ class EmbeddingSettings(_Section):
         return self
 
 
-class RerankerSettings(_Section):
+class RerankerSettings(Section):
     """The optional cross-encoder that reorders episode search results
     (``MEMMACHINE_RERANKER_*``; needs the server's ``gpu`` extra)."""
 
@@ -261,7 +102,7 @@ class RerankerSettings(_Section):
     max_length: int = Field(default=512, ge=8, le=8192)
 
 
-class LimitSettings(_Section):
+class LimitSettings(Section):
     """Input limits (``MEMMACHINE_LIMIT_*``); going over one is a 413."""
 
     model_config = SettingsConfigDict(env_prefix="MEMMACHINE_LIMIT_", extra="ignore")
@@ -278,7 +119,7 @@ class LimitSettings(_Section):
     max_request_bytes: int = Field(default=8_000_000, ge=1024)
 
 
-class RetrievalSettings(_Section):
+class RetrievalSettings(Section):
     """How hybrid search fuses its signals (``MEMMACHINE_RETRIEVAL_*``)."""
 
     model_config = SettingsConfigDict(env_prefix="MEMMACHINE_RETRIEVAL_", extra="ignore")
@@ -353,7 +194,7 @@ class RetrievalSettings(_Section):
     importance_weight: float = Field(default=0.0, ge=0)
 
 
-class SearchIndexSettings(_Section):
+class SearchIndexSettings(Section):
     """In-process search indexes in front of the episode store
     (``MEMMACHINE_SEARCH_INDEX_*``; see
     :class:`~memmachine.adapters.indexed_episode_store.IndexedEpisodeStore`).
@@ -383,7 +224,7 @@ class SearchIndexSettings(_Section):
 LLM_OFF_REASON = "no LLM configured (set MEMMACHINE_LLM_MODEL and MEMMACHINE_LLM_BASE_URL)"
 
 
-class LlmSettings(_Section):
+class LlmSettings(Section):
     """The OpenAI-compatible chat endpoint (OpenAI, Azure, vLLM, Ollama, LiteLLM...)."""
 
     model_config = SettingsConfigDict(
@@ -433,7 +274,7 @@ class LlmSettings(_Section):
         return self
 
 
-class SafetySettings(_Section):
+class SafetySettings(Section):
     """PII redaction and the memory-poisoning guard on every write (``MEMMACHINE_SAFETY_*``).
 
     ``pii_kinds`` takes a JSON list or a comma-separated string
@@ -454,7 +295,7 @@ class SafetySettings(_Section):
     @field_validator("pii_kinds", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        return _split_list(value)
+        return split_list(value)
 
     @field_validator("pii_kinds")
     @classmethod
@@ -465,7 +306,7 @@ class SafetySettings(_Section):
         return value
 
 
-class JobSettings(_Section):
+class JobSettings(Section):
     """Where jobs are queued and how they are retried (``MEMMACHINE_JOBS_*``)."""
 
     model_config = SettingsConfigDict(env_prefix="MEMMACHINE_JOBS_", extra="ignore")
@@ -494,7 +335,7 @@ class JobSettings(_Section):
     poll_interval_seconds: float = Field(default=0.5, gt=0, le=60)
 
 
-class CompactionSettings(_Section):
+class CompactionSettings(Section):
     """When and how a session's working memory is compacted (``MEMMACHINE_COMPACTION_*``).
 
     A session is compacted when it holds more than ``trigger_messages`` messages, more
@@ -520,7 +361,7 @@ class CompactionSettings(_Section):
     idle_seconds: float = Field(default=1_800.0, ge=0)
 
 
-class ExtractionSettings(_Section):
+class ExtractionSettings(Section):
     """Profile extraction from conversations (``MEMMACHINE_EXTRACTION_*``).
 
     With a language model configured every ``add_messages`` call queues one ``extract`` job
@@ -562,260 +403,3 @@ class ExtractionSettings(_Section):
             topic = ExtractionTopic(name=item) if isinstance(item, str) else item
             topics[topic.name] = topic
         return list(topics.values())
-
-
-class Settings(_Section):
-    """Top-level settings (``MEMMACHINE_*``)."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="MEMMACHINE_", env_nested_delimiter="__", extra="ignore"
-    )
-
-    data_dir: Path = Path(".memmachine")
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
-    log_level: str = "INFO"
-
-    #: Unset = embedded FalkorDB in the data dir; ``neo4j://``, ``neo4j+s://``,
-    #: ``neo4j+ssc://``, ``bolt://``, ``bolt+s://`` = Neo4j (a path ``/name`` picks the
-    #: database); ``falkordb://host:port`` or ``falkordb+unix:///path.sock`` = a FalkorDB
-    #: server.
-    episode_store_url: SecretStr | None = None
-    #: Neo4j user (default ``neo4j`` when a password is set) or Redis ACL user of FalkorDB.
-    episode_store_user: str | None = None
-    episode_store_password: SecretStr | None = None
-    #: Unset = SQLite in the data dir; ``postgresql+psycopg://user@host:5432/db`` (or
-    #: ``postgresql://``) = PostgreSQL; ``sqlite+aiosqlite:///path.db`` = another SQLite file.
-    profile_store_url: SecretStr | None = None
-    profile_store_password: SecretStr | None = None
-    #: Unset = the embedded server's Redis protocol; ``redis://`` / ``rediss://`` = Redis.
-    working_store_url: SecretStr | None = None
-    working_store_password: SecretStr | None = None
-    #: Prefix of every key in the working-memory Redis, so deployments can share a server.
-    working_key_prefix: str = "mm"
-    #: Inactivity after which a session's working memory expires (refreshed by every write).
-    working_ttl_seconds: int | None = Field(default=86_400, ge=1)
-    #: Name of the graph holding episodes.
-    graph_name: str = "memmachine"
-
-    #: ``key=tenant`` pairs, comma separated. When set, every /v1 request needs
-    #: ``Authorization: Bearer <key>`` and is confined to that key's tenant.
-    api_keys: SecretStr | None = None
-    #: ``auto``: API keys are required once any key exists (in the key store, or
-    #: ``api_keys`` / ``admin_key`` set); with none, the server is open on a loopback address
-    #: and ``memmachine serve`` refuses to start on any other. ``on``: a key is always
-    #: required. ``off``: open, every caller is tenant ``default`` (logged at every start).
-    auth: Literal["auto", "on", "off"] = "auto"
-    #: A key that may only manage API keys (``/v1/admin/keys``), for every tenant.
-    admin_key: SecretStr | None = None
-    #: Requests per minute per API key when the key sets no limit of its own; 0 = unlimited.
-    rate_limit_per_minute: int = Field(default=0, ge=0)
-    #: How often a running server re-reads the key store (keys created or revoked by the
-    #: ``memmachine keys`` command take effect within this time).
-    key_refresh_seconds: float = Field(default=2.0, gt=0)
-
-    #: How long startup keeps retrying a store that cannot be reached (all stores share the
-    #: budget; 0 = one attempt each), and the exponential backoff between attempts.
-    startup_timeout_seconds: float = Field(default=60.0, ge=0)
-    startup_backoff_base_seconds: float = Field(default=0.5, gt=0)
-    startup_backoff_max_seconds: float = Field(default=5.0, gt=0)
-
-    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
-    limits: LimitSettings = Field(default_factory=LimitSettings)
-    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
-    search_index: SearchIndexSettings = Field(default_factory=SearchIndexSettings)
-    llm: LlmSettings = Field(default_factory=LlmSettings)
-    safety: SafetySettings = Field(default_factory=SafetySettings)
-    jobs: JobSettings = Field(default_factory=JobSettings)
-    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
-    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
-
-    #: Custom memory types to serve (:mod:`memmachine.memory_types`), besides those of the
-    #: ``memmachine.memory_types`` entry points: ``module:Class`` references, a JSON list or
-    #: comma separated (``MEMMACHINE_MEMORY_TYPES=my_pkg.types:ReadingList``).
-    memory_types: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    #: Where custom types keep their records: ``sqlite`` (``<data dir>/memory_types.db``) or
-    #: ``redis`` (the working store's server, embedded or ``MEMMACHINE_WORKING_STORE_URL``).
-    memory_types_store: Literal["sqlite", "redis"] = "sqlite"
-
-    @field_validator("memory_types", mode="before")
-    @classmethod
-    def _split_memory_types(cls, value: Any) -> Any:
-        return _split_list(value)
-
-    def api_key_tenants(self) -> dict[str, str]:
-        """Parse ``api_keys`` into {key: tenant}; empty when auth is off."""
-        if self.api_keys is None:
-            return {}
-        out: dict[str, str] = {}
-        for item in self.api_keys.get_secret_value().split(","):
-            item = item.strip()
-            if not item:
-                continue
-            key, _, tenant = item.partition("=")
-            out[key.strip()] = tenant.strip() or "default"
-        return out
-
-    def describe(self) -> dict[str, str]:
-        """Where each store lives, passwords masked: safe for logs and error messages."""
-        data_dir = self.data_dir.expanduser().resolve()
-        embedded = f"embedded FalkorDB in {data_dir / 'falkordb'}"
-        episode = _plain(self.episode_store_url)
-        profile = _plain(self.profile_store_url)
-        working = _plain(self.working_store_url)
-        return {
-            "episodic": redact_url(episode) if episode else embedded,
-            "profile": redact_url(profile) if profile else f"SQLite {data_dir / 'profile.db'}",
-            "working": redact_url(working) if working else embedded,
-        }
-
-    def secrets(self) -> list[str]:
-        """Every password this configuration knows, to scrub from messages."""
-        found: list[str] = []
-        for url in (self.episode_store_url, self.profile_store_url, self.working_store_url):
-            text = _plain(url)
-            if text:
-                password = _url_password(text)
-                if password:
-                    found.append(password)
-        for secret in (
-            self.episode_store_password,
-            self.profile_store_password,
-            self.working_store_password,
-            self.api_keys,
-            self.admin_key,
-            self.embedding.api_key,
-        ):
-            text = _plain(secret)
-            if text:
-                found.append(text)
-        return found
-
-
-# ---------------------------------------------------------------------- URLs and credentials
-
-_DEFAULT_PORTS = {
-    "neo4j": 7687,
-    "bolt": 7687,
-    "redis": 6379,
-    "rediss": 6379,
-    "falkordb": 6379,
-    "falkordbs": 6379,
-    "postgresql": 5432,
-    "postgres": 5432,
-}
-_REDIS_SCHEMES = frozenset({"redis", "rediss", "falkordb", "falkordbs"})
-_SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pwd", "sslpassword", "auth"})
-_MASK = "***"
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """A store's user and password after merging the URL with the separate variables."""
-
-    user: str | None
-    password: SecretStr | None
-    #: True when the URL carried a password and a separate variable was ignored because of it.
-    variable_ignored: bool = False
-
-
-def resolve_credentials(
-    url: str, user: str | None = None, password: SecretStr | None = None
-) -> Credentials:
-    """The URL's userinfo wins for each part it carries; the variables fill in the rest."""
-    url_user, url_password = _url_userinfo(url)
-    variable_password = _plain(password)
-    chosen_password = url_password or variable_password
-    return Credentials(
-        user=url_user or (user.strip() if user and user.strip() else None),
-        password=SecretStr(chosen_password) if chosen_password else None,
-        variable_ignored=bool(url_password and variable_password),
-    )
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (userinfo or query) replaced by ``***``; user, host, port,
-    path and the other query parameters stay readable."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    netloc = parts.netloc
-    userinfo, at, host = netloc.rpartition("@")
-    if at:
-        user, colon, _ = userinfo.partition(":")
-        netloc = f"{user}:{_MASK}@{host}" if colon else f"{user}@{host}"
-        if not colon and parts.scheme.split("+")[0] in _REDIS_SCHEMES:
-            netloc = f"{_MASK}@{host}"  # redis-py reads a lone userinfo as a password
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key.lower() in _SECRET_QUERY_KEYS for key, _ in pairs):
-            query = urlencode(
-                [(k, _MASK if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs],
-                safe="*",
-            )
-    if (netloc, query) == (parts.netloc, parts.query):
-        return url  # nothing to mask; urlunsplit would turn ``x:///p`` into ``x:/p``
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def url_address(url: str) -> str:
-    """What to name in an error: ``host:port`` (default port filled in), a socket path for
-    ``unix``-style URLs, the file for SQLite. Never a user or password."""
-    try:
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme == "unix" or scheme.endswith("+unix"):
-            return parts.path or "?"
-        base = scheme.split("+")[0]
-        if base == "sqlite":
-            return parts.path.removeprefix("/") if parts.path.startswith("//") else parts.path
-        host = parts.hostname or "localhost"
-        port = parts.port or _DEFAULT_PORTS.get(base)
-    except ValueError:
-        return "<unparseable URL>"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{host}:{port}" if port else host
-
-
-def with_password(url: str, password: str) -> str:
-    """``url`` with ``password`` put into its userinfo (percent-encoded), user kept."""
-    parts = urlsplit(url)
-    userinfo, _, host = parts.netloc.rpartition("@")
-    user = userinfo.partition(":")[0]
-    netloc = f"{user}:{quote(password, safe='')}@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def without_userinfo(url: str) -> str:
-    """``url`` without ``user:password@``."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-
-
-def _url_userinfo(url: str) -> tuple[str | None, str | None]:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None, None
-    user = unquote(parts.username) if parts.username else None
-    password = unquote(parts.password) if parts.password else None
-    if password is None and user is not None and parts.scheme.split("+")[0] in _REDIS_SCHEMES:
-        # ``redis://secret@host``: redis-py's convention is a password, not a user
-        return None, user
-    return user, password
-
-
-def _url_password(url: str) -> str | None:
-    return _url_userinfo(url)[1]
-
-
-def _plain(value: SecretStr | None) -> str | None:
-    if value is None:
-        return None
-    text = value.get_secret_value().strip()
-    return text or None
