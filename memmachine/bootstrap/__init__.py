@@ -36,7 +36,7 @@ from memmachine.models import EmbedderStatus, RerankerStatus
 from memmachine.ports import Embedder, LanguageModel, Reranker, StateBackend
 
 if TYPE_CHECKING:
-    from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
+    from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
     from memmachine.memory.custom_registry import MemoryTypeRegistry
 
 # Adapters are imported inside the functions that choose them, so importing memmachine
@@ -97,7 +97,7 @@ def _wire(
     profile_url: str | None,
     working_url: str | None,
 ) -> MemoryManager:
-    from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
+    from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 
     resources: list[Resource] = []
     embedded: EmbeddedFalkorDBServer | None = None
@@ -193,7 +193,7 @@ async def _reranker(settings: Settings) -> tuple[Reranker | None, RerankerStatus
         return None, RerankerStatus(
             enabled=False, reason="no reranker configured (MEMMACHINE_RERANKER_MODEL is unset)"
         )
-    from memmachine.adapters.cross_encoder_reranker import CrossEncoderReranker
+    from memmachine.adapters.torch.cross_encoder_reranker import CrossEncoderReranker
 
     reranker = CrossEncoderReranker(
         config.model.strip(),
@@ -228,7 +228,7 @@ def build_language_model(settings: LlmSettings) -> tuple[LanguageModel | None, s
     it is off. The caller awaits ``start()`` and ``close()``."""
     if not settings.enabled or settings.model is None:
         return None, LLM_OFF_REASON
-    from memmachine.adapters.openai_language_model import OpenAILanguageModel
+    from memmachine.adapters.openai.openai_language_model import OpenAILanguageModel
 
     api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None
     model = OpenAILanguageModel(
@@ -266,15 +266,15 @@ def build_state_backend(
             raise ConfigurationError("the working-memory state backend needs a manager")
         return WorkingMemoryStateBackend(manager)
     if kind == "file":
-        from memmachine.adapters.file_state_backend import FileStateBackend
+        from memmachine.adapters.file.file_state_backend import FileStateBackend
 
         return FileStateBackend(location or data_dir / "state")
     if kind == "sqlite":
-        from memmachine.adapters.sqlite_state_backend import SQLiteStateBackend
+        from memmachine.adapters.sql.sqlite_state_backend import SQLiteStateBackend
 
         return SQLiteStateBackend(location or data_dir / "state.db")
     if kind == "redis":
-        from memmachine.adapters.redis_state_backend import RedisStateBackend
+        from memmachine.adapters.redis.redis_state_backend import RedisStateBackend
 
         url = location
         if url is None:

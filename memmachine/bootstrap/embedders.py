@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memmachine.adapters.model_files import default_cache_dir, resolve_model_dir
-from memmachine.adapters.onnx_embedder import OnnxEmbedder
-from memmachine.adapters.openai_embedder import OpenAIEmbedder
-from memmachine.adapters.sentence_transformers_embedder import SentenceTransformersEmbedder
+from memmachine.adapters.onnx.onnx_embedder import OnnxEmbedder
+from memmachine.adapters.openai.openai_embedder import OpenAIEmbedder
+from memmachine.adapters.torch.sentence_transformers_embedder import SentenceTransformersEmbedder
 from memmachine.config import EmbeddingSettings
 from memmachine.errors import ConfigurationError
 from memmachine.models import EmbedderStatus

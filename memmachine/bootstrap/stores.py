@@ -22,7 +22,7 @@ from memmachine.ports import EpisodeStore, JobQueue, KeyStore, ProfileStore, Wor
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
-    from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
+    from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 
 __all__ = [
     "build_key_store",
@@ -119,7 +119,7 @@ def _episode_store_of(
             url, settings, embedder_dims=embedder_dims, embedder_model=embedder_model
         )
 
-    from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
+    from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
 
     password: str | None = None
     if url is None:
@@ -147,7 +147,7 @@ def _searched_in_memory(store: EpisodeStore, settings: SearchIndexSettings) -> E
     """``store`` behind in-process search indexes, unless they are switched off."""
     if not settings.enabled:
         return store
-    from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
+    from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 
     return IndexedEpisodeStore(
         store,
@@ -164,7 +164,7 @@ def _neo4j_episode_store(
     """``neo4j://[user:pass@]host:port[/database]``; the driver gets the URL without its
     userinfo and path, and the credentials and database as arguments."""
     try:
-        from memmachine.adapters.neo4j_episode_store import Neo4jEpisodeStore
+        from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
     except ImportError as exc:
         raise ConfigurationError(
             f"MEMMACHINE_EPISODE_STORE_URL={redact_url(url)}: the Neo4j episode store is not "
@@ -224,7 +224,7 @@ def _falkordb_redis_url(url: str) -> str:
 
 
 def profile_store(url: str | None, settings: Settings) -> ProfileStore:
-    from memmachine.adapters.sql_profile_store import SqlProfileStore
+    from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 
     return SqlProfileStore(_profile_database_url(url, settings))
 
@@ -247,7 +247,7 @@ def build_key_store(settings: Settings) -> KeyStore:
     """The API key store (not yet started): the ``api_keys`` table in the profile store's
     database, so the server and the ``memmachine keys`` command share it through the data
     dir (SQLite) or ``MEMMACHINE_PROFILE_STORE_URL``."""
-    from memmachine.adapters.sql_key_store import SqlKeyStore
+    from memmachine.adapters.sql.sql_key_store import SqlKeyStore
 
     url = secret(settings.profile_store_url)
     check_schemes(None, url, None)
@@ -257,7 +257,7 @@ def build_key_store(settings: Settings) -> KeyStore:
 def working_store(
     url: str | None, embedded: EmbeddedFalkorDBServer | None, settings: Settings
 ) -> WorkingMemoryStore:
-    from memmachine.adapters.redis_working_memory_store import RedisWorkingMemoryStore
+    from memmachine.adapters.redis.redis_working_memory_store import RedisWorkingMemoryStore
 
     password: str | None = None
     if url is None:
@@ -275,7 +275,7 @@ def job_queue(
 ) -> JobQueue:
     """The queue on ``MEMMACHINE_JOBS_URL``, else on the working store's server (with the
     working store's password), else on the embedded server."""
-    from memmachine.adapters.redis_job_queue import RedisJobQueue
+    from memmachine.adapters.redis.redis_job_queue import RedisJobQueue
 
     config = settings.jobs
     url = secret(config.url)

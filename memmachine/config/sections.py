@@ -197,7 +197,7 @@ class RetrievalSettings(Section):
 class SearchIndexSettings(Section):
     """In-process search indexes in front of the episode store
     (``MEMMACHINE_SEARCH_INDEX_*``; see
-    :class:`~memmachine.adapters.indexed_episode_store.IndexedEpisodeStore`).
+    :class:`~memmachine.adapters.indexed.indexed_episode_store.IndexedEpisodeStore`).
 
     Each searched user's vectors and full-text postings are held in memory and kept in step
     with the store (one small read per search), so a search costs a few matrix products

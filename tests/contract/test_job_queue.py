@@ -15,7 +15,7 @@ import pytest
 import redis
 import redis.asyncio
 
-from memmachine.adapters.redis_job_queue import RedisJobQueue, backoff_ceiling_seconds
+from memmachine.adapters.redis.redis_job_queue import RedisJobQueue, backoff_ceiling_seconds
 from memmachine.errors import ConflictError, InvalidInputError, NotFoundError
 from memmachine.models import Scope, utc_now
 from memmachine.ports import JobQueue

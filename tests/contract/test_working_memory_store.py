@@ -16,7 +16,7 @@ import pytest
 import redis
 import redis.asyncio
 
-from memmachine.adapters.redis_working_memory_store import RedisWorkingMemoryStore
+from memmachine.adapters.redis.redis_working_memory_store import RedisWorkingMemoryStore
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,

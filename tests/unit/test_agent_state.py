@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import BaseModel, Field
 
-from memmachine.adapters.file_state_backend import FileStateBackend
+from memmachine.adapters.file.file_state_backend import FileStateBackend
 from memmachine.agent_state import AgentStateStore, StateBackend
 from memmachine.errors import ConflictError, InvalidInputError, NotFoundError, StateSchemaError
 from memmachine.models import Scope

@@ -239,7 +239,7 @@ async def test_neo4j_schemes_choose_the_neo4j_episode_store(tmp_path: Path, sche
         episode_store_url=f"{scheme}://neo4j:pw@db.invalid:7687/memories",
         working_store_url="redis://127.0.0.1:1/0",
     )
-    if importlib.util.find_spec("memmachine.adapters.neo4j_episode_store") is None:
+    if importlib.util.find_spec("memmachine.adapters.neo4j.neo4j_episode_store") is None:
         with pytest.raises(ConfigurationError, match="Neo4j episode store is not available"):
             await build_manager(settings)
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memmachine.adapters.cypher_dialect import (
+from memmachine.adapters.cypher.cypher_dialect import (
     MAX_QUERY_TERMS,
     MAX_TERM_CHARS,
     CypherDialect,

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from pydantic import SecretStr
 
-from memmachine.adapters.onnx_embedder import OnnxEmbedder
-from memmachine.adapters.openai_embedder import OpenAIEmbedder
-from memmachine.adapters.sentence_transformers_embedder import SentenceTransformersEmbedder
+from memmachine.adapters.onnx.onnx_embedder import OnnxEmbedder
+from memmachine.adapters.openai.openai_embedder import OpenAIEmbedder
+from memmachine.adapters.torch.sentence_transformers_embedder import SentenceTransformersEmbedder
 from memmachine.bootstrap import build_manager
 from memmachine.bootstrap.embedders import build_embedder, choose_embedder
 from memmachine.config import EmbeddingSettings, Settings

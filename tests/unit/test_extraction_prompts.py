@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from memmachine.adapters.openai_language_model import OpenAILanguageModel
+from memmachine.adapters.openai.openai_language_model import OpenAILanguageModel
 from memmachine.config import ExtractionSettings
 from memmachine.prompting.llm import (
     CandidateFact,

@@ -13,8 +13,8 @@ import pytest
 import redis
 from pydantic import BaseModel, Field
 
-from memmachine.adapters.redis_state_backend import RedisStateBackend
-from memmachine.adapters.sqlite_state_backend import SQLiteStateBackend
+from memmachine.adapters.redis.redis_state_backend import RedisStateBackend
+from memmachine.adapters.sql.sqlite_state_backend import SQLiteStateBackend
 from memmachine.agent_state import StateBackend
 from memmachine.config import Settings
 from memmachine.errors import (

@@ -17,7 +17,7 @@ from memmachine.adapters.model_files import (
     default_cache_dir,
     resolve_model_dir,
 )
-from memmachine.adapters.onnx_embedder import OnnxEmbedder
+from memmachine.adapters.onnx.onnx_embedder import OnnxEmbedder
 from memmachine.errors import ConfigurationError
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -9,7 +9,7 @@ import socket
 import pytest
 from neo4j import exceptions as neo4j_errors
 
-from memmachine.adapters.neo4j_episode_store import Neo4jEpisodeStore, store_error
+from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore, store_error
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memmachine.adapters.onnx_embedder import OnnxEmbedder, QueryCacheInfo, available_cpus
+from memmachine.adapters.onnx.onnx_embedder import OnnxEmbedder, QueryCacheInfo, available_cpus
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
 from memmachine.ports import Embedder, SpanEmbedder
 

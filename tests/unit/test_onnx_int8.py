@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memmachine.adapters.onnx_embedder import OnnxEmbedder
-from memmachine.adapters.onnx_quantization import INT8_RECIPE, int8_model
+from memmachine.adapters.onnx.onnx_embedder import OnnxEmbedder
+from memmachine.adapters.onnx.onnx_quantization import INT8_RECIPE, int8_model
 from memmachine.errors import ConfigurationError
 
 TURNS = [
@@ -75,7 +75,7 @@ def test_the_copy_is_made_once_into_the_cache(
     assert made[0].name == f"model.{INT8_RECIPE}.onnx"
     assert made[0].stat().st_size < (model_dir / "onnx/model.onnx").stat().st_size
     assert not [p for p in cache.rglob("*") if p.name.endswith(".part")]
-    with caplog.at_level(logging.INFO, logger="memmachine.adapters.onnx_quantization"):
+    with caplog.at_level(logging.INFO, logger="memmachine.adapters.onnx.onnx_quantization"):
         again = OnnxEmbedder(model_dir, quantize="int8", cache_dir=cache)
         again.load()
     assert sorted(cache.rglob("*.onnx")) == made

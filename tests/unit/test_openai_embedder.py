@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memmachine.adapters.openai_embedder import OpenAIEmbedder
+from memmachine.adapters.openai.openai_embedder import OpenAIEmbedder
 from memmachine.errors import StoreError
 from memmachine.ports import Embedder
 

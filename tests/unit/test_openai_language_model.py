@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from memmachine.adapters.openai_language_model import (
+from memmachine.adapters.openai.openai_language_model import (
     OpenAILanguageModel,
     parse_json_reply,
     repair_json,

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from memmachine.adapters.cross_encoder_reranker import CrossEncoderReranker
-from memmachine.adapters.sentence_transformers_embedder import SentenceTransformersEmbedder
+from memmachine.adapters.torch.cross_encoder_reranker import CrossEncoderReranker
+from memmachine.adapters.torch.sentence_transformers_embedder import SentenceTransformersEmbedder
 from memmachine.bootstrap import open_manager
 from memmachine.config import EmbeddingSettings, RerankerSettings, Settings
 from memmachine.errors import ConfigurationError, StoreError
@@ -237,8 +237,8 @@ def test_without_torch_start_says_to_install_the_gpu_extra(adapter: str, what: s
         import asyncio, sys
         sys.modules["torch"] = None
         from memmachine.errors import ConfigurationError
-        from memmachine.adapters.cross_encoder_reranker import CrossEncoderReranker
-        from memmachine.adapters.sentence_transformers_embedder import (
+        from memmachine.adapters.torch.cross_encoder_reranker import CrossEncoderReranker
+        from memmachine.adapters.torch.sentence_transformers_embedder import (
             SentenceTransformersEmbedder,
         )
         try:

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-from memmachine.adapters.sql_models import UtcDateTime
+from memmachine.adapters.sql.sql_models import UtcDateTime
 
 revision = "0004"
 down_revision: str | None = "0003"

@@ -11,7 +11,7 @@ run side by side on ``workers`` worker threads, each single-threaded inside onnx
 (on a shared 2-core machine this beats one batch on two intra-op threads, whose threads wait
 for each other at every operator); onnxruntime's idle threads do not spin; and, with
 ``quantize="int8"``, the model's matrix products run in int8 (see
-:mod:`memmachine.adapters.onnx_quantization`). Single texts (search queries) are kept in a
+:mod:`memmachine.adapters.onnx.onnx_quantization`). Single texts (search queries) are kept in a
 small per-instance LRU cache.
 
 Lifecycle: constructing an :class:`OnnxEmbedder` only stores its settings. The model is
@@ -39,7 +39,7 @@ import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from memmachine.adapters.model_files import default_cache_dir
-from memmachine.adapters.onnx_quantization import int8_model
+from memmachine.adapters.onnx.onnx_quantization import int8_model
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
 from memmachine.ports import Lifecycle, SpanSet
 

@@ -1,7 +1,7 @@
 """PostgreSQL with pgvector: the ``vector`` extension and ``embedding_vec`` (backfilled).
 
 A no-op on SQLite and on servers without pgvector (or where it cannot be created); the store
-then ranks embeddings in Python. See :mod:`memmachine.adapters.migrations.pgvector`.
+then ranks embeddings in Python. See :mod:`memmachine.adapters.sql.migrations.pgvector`.
 
 Revision ID: 0003
 Revises: 0002
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from memmachine.adapters.migrations.pgvector import enable_pgvector
+from memmachine.adapters.sql.migrations.pgvector import enable_pgvector
 
 revision = "0003"
 down_revision: str | None = "0002"

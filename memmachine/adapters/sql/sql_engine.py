@@ -1,7 +1,7 @@
 """The SQL database that memmachine's SQL stores share, opened the same way by each of them.
 
-The profile store (:class:`~memmachine.adapters.sql_profile_store.SqlProfileStore`) and the
-key store (:class:`~memmachine.adapters.sql_key_store.SqlKeyStore`) live in one database made
+The profile store (:class:`~memmachine.adapters.sql.sql_profile_store.SqlProfileStore`) and the
+key store (:class:`~memmachine.adapters.sql.sql_key_store.SqlKeyStore`) live in one database made
 by the same Alembic migrations, and either may be the first to open a fresh one.
 :class:`SqlDatabase` is what they share:
 
@@ -45,7 +45,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from memmachine.adapters.migrations import ADVISORY_LOCK_KEY
+from memmachine.adapters.sql.migrations import ADVISORY_LOCK_KEY
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 
 __all__ = ["SqlDatabase", "describe_sql_error", "dump_json"]

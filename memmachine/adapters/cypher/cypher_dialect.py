@@ -15,7 +15,7 @@ Everything else here is engine-neutral:
   function, so what the index matches and what the store scores agree exactly, and no user
   text ever reaches a full-text query parser.
 * The store behaviour written once over a dialect is
-  :class:`~memmachine.adapters.cypher_episode_store.CypherEpisodeStore`.
+  :class:`~memmachine.adapters.cypher.cypher_episode_store.CypherEpisodeStore`.
 
 Labels, property and index names are identifiers chosen by the code, never by users; they
 are still checked against ``[A-Za-z_][A-Za-z0-9_]*`` before being placed in a statement.

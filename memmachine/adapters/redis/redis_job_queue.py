@@ -61,7 +61,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memmachine.adapters.redis_common import connect_redis, describe_error, redis_health
+from memmachine.adapters.redis.redis_common import connect_redis, describe_error, redis_health
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,

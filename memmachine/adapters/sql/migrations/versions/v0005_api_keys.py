@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from memmachine.adapters.sql_models import UtcDateTime
+from memmachine.adapters.sql.sql_models import UtcDateTime
 
 revision = "0005"
 down_revision: str | None = "0004"

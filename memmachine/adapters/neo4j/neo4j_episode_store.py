@@ -1,9 +1,10 @@
 """Episodic memory on Neo4j 5 (5.18 or later), through the official async driver.
 
 The graph model, the queries and the behaviour are those of
-:class:`~memmachine.adapters.cypher_dialect.CypherEpisodeStore`, shared with FalkorDB; the
+:class:`~memmachine.adapters.cypher.cypher_dialect.CypherEpisodeStore`, shared with FalkorDB; the
 Cypher that differs (schema DDL, the full-text procedure, the Lucene query, the cosine
-function's [0, 1] scale) comes from :class:`~memmachine.adapters.cypher_dialect.Neo4jDialect`.
+function's [0, 1] scale) comes from
+:class:`~memmachine.adapters.cypher.cypher_dialect.Neo4jDialect`.
 This module adds the connection, the schema and the error mapping.
 
 * One database (``database``, default: the server's default database) holds one
@@ -41,8 +42,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from neo4j import READ_ACCESS, AsyncDriver, AsyncGraphDatabase, RoutingControl, basic_auth
 from neo4j import exceptions as neo4j_errors
 
-from memmachine.adapters.cypher_dialect import Neo4jDialect
-from memmachine.adapters.cypher_episode_store import FULLTEXT_INDEX, CypherEpisodeStore
+from memmachine.adapters.cypher.cypher_dialect import Neo4jDialect
+from memmachine.adapters.cypher.cypher_episode_store import FULLTEXT_INDEX, CypherEpisodeStore
 from memmachine.adapters.health import health_of
 from memmachine.errors import (
     ConfigurationError,

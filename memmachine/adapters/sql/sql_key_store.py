@@ -1,9 +1,9 @@
 """API keys on SQL through SQLAlchemy 2 async, in the profile store's database.
 
-The ``api_keys`` table (:class:`~memmachine.adapters.sql_models.ApiKeyRow`) is made by the
+The ``api_keys`` table (:class:`~memmachine.adapters.sql.sql_models.ApiKeyRow`) is made by the
 same Alembic migrations as the profile tables; ``start()`` opens the database and runs them
-through the same :class:`~memmachine.adapters.sql_engine.SqlDatabase` as
-:class:`~memmachine.adapters.sql_profile_store.SqlProfileStore` (PostgreSQL under the
+through the same :class:`~memmachine.adapters.sql.sql_engine.SqlDatabase` as
+:class:`~memmachine.adapters.sql.sql_profile_store.SqlProfileStore` (PostgreSQL under the
 migration advisory lock, SQLite under the sibling file lock and ``BEGIN IMMEDIATE``), so
 either store may be the first to open a fresh database, and the ``memmachine keys`` command
 can open the keys while a server uses the same file. Only the sha256 of a key's secret is
@@ -23,9 +23,9 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memmachine.adapters.health import health_of
-from memmachine.adapters.migrations import upgrade_schema
-from memmachine.adapters.sql_engine import SqlDatabase, describe_sql_error
-from memmachine.adapters.sql_models import ApiKeyRow
+from memmachine.adapters.sql.migrations import upgrade_schema
+from memmachine.adapters.sql.sql_engine import SqlDatabase, describe_sql_error
+from memmachine.adapters.sql.sql_models import ApiKeyRow
 from memmachine.auth import ApiKey, Permission, StoredKey
 from memmachine.errors import ConflictError, MemMachineError, NotFoundError, StoreError
 from memmachine.models import StoreHealth, utc_now

@@ -1,7 +1,7 @@
 """Profile memory on SQL through SQLAlchemy 2 async: SQLite (aiosqlite) and PostgreSQL (psycopg).
 
-The ORM models live in :mod:`memmachine.adapters.sql_models`; the schema is made and changed
-by the Alembic migrations of :mod:`memmachine.adapters.migrations`, run by ``start()`` (a
+The ORM models live in :mod:`memmachine.adapters.sql.sql_models`; the schema is made and changed
+by the Alembic migrations of :mod:`memmachine.adapters.sql.migrations`, run by ``start()`` (a
 no-op at head; PostgreSQL serialises concurrent starts with an advisory lock, SQLite with
 ``BEGIN IMMEDIATE``). Behaviour beyond the :class:`~memmachine.ports.ProfileStore` contract:
 
@@ -82,10 +82,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.sql.expression import ColumnClause
 
 from memmachine.adapters.health import health_of
-from memmachine.adapters.migrations import upgrade_schema
-from memmachine.adapters.migrations.pgvector import enable_pgvector, set_vectors
-from memmachine.adapters.sql_engine import SqlDatabase, describe_sql_error, dump_json
-from memmachine.adapters.sql_models import ProfileFactHistoryRow, ProfileFactRow
+from memmachine.adapters.sql.migrations import upgrade_schema
+from memmachine.adapters.sql.migrations.pgvector import enable_pgvector, set_vectors
+from memmachine.adapters.sql.sql_engine import SqlDatabase, describe_sql_error, dump_json
+from memmachine.adapters.sql.sql_models import ProfileFactHistoryRow, ProfileFactRow
 from memmachine.errors import (
     InvalidInputError,
     MemMachineError,
@@ -144,7 +144,7 @@ class SqlProfileStore(Lifecycle):
 
         The upgrade runs in one transaction: on PostgreSQL under a transaction-level
         advisory lock (a concurrent start waits, then finds the schema at head), on SQLite
-        under a file lock (see :meth:`~memmachine.adapters.sql_engine.SqlDatabase.start_lock`)
+        under a file lock (see :meth:`~memmachine.adapters.sql.sql_engine.SqlDatabase.start_lock`)
         and ``BEGIN IMMEDIATE``. On PostgreSQL it also enables pgvector when the server gained
         it after the schema reached head.
         """

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memmachine.adapters.torch_runtime import choose_device, import_torch_runtime
+from memmachine.adapters.torch.torch_runtime import choose_device, import_torch_runtime
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
 from memmachine.ports import Lifecycle
 

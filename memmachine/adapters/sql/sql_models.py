@@ -1,7 +1,7 @@
 """SQLAlchemy 2 declarative models of the SQL stores (SQLite now, PostgreSQL next).
 
 This module is the ORM's view of the SQL schema. The schema itself is created and changed by
-the Alembic migrations in :mod:`memmachine.adapters.migrations` (run by
+the Alembic migrations in :mod:`memmachine.adapters.sql.migrations` (run by
 :class:`SqlProfileStore` at every start); a test checks that the migrated schema matches
 ``Base.metadata``. Everything here is dialect-neutral; the few dialect differences are
 handled by column types:

@@ -1,4 +1,4 @@
-"""Alembic migrations of the SQL schema (:mod:`memmachine.adapters.sql_models`).
+"""Alembic migrations of the SQL schema (:mod:`memmachine.adapters.sql.sql_models`).
 
 They run programmatically: :func:`upgrade_schema` builds an Alembic ``Config`` in memory
 (no ``alembic.ini``) pointing at this directory and upgrades the database behind an open
@@ -16,7 +16,7 @@ Revisions (``versions/``):
 * ``0004`` fact provenance and history: ``source_episode_ids``, ``valid_from``, ``valid_to``
   on ``profile_facts`` and the ``profile_fact_history`` table of closed versions.
 * ``0005`` the ``api_keys`` table (hashes of API key secrets, never keys), used by
-  :class:`~memmachine.adapters.sql_key_store.SqlKeyStore` on the same database.
+  :class:`~memmachine.adapters.sql.sql_key_store.SqlKeyStore` on the same database.
 * ``0006`` every fact's ``search_terms`` analysed again with the Snowball analyser
   (:data:`memmachine.indexing.terms.ANALYSER_VERSION` 2).
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from memmachine.adapters.sql_models import Base
+from memmachine.adapters.sql.sql_models import Base
 
 
 def _run() -> None:
     connection = context.config.attributes.get("connection")
     if not isinstance(connection, Connection):
         raise RuntimeError(
-            "memmachine migrations run through memmachine.adapters.migrations.upgrade_schema "
+            "memmachine migrations run through memmachine.adapters.sql.migrations.upgrade_schema "
             "with an open connection"
         )
     context.configure(

@@ -2,7 +2,7 @@
 
 Graph model, sequence numbering, ``NEXT`` links, BM25 in the query, exact in-scope cosine
 and the embedding-settings check live here, over a
-:class:`~memmachine.adapters.cypher_dialect.CypherDialect`. An engine's adapter subclasses
+:class:`~memmachine.adapters.cypher.cypher_dialect.CypherDialect`. An engine's adapter subclasses
 :class:`CypherEpisodeStore` and supplies the connection: ``start``/``close``/``health``,
 ``_run`` (one parameterised query, driver errors mapped to the project's errors) and its
 schema.
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memmachine.adapters.cypher_dialect import (
+from memmachine.adapters.cypher.cypher_dialect import (
     CypherDialect,
     joined_terms,
     scope_predicate,

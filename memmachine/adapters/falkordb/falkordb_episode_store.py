@@ -1,9 +1,9 @@
 """Episodic memory on FalkorDB (embedded or a server), over the Redis protocol.
 
 The graph model, the queries and the behaviour are those of
-:class:`~memmachine.adapters.cypher_dialect.CypherEpisodeStore`, shared with Neo4j; this module
-adds the connection, FalkorDB's schema and how a query travels. One graph (``graph_name``)
-holds one deployment's episodes; vectors are stored as ``vecf32``.
+:class:`~memmachine.adapters.cypher.cypher_dialect.CypherEpisodeStore`, shared with Neo4j;
+this module adds the connection, FalkorDB's schema and how a query travels. One graph
+(``graph_name``) holds one deployment's episodes; vectors are stored as ``vecf32``.
 
 Search specifics:
 
@@ -11,7 +11,7 @@ Search specifics:
   of 384 dimensions). No HNSW vector index is created: FalkorDB rebuilds vector indexes
   from scratch whenever it loads a graph (15 s for 20k episodes of 384 dimensions, against
   0.3 s without), besides slowing every write. Large users are searched by the in-process
-  index of :class:`~memmachine.adapters.indexed_episode_store.IndexedEpisodeStore`
+  index of :class:`~memmachine.adapters.indexed.indexed_episode_store.IndexedEpisodeStore`
   instead, which reads the vectors once (``index_entries``).
 * ``fulltext_search`` ranks with BM25 computed in the query because FalkorDB's built-in
   score is TF-IDF with an integer (``logb``) idf, normalised by the document's most frequent
@@ -37,8 +37,8 @@ from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from memmachine.adapters.cypher_dialect import FalkorDBDialect
-from memmachine.adapters.cypher_episode_store import FULLTEXT_INDEX, CypherEpisodeStore
+from memmachine.adapters.cypher.cypher_dialect import FalkorDBDialect
+from memmachine.adapters.cypher.cypher_episode_store import FULLTEXT_INDEX, CypherEpisodeStore
 from memmachine.adapters.health import health_of
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import StoreHealth

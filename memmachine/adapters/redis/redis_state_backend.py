@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memmachine.adapters.json_state_backend import JsonStateBackend
-from memmachine.adapters.redis_common import connect_redis, describe_error
+from memmachine.adapters.redis.redis_common import connect_redis, describe_error
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import ID_PATTERN, Scope, utc_now
 from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
