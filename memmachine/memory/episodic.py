@@ -23,7 +23,7 @@ from memmachine.models import (
     utc_now,
 )
 from memmachine.ports import Embedder, EpisodeStore, Reranker
-from memmachine.retrieval.pipeline import Search, SearchPipeline
+from memmachine.retrieval.pipeline import Search, SearchPipeline, StageObserver
 from memmachine.retrieval.stages import default_pipeline
 from memmachine.retrieval.text import Said, episode_search_text, indexed_text
 from memmachine.safety.gate import WriteGate, check_query
@@ -158,6 +158,7 @@ class EpisodicService:
         top_k: int = 10,
         expand_context: int = 0,
         query_vector: Sequence[float] | None = None,
+        observe: StageObserver | None = None,
     ) -> list[EpisodeHit]:
         """Hybrid search over the scope's episodes, best first, through the stages of
         :mod:`memmachine.retrieval.stages` (each switched by its setting in
@@ -166,7 +167,9 @@ class EpisodicService:
         Without a reranker a hit's ``score`` is in [0, 1]: 1.0 = first in every signal with
         every boost and the largest neighbour share; with one, the reranker's score scaled
         over its candidates. ``expand_context`` adds up to that many neighbouring turns
-        before and after each hit (``context=True``) on top of the ``top_k`` hits."""
+        before and after each hit (``context=True``) on top of the ``top_k`` hits.
+        ``observe`` is called after each stage that ran, with its time (see
+        :class:`~memmachine.retrieval.pipeline.SearchPipeline`)."""
         check_query(self._gate.limits, query, top_k)
         search = Search(
             scope=scope,
@@ -179,7 +182,7 @@ class EpisodicService:
             reranker=self.reranker,
             tuning=self.retrieval,
         )
-        return await self.pipeline.run(search)
+        return await self.pipeline.run(search, observe)
 
 
 def _episode_ids(ids: Sequence[str] | None, count: int) -> list[str]:
