@@ -248,16 +248,9 @@ class WriteGate:
         counting what was replaced and ``metadata["suspected_injection"]`` the reason when
         the content reads as an instruction to the model (it is still stored: it is a
         record of what was said); the same object when nothing changes."""
-        found: dict[str, int] = {}
-        content, reason = self.text("message.content", f"{path}.content", message.content, found)
-        producer = message.producer
-        if producer is not None:
-            producer = self.text("message.producer", f"{path}.producer", producer, found)[0]
-        metadata = self.json("message.metadata", f"{path}.metadata", message.metadata, found)
-        if found:
-            metadata["redacted"] = found
-        if reason is not None:
-            metadata["suspected_injection"] = reason
+        content, producer, metadata = self._said(
+            path, message.content, message.producer, message.metadata
+        )
         same = (content, producer) == (message.content, message.producer)
         if same and metadata == message.metadata:
             return message
@@ -270,19 +263,12 @@ class WriteGate:
         out = []
         for index, record in enumerate(records):
             path = f"records.{index}"
-            found: dict[str, int] = {}
-            content, reason = self.text("message.content", f"{path}.content", record.content, found)
-            producer = record.producer
-            if producer is not None:
-                producer = self.text("message.producer", f"{path}.producer", producer, found)[0]
+            content, producer, metadata = self._said(
+                path, record.content, record.producer, record.metadata
+            )
             search_text = self.text(
-                "episode.search_text", f"{path}.search_text", record.search_text, found
+                "episode.search_text", f"{path}.search_text", record.search_text, {}
             )[0]
-            metadata = self.json("message.metadata", f"{path}.metadata", record.metadata, found)
-            if found:
-                metadata["redacted"] = found
-            if reason is not None:
-                metadata["suspected_injection"] = reason
             same = (content, producer, search_text) == (
                 record.content,
                 record.producer,
@@ -299,6 +285,22 @@ class WriteGate:
             }
             out.append(record.model_copy(update=update))
         return out
+
+    def _said(
+        self, path: str, content: str, producer: str | None, metadata: dict[str, Any]
+    ) -> tuple[str, str | None, dict[str, Any]]:
+        """A message's content, producer and metadata through the gate, with what was
+        redacted and the injection found recorded in the metadata."""
+        found: dict[str, int] = {}
+        content, reason = self.text("message.content", f"{path}.content", content, found)
+        if producer is not None:
+            producer = self.text("message.producer", f"{path}.producer", producer, found)[0]
+        stored = self.json("message.metadata", f"{path}.metadata", metadata, found)
+        if found:
+            stored["redacted"] = found
+        if reason is not None:
+            stored["suspected_injection"] = reason
+        return content, producer, stored
 
     # ------------------------------------------------------------------ facts
 
