@@ -22,7 +22,10 @@ first. ``tests/unit/safety/test_write_gate_coverage.py`` walks the code of every
 fails when a store write takes an argument that does not come straight from the gate.
 
 Widening what is redacted (producers, invalidation reasons, metadata keys, custom-type
-record keys) is a change of one entry in :data:`FIELD_POLICIES`.
+record keys) is a change of one entry in :data:`FIELD_POLICIES`. Outside the gate today:
+ids (episode, session, user...: held to ``ID_PATTERN`` by the models, which admits no NUL
+or surrogate), the error text a worker records on a failed job (the queue's bookkeeping)
+and API keys (the key store, written by the server's admin routes and ``memmachine keys``).
 """
 
 from __future__ import annotations
