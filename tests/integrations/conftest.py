@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from memmachine_sdk import AsyncClient, Client
-from tests.sdk.conftest import live_server
+from memmachine_server.background import serve_in_background
 from tests.server.conftest import make_settings
 
 KEY = "integrations-key"
@@ -25,7 +25,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     settings = make_settings(
         tmp_path_factory.mktemp("integrations"), api_keys=f"{KEY}=t1,{OTHER_TENANT_KEY}=t2"
     )
-    with live_server(settings) as url:
+    with serve_in_background(settings) as url:
         yield url
 
 
