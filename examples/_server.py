@@ -11,20 +11,23 @@ end. With your own server, replace it with its URL and key:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr
 
+from examples._common import Checks
 from memmachine import Settings
-from memmachine_sdk import Client
+from memmachine_sdk import AsyncClient, Client
 from memmachine_server.background import serve_in_background
 
-__all__ = ["API_KEY", "example_server"]
+__all__ = ["API_KEY", "example_server", "run_with_async_client", "run_with_client"]
 
 #: The example server's one API key (tenant ``examples``).
 API_KEY = "example-key"
@@ -48,3 +51,25 @@ def example_server(name: str) -> Iterator[str]:
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
         print(f"{name}: server stopped, temporary data directory {data_dir} removed")
+
+
+def run_with_client(name: str, story: Callable[[Client], Checks]) -> int:
+    """Run ``story`` with a blocking SDK client on a fresh :func:`example_server`; print its
+    closing line and return the exit status."""
+    with example_server(name) as url, Client(url, api_key=API_KEY) as mm:
+        checks = story(mm)
+    return checks.finish()
+
+
+def run_with_async_client(
+    name: str, story: Callable[[AsyncClient], Coroutine[Any, Any, Checks]]
+) -> int:
+    """:func:`run_with_client` for an async ``story``, with an :class:`AsyncClient`."""
+
+    async def with_client(url: str) -> Checks:
+        async with AsyncClient(url, api_key=API_KEY) as mm:
+            return await story(mm)
+
+    with example_server(name) as url:
+        checks = asyncio.run(with_client(url))
+    return checks.finish()

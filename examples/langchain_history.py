@@ -20,7 +20,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 
 from examples._common import Checks, heading
-from examples._server import API_KEY, example_server
+from examples._server import run_with_client
 from memmachine_sdk import Client
 from memmachine_sdk.integrations.langchain import MemMachineChatMessageHistory
 
@@ -46,46 +46,45 @@ def scripted_model(prompt: PromptValue) -> AIMessage:
     return AIMessage("You haven't told me where you live yet.")
 
 
-def main() -> int:
+def chat_across_requests(mm: Client) -> Checks:
     checks = Checks(NAME)
     chain = PROMPT | RunnableLambda(scripted_model)
-    with example_server(NAME) as url, Client(url, api_key=API_KEY) as mm:
 
-        def turn(user: str, session: str, question: str) -> tuple[list[BaseMessage], str]:
-            # What a request handler does: open the session's history, answer, append.
-            history = MemMachineChatMessageHistory(session, user_id=user, client=mm)
-            past = history.messages
-            reply = chain.invoke({"history": past, "question": question})
-            history.add_messages([HumanMessage(question), reply])
-            print(f"  [{session}] {user}: {question}  ({len(past)} earlier messages)")
-            print(f"  [{session}] assistant: {reply.content}")
-            return past, str(reply.content)
+    def turn(user: str, session: str, question: str) -> tuple[list[BaseMessage], str]:
+        # What a request handler does: open the session's history, answer, append.
+        history = MemMachineChatMessageHistory(session, user_id=user, client=mm)
+        past = history.messages
+        reply = chain.invoke({"history": past, "question": question})
+        history.add_messages([HumanMessage(question), reply])
+        print(f"  [{session}] {user}: {question}  ({len(past)} earlier messages)")
+        print(f"  [{session}] assistant: {reply.content}")
+        return past, str(reply.content)
 
-        heading("Ana's session, first request")
-        turn("ana", "trip-42", "Hi! I live in Porto and want to visit Lisbon.")
-        heading("Ana's session, a later request (a new history object)")
-        past, answer = turn("ana", "trip-42", "Where do I live?")
-        heading("Ben's session")
-        ben_past, ben_answer = turn("ben", "trip-7", "Where do I live?")
+    heading("Ana's session, first request")
+    turn("ana", "trip-42", "Hi! I live in Porto and want to visit Lisbon.")
+    heading("Ana's session, a later request (a new history object)")
+    past, answer = turn("ana", "trip-42", "Where do I live?")
+    heading("Ben's session")
+    ben_past, ben_answer = turn("ben", "trip-7", "Where do I live?")
 
-        heading("the session in memmachine (GET /v1/sessions/trip-42/working)")
-        working = mm.get_working("trip-42", user_id="ana")
-        for message in working.messages:
-            print(f"  {message.role}: {message.content}")
+    heading("the session in memmachine (GET /v1/sessions/trip-42/working)")
+    working = mm.get_working("trip-42", user_id="ana")
+    for message in working.messages:
+        print(f"  {message.role}: {message.content}")
 
-        heading("checks")
-        checks.check("the later request loaded the first turn", len(past) == 2)
-        checks.check(
-            "the answer comes from the history", answer == "You told me you live in Porto."
-        )
-        checks.check(
-            "Ben's session has none of Ana's", ben_past == [] and "Porto" not in ben_answer
-        )
-        checks.check(
-            "working memory holds the whole conversation, in order",
-            [m.role for m in working.messages] == ["user", "assistant", "user", "assistant"],
-        )
-    return checks.finish()
+    heading("checks")
+    checks.check("the later request loaded the first turn", len(past) == 2)
+    checks.check("the answer comes from the history", answer == "You told me you live in Porto.")
+    checks.check("Ben's session has none of Ana's", ben_past == [] and "Porto" not in ben_answer)
+    checks.check(
+        "working memory holds the whole conversation, in order",
+        [m.role for m in working.messages] == ["user", "assistant", "user", "assistant"],
+    )
+    return checks
+
+
+def main() -> int:
+    return run_with_client(NAME, chat_across_requests)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 
 from examples._common import Checks, heading
-from examples._server import API_KEY, example_server
+from examples._server import run_with_client
 from memmachine_sdk import Client
 from memmachine_sdk.integrations.langgraph import MemMachineStore
 
@@ -54,50 +54,54 @@ def assistant(state: State, runtime: Runtime[Context]) -> State:
     return {"reply": f"From memory: {found[0].value['text']}"}
 
 
-def build_graph(store: MemMachineStore) -> Any:
+def build_graph(store: MemMachineStore, node: Any = assistant) -> Any:
+    """The one-node graph, compiled with ``store`` and an in-memory checkpointer."""
     builder = StateGraph(State, context_schema=Context)
-    builder.add_node("assistant", assistant)
+    builder.add_node("assistant", node)
     builder.add_edge(START, "assistant")
     return builder.compile(checkpointer=InMemorySaver(), store=store)
 
 
-def main() -> int:
+def remember_across_threads(mm: Client) -> Checks:
     checks = Checks(NAME)
-    with example_server(NAME) as url, Client(url, api_key=API_KEY) as mm:
-        graph = build_graph(MemMachineStore(mm))
+    graph = build_graph(MemMachineStore(mm))
 
-        def say(user: str, thread: str, message: str) -> str:
-            config = {"configurable": {"thread_id": thread}}
-            reply = str(graph.invoke({"message": message}, config, context=Context(user))["reply"])
-            print(f"  [{thread}] {user}: {message}\n  [{thread}] assistant: {reply}")
-            return reply
+    def say(user: str, thread: str, message: str) -> str:
+        config = {"configurable": {"thread_id": thread}}
+        reply = str(graph.invoke({"message": message}, config, context=Context(user))["reply"])
+        print(f"  [{thread}] {user}: {message}\n  [{thread}] assistant: {reply}")
+        return reply
 
-        heading("thread 1: Ana tells the assistant two things")
-        say("ana", "ana-1", "Remember: I am allergic to peanuts")
-        say("ana", "ana-1", "Remember: my dog is a beagle called Toast")
+    heading("thread 1: Ana tells the assistant two things")
+    say("ana", "ana-1", "Remember: I am allergic to peanuts")
+    say("ana", "ana-1", "Remember: my dog is a beagle called Toast")
 
-        heading("thread 2: a new conversation with Ana")
-        allergy = say("ana", "ana-2", "What am I allergic to?")
-        dog = say("ana", "ana-2", "What is my dog called?")
+    heading("thread 2: a new conversation with Ana")
+    allergy = say("ana", "ana-2", "What am I allergic to?")
+    dog = say("ana", "ana-2", "What is my dog called?")
 
-        heading("thread 3: Ben asks the same")
-        ben = say("ben", "ben-1", "What am I allergic to?")
+    heading("thread 3: Ben asks the same")
+    ben = say("ben", "ben-1", "What am I allergic to?")
 
-        heading("what memmachine holds for Ana (profile facts, tag 'memories')")
-        facts = mm.get_profile(user_id="ana", tag="memories")
-        for fact in facts:
-            print(f"  {fact.tag} / {fact.feature[:8]}…: {fact.value}  (source {fact.source})")
+    heading("what memmachine holds for Ana (profile facts, tag 'memories')")
+    facts = mm.get_profile(user_id="ana", tag="memories")
+    for fact in facts:
+        print(f"  {fact.tag} / {fact.feature[:8]}…: {fact.value}  (source {fact.source})")
 
-        heading("checks")
-        checks.check("a new thread recalls Ana's allergy", allergy.endswith("allergic to peanuts"))
-        checks.check("a new thread recalls Ana's dog", dog.endswith("a beagle called Toast"))
-        checks.check("Ben never sees Ana's memories", "peanuts" not in ben)
-        checks.check(
-            "Ana's memories are memmachine profile facts",
-            sorted(fact.value for fact in facts)
-            == ["I am allergic to peanuts", "my dog is a beagle called Toast"],
-        )
-    return checks.finish()
+    heading("checks")
+    checks.check("a new thread recalls Ana's allergy", allergy.endswith("allergic to peanuts"))
+    checks.check("a new thread recalls Ana's dog", dog.endswith("a beagle called Toast"))
+    checks.check("Ben never sees Ana's memories", "peanuts" not in ben)
+    checks.check(
+        "Ana's memories are memmachine profile facts",
+        sorted(fact.value for fact in facts)
+        == ["I am allergic to peanuts", "my dog is a beagle called Toast"],
+    )
+    return checks
+
+
+def main() -> int:
+    return run_with_client(NAME, remember_across_threads)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,11 @@ chat finds them.
 
 from __future__ import annotations
 
-import asyncio
-
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import Memory
 
 from examples._common import Checks, heading
-from examples._server import API_KEY, example_server
+from examples._server import run_with_async_client
 from memmachine_sdk import AsyncClient
 from memmachine_sdk.integrations.llama_index import MemMachineMemoryBlock
 
@@ -93,15 +91,8 @@ async def chat(mm: AsyncClient) -> Checks:
     return checks
 
 
-async def run(url: str) -> Checks:
-    async with AsyncClient(url, api_key=API_KEY) as mm:
-        return await chat(mm)
-
-
 def main() -> int:
-    with example_server(NAME) as url:
-        checks = asyncio.run(run(url))
-    return checks.finish()
+    return run_with_async_client(NAME, chat)
 
 
 if __name__ == "__main__":

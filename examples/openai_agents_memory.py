@@ -18,7 +18,6 @@ real model deciding when to call the tools.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -32,7 +31,7 @@ from openai.types.responses import (
 )
 
 from examples._common import Checks, heading
-from examples._server import API_KEY, example_server
+from examples._server import run_with_async_client
 from memmachine_sdk import AsyncClient
 from memmachine_sdk.integrations.openai_agents import MemMachineSession, amemory_tools
 
@@ -148,15 +147,8 @@ async def converse(mm: AsyncClient) -> Checks:
     return checks
 
 
-async def run(url: str) -> Checks:
-    async with AsyncClient(url, api_key=API_KEY) as mm:
-        return await converse(mm)
-
-
 def main() -> int:
-    with example_server(NAME) as url:
-        checks = asyncio.run(run(url))
-    return checks.finish()
+    return run_with_async_client(NAME, converse)
 
 
 if __name__ == "__main__":

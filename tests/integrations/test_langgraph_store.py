@@ -5,44 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 
+from examples.langgraph_memory import Context, State, build_graph
 from memmachine_sdk import AsyncClient, Client, InvalidInputError
 from memmachine_sdk.integrations.langgraph import MemMachineStore
 from tests.integrations.conftest import OTHER_TENANT_KEY
 
 
-@dataclass
-class Context:
-    user_id: str
-
-
-class State(TypedDict, total=False):
-    message: str
-    reply: str
-
-
-def remember_or_recall(state: State, runtime: Runtime[Context]) -> State:
-    """A node with no model: "Remember: ..." stores a memory for the user; anything else
-    is answered with the user's two most relevant memories."""
-    assert runtime.store is not None
-    namespace = (runtime.context.user_id, "memories")
-    message = state["message"]
-    if message.startswith("Remember: "):
-        runtime.store.put(namespace, uuid.uuid4().hex, {"text": message.removeprefix("Remember: ")})
-        return {"reply": "Noted."}
-    hits = runtime.store.search(namespace, query=message, limit=2)
-    return {"reply": " | ".join(hit.value["text"] for hit in hits) or "Nothing remembered."}
-
-
-async def aremember_or_recall(state: State, runtime: Runtime[Context]) -> State:
+async def aassistant(state: State, runtime: Runtime[Context]) -> State:
+    """The example's node, async: stores with ``aput``, recalls with ``asearch``."""
     assert runtime.store is not None
     namespace = (runtime.context.user_id, "memories")
     message = state["message"]
@@ -50,15 +26,8 @@ async def aremember_or_recall(state: State, runtime: Runtime[Context]) -> State:
         text = message.removeprefix("Remember: ")
         await runtime.store.aput(namespace, uuid.uuid4().hex, {"text": text})
         return {"reply": "Noted."}
-    hits = await runtime.store.asearch(namespace, query=message, limit=2)
-    return {"reply": " | ".join(hit.value["text"] for hit in hits) or "Nothing remembered."}
-
-
-def graph_with(store: MemMachineStore, node: Any) -> Any:
-    builder = StateGraph(State, context_schema=Context)
-    builder.add_node("respond", node)
-    builder.add_edge(START, "respond")
-    return builder.compile(checkpointer=InMemorySaver(), store=store)
+    hits = await runtime.store.asearch(namespace, query=message, limit=1)
+    return {"reply": f"From memory: {hits[0].value['text']}" if hits else "Nothing."}
 
 
 def ask(graph: Any, user: str, thread: str, message: str) -> str:
@@ -70,16 +39,21 @@ def ask(graph: Any, user: str, thread: str, message: str) -> str:
 def test_a_graph_remembers_a_user_across_threads_and_never_shows_another_user(
     client: Client, unique: str
 ) -> None:
+    """The example's graph (one node, no model) on the store."""
     ana, ben = f"ana-{unique}", f"ben-{unique}"
-    graph = graph_with(MemMachineStore(client), remember_or_recall)
+    graph = build_graph(MemMachineStore(client))
 
-    assert ask(graph, ana, "t1", "Remember: I am allergic to peanuts") == "Noted."
-    assert ask(graph, ana, "t1", "Remember: my dog is a beagle named Toast") == "Noted."
-    assert ask(graph, ben, "t2", "Remember: I train for the Berlin marathon") == "Noted."
+    ask(graph, ana, "t1", "Remember: I am allergic to peanuts")
+    ask(graph, ana, "t1", "Remember: my dog is a beagle named Toast")
+    ask(graph, ben, "t2", "Remember: I train for the Berlin marathon")
 
     # A new thread for Ana: the memory was kept by memmachine, not by the thread.
-    reply = ask(graph, ana, "t3", "What am I allergic to?")
-    assert reply.split(" | ")[0] == "I am allergic to peanuts"
+    assert ask(graph, ana, "t3", "What am I allergic to?") == (
+        "From memory: I am allergic to peanuts"
+    )
+    assert ask(graph, ana, "t3", "Tell me about my dog") == (
+        "From memory: my dog is a beagle named Toast"
+    )
     # Ben's thread never sees Ana's memories.
     assert "peanuts" not in ask(graph, ben, "t4", "What am I allergic to?")
     assert "beagle" not in ask(graph, ben, "t4", "Tell me about my dog")
@@ -97,7 +71,7 @@ async def test_an_async_graph_remembers_across_threads(
     async_client: AsyncClient, unique: str
 ) -> None:
     ana, ben = f"ana-{unique}", f"ben-{unique}"
-    graph = graph_with(MemMachineStore(async_client=async_client), aremember_or_recall)
+    graph = build_graph(MemMachineStore(async_client=async_client), aassistant)
 
     async def aask(user: str, thread: str, message: str) -> str:
         config = {"configurable": {"thread_id": thread}}
@@ -106,10 +80,10 @@ async def test_an_async_graph_remembers_across_threads(
 
     await aask(ana, "a1", "Remember: I prefer window seats on trains")
     await aask(ana, "a1", "Remember: my sister lives in Porto")
-    assert (await aask(ana, "a2", "Which seats do I prefer?")).startswith(
-        "I prefer window seats on trains"
+    assert await aask(ana, "a2", "Which seats do I prefer?") == (
+        "From memory: I prefer window seats on trains"
     )
-    assert await aask(ben, "b1", "Which seats do I prefer?") == "Nothing remembered."
+    assert await aask(ben, "b1", "Which seats do I prefer?") == "Nothing."
 
 
 def test_put_get_update_and_delete(client: Client, unique: str) -> None:

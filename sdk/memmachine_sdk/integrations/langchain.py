@@ -44,7 +44,7 @@ from pydantic import ValidationError
 
 from memmachine_sdk import models as m
 from memmachine_sdk._client import AsyncClient, Client
-from memmachine_sdk.integrations._bridge import Clients, Plan
+from memmachine_sdk.integrations._bridge import Plan, SessionAdapter
 
 __all__ = ["MemMachineChatMessageHistory"]
 
@@ -53,7 +53,7 @@ MESSAGE_KEY = "langchain"
 _ROLES = ("user", "assistant", "system", "tool")
 
 
-class MemMachineChatMessageHistory(BaseChatMessageHistory):
+class MemMachineChatMessageHistory(SessionAdapter, BaseChatMessageHistory):
     """The messages of one memmachine session, for one user, as a LangChain history.
 
     * ``session_id`` / ``user_id``: whose session (ids as the memmachine API accepts them).
@@ -71,10 +71,8 @@ class MemMachineChatMessageHistory(BaseChatMessageHistory):
         async_client: AsyncClient | None = None,
         episodic: bool = False,
     ) -> None:
-        self.session_id = session_id
-        self.user_id = user_id
+        super().__init__(session_id, user_id=user_id, client=client, async_client=async_client)
         self.episodic = episodic
-        self._clients = Clients(client, async_client, owner="MemMachineChatMessageHistory")
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -93,31 +91,24 @@ class MemMachineChatMessageHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Empty the session's working memory (episodes stay)."""
-        self._clients.run(self._clear())
+        self._clients.run(self._clear_working())
 
     async def aclear(self) -> None:
-        await self._clients.arun(self._clear())
+        await self._clients.arun(self._clear_working())
 
     # ------------------------------------------------------------------ plans
 
     def _read(self) -> Plan[list[BaseMessage]]:
-        session, user = self.session_id, self.user_id
-        working: m.WorkingMemoryOut = yield lambda c: c.get_working(session, user_id=user)
+        working = yield from self._read_working()
         return [_from_working(message) for message in working.messages]
 
     def _add(self, messages: Sequence[BaseMessage]) -> Plan[None]:
-        if not messages:
-            return
-        session, user = self.session_id, self.user_id
         stored = [_to_working(message) for message in messages]
-        if self.episodic:
+        if not self.episodic:
+            yield from self._append_working(stored)
+        elif stored:
+            session, user = self.session_id, self.user_id
             yield lambda c: c.add(stored, user_id=user, session_id=session, working=True)
-        else:
-            yield lambda c: c.append_working(session, stored, user_id=user)
-
-    def _clear(self) -> Plan[None]:
-        session, user = self.session_id, self.user_id
-        yield lambda c: c.delete_working(session, user_id=user)
 
 
 def _role(message: BaseMessage) -> str:

@@ -40,7 +40,7 @@ from agents.tool_context import ToolContext
 from memmachine_sdk import models as m
 from memmachine_sdk._client import AsyncClient, Client
 from memmachine_sdk.errors import ConflictError, MemMachineAPIError
-from memmachine_sdk.integrations._bridge import Clients, Plan, Step
+from memmachine_sdk.integrations._bridge import Clients, Plan, SessionAdapter, Step
 
 __all__ = ["MemMachineSession", "amemory_tools", "memory_tools"]
 
@@ -55,7 +55,7 @@ _POP_ATTEMPTS = 5
 _ARGUMENTS = "tool_call.function.arguments."
 
 
-class MemMachineSession:
+class MemMachineSession(SessionAdapter):
     """The Agents SDK ``Session`` of one memmachine session for one user.
 
     * ``session_id`` / ``user_id``: whose session (ids as the memmachine API accepts them).
@@ -75,10 +75,8 @@ class MemMachineSession:
         async_client: AsyncClient | None = None,
         session_settings: SessionSettings | None = None,
     ) -> None:
-        self.session_id = session_id
-        self.user_id = user_id
+        super().__init__(session_id, user_id=user_id, client=client, async_client=async_client)
         self.session_settings = session_settings
-        self._clients = Clients(client, async_client, owner="MemMachineSession")
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items, oldest first; with ``limit``, only the newest ``limit``."""
@@ -96,26 +94,22 @@ class MemMachineSession:
 
     async def clear_session(self) -> None:
         """Empty the session's working memory."""
-        await self._clients.arun(self._clear())
+        await self._clients.arun(self._clear_working())
 
     # ------------------------------------------------------------------ plans
 
     def _get(self, limit: int | None) -> Plan[list[TResponseInputItem]]:
         if limit is not None and limit <= 0:
             return []
-        working = yield _read_step(self.session_id, self.user_id, limit)
+        working = yield from self._read_working(limit)
         return [_item(message) for message in working.messages]
 
     def _add(self, items: list[TResponseInputItem]) -> Plan[None]:
-        if not items:
-            return
-        session, user = self.session_id, self.user_id
-        messages = [_message(item) for item in items]
-        yield lambda c: c.append_working(session, messages, user_id=user)
+        yield from self._append_working([_message(item) for item in items])
 
     def _pop(self) -> Plan[TResponseInputItem | None]:
         for attempt in range(_POP_ATTEMPTS):
-            working: m.WorkingMemoryOut = yield _read_step(self.session_id, self.user_id, None)
+            working = yield from self._read_working()
             if not working.messages:
                 return None
             keep = [_resent(message) for message in working.messages[:-1]]
@@ -127,14 +121,6 @@ class MemMachineSession:
                 continue  # written meanwhile: read the newest item again
             return _item(working.messages[-1])
         return None  # not reached: the last attempt returns or raises
-
-    def _clear(self) -> Plan[None]:
-        session, user = self.session_id, self.user_id
-        yield lambda c: c.delete_working(session, user_id=user)
-
-
-def _read_step(session: str, user: str, last_n: int | None) -> Step:
-    return lambda c: c.get_working(session, user_id=user, last_n=last_n)
 
 
 def _rewrite_step(session: str, user: str, messages: list[dict[str, Any]], version: int) -> Step:
