@@ -25,8 +25,11 @@ conversations) appear as items too, with value ``{"value": <the fact's value>}``
 A namespace always starts with the user: a search or listing that does not name one
 (``()``) raises ``InvalidNamespaceError``, as does writing to ``(user_id,)`` alone. Every
 write passes memmachine's write gate: personal data in a value is redacted, an
-instruction-like value is refused (``InvalidInputError``) and nothing of that batch is
-stored.
+instruction-like value is refused (``InvalidInputError``) and nothing of that request is
+stored (a batch's consecutive puts for one user go in one request, up to 100 items). A key
+or label holding personal data would be stored redacted, under a key no ``get`` could
+find: such an item is removed again and the put refused (``InvalidInputError``, field
+``key``).
 
 Search: with ``query``, items are ranked by memmachine's profile retrieval (BM25 and, with
 an embedder, vectors, fused), best first, each with its ``score``; only the user's
