@@ -614,6 +614,27 @@ async def test_an_old_key_whose_new_name_is_taken_is_kept_not_overwritten(
         await raw.aclose()
 
 
+async def test_a_session_set_of_both_layouts_is_merged_so_forget_reaches_all(
+    redis_service_url: str, unique: str, scope: Scope
+) -> None:
+    """A session written by an old process after the upgrade began is still forgotten."""
+    prefix = f"mmtest-{unique}-merge"
+    old = f"{prefix}:acme:sales:crm:wm:alice"
+    raw = async_redis_client(redis_service_url, decode_responses=True)
+    try:
+        async with RedisWorkingMemoryStore(redis_service_url, key_prefix=prefix) as store:
+            await store.append(scope, msgs("new"), ttl_seconds=TTL)
+        await raw.hset(f"{old}:s-old:meta", mapping={"version": 1})
+        await raw.sadd(f"{old}:sessions", "s-old")
+        async with RedisWorkingMemoryStore(redis_service_url, key_prefix=prefix) as store:
+            assert await store.get(scope.for_session("s-old")) is not None
+            assert await store.delete_user(scope) == 2
+        assert [key async for key in raw.scan_iter(match=f"{prefix}:*")] == []
+    finally:
+        drop_redis_keys(redis_service_url, f"{prefix}:*")
+        await raw.aclose()
+
+
 # --------------------------------------------------------------------------- delete
 
 
