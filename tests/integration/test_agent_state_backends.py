@@ -1,7 +1,7 @@
 """Every agent-state backend against the StateBackend contract, through one parametrized
 suite: files, SQLite, the machine's Redis and a three-node Redis Cluster (a unique key
-prefix, removed afterwards) and the session's working memory on the embedded stores. Then what is particular to working memory
-and the blocking ``MemoryLayer.state`` API.
+prefix, removed afterwards) and the session's working memory on the embedded stores. Then
+what is particular to working memory and the blocking ``MemoryLayer.state`` API.
 
 Every scope a test writes under has the tenant ``t<unique>``, so tests sharing a server or
 a manager never see each other's records.

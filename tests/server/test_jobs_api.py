@@ -196,7 +196,8 @@ def test_dead_jobs_are_purged_per_user_and_never_across_tenants(
 
     one = api.delete("/v1/jobs/dead", params={"user_id": "carol", "job_id": first}, headers=acme)
     assert one.json() == {"purged": 1}
-    assert api.get(f"/v1/jobs/{first}", params={"user_id": "carol"}, headers=acme).status_code == 404
+    gone = api.get(f"/v1/jobs/{first}", params={"user_id": "carol"}, headers=acme)
+    assert gone.status_code == 404
     again = api.delete("/v1/jobs/dead", params={"user_id": "carol", "job_id": first}, headers=acme)
     assert again.status_code == 404
     assert api.delete("/v1/jobs/dead", params={"user_id": "carol"}, headers=acme).json() == {
