@@ -156,10 +156,25 @@ async def test_unreachable_server_is_store_unavailable() -> None:
     assert (await store.health()).status == "down"
 
 
+async def test_unreachable_cluster_is_store_unavailable() -> None:
+    store = RedisWorkingMemoryStore("redis+cluster://127.0.0.1:1")
+    with pytest.raises(StoreUnavailableError) as caught:
+        await store.start()
+    assert caught.value.store == "working"
+
+
 @pytest.mark.parametrize("url", ["http://localhost:6379", "falkordb://localhost", ""])
 def test_bad_url_is_a_configuration_error(url: str) -> None:
     with pytest.raises(ConfigurationError):
         RedisWorkingMemoryStore(url)
+
+
+async def test_a_cluster_url_with_a_database_is_a_configuration_error() -> None:
+    store = RedisWorkingMemoryStore("redis+cluster://secret@127.0.0.1:7000/2")
+    with pytest.raises(ConfigurationError) as caught:
+        await store.start()
+    assert "one database" in caught.value.message
+    assert "secret" not in caught.value.message
 
 
 @pytest.mark.parametrize("prefix", ["", "a:b", "has space"])
