@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
@@ -45,12 +46,12 @@ __all__ = [
     "MOVE_KEY",
     "MOVE_KEY_FUNCTION",
     "REDIS_SCHEMES",
+    "KeyMigration",
     "RedisClient",
     "check_redis_url",
     "connect_redis",
     "describe_error",
     "driver_error",
-    "is_cluster",
     "migrate_keys",
     "redis_health",
 ]
@@ -99,10 +100,6 @@ def driver_error(exc: BaseException, message: str, store: str) -> StoreError:
     return StoreError(text, store=store)
 
 
-def is_cluster(client: RedisClient | None) -> bool:
-    return isinstance(client, RedisCluster)
-
-
 def check_redis_url(url: str, label: str) -> None:
     """``ConfigurationError`` naming ``label`` unless ``url`` has a scheme of
     :data:`REDIS_SCHEMES` (the URL itself is never quoted: it may hold a password)."""
@@ -144,6 +141,16 @@ async def redis_health(
     )
 
 
+@dataclass(frozen=True)
+class KeyMigration:
+    """Keys of an older layout to move at connect time (see :func:`migrate_keys`)."""
+
+    match: str
+    rename: Callable[[str], str | None]
+    script: str = ""
+    args: Sequence[str] = ()
+
+
 async def connect_redis(
     url: str,
     *,
@@ -151,10 +158,12 @@ async def connect_redis(
     label: str,
     store: str,
     max_connections: int | None = None,
+    migration: KeyMigration | None = None,
 ) -> RedisClient:
     """A client on ``url`` that has answered a PING (decoded replies, bounded timeouts): a
     :class:`RedisCluster` for the ``+cluster`` schemes (``max_connections`` per node), else
-    a :class:`Redis`.
+    a :class:`Redis`; with ``migration``, the keys of the older layout are moved before it
+    is returned (:func:`migrate_keys`; the client is closed when that fails).
 
     A URL redis-py cannot use is a ``ConfigurationError`` that never quotes it (it may hold
     a password); a server that does not answer is ``StoreUnavailableError`` naming ``label``.
@@ -192,6 +201,20 @@ async def connect_redis(
         raise StoreUnavailableError(
             f"{label} cannot reach Redis: {describe_error(exc)}", store=store
         ) from exc
+    if migration is not None:
+        try:
+            await migrate_keys(
+                client,
+                match=migration.match,
+                rename=migration.rename,
+                label=label,
+                store=store,
+                script=migration.script or MOVE_KEY,
+                args=migration.args,
+            )
+        except BaseException:
+            await client.aclose()
+            raise
     return client
 
 

@@ -75,12 +75,12 @@ from redis.commands.core import AsyncScript
 
 from memmachine.adapters.redis_common import (
     DRIVER_ERRORS,
+    KeyMigration,
     RedisClient,
     check_redis_url,
     connect_redis,
     describe_error,
     driver_error,
-    migrate_keys,
     redis_health,
 )
 from memmachine.errors import (
@@ -402,22 +402,19 @@ class RedisJobQueue(Lifecycle):
         earlier versions to their tagged names (single server only). Idempotent."""
         if self._client is not None:
             return
-        client = await connect_redis(
-            self._url, password=self._password, label="job queue", store=_STORE
+        migration = KeyMigration(
+            f"{self._legacy_base}:*",
+            self._tagged_name,
+            script=_MIGRATE,
+            args=(self._legacy_base, self._base, self._retention_ms),
         )
-        try:
-            await migrate_keys(
-                client,
-                match=f"{self._legacy_base}:*",
-                rename=self._tagged_name,
-                label="job queue",
-                store=_STORE,
-                script=_MIGRATE,
-                args=[self._legacy_base, self._base, self._retention_ms],
-            )
-        except BaseException:
-            await client.aclose()
-            raise
+        client = await connect_redis(
+            self._url,
+            password=self._password,
+            label="job queue",
+            store=_STORE,
+            migration=migration,
+        )
         self._client = client
         self._scripts = {
             name: client.register_script(source)

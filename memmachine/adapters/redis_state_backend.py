@@ -28,11 +28,11 @@ from redis.commands.core import AsyncScript
 from memmachine.adapters.redis_common import (
     DRIVER_ERRORS,
     MOVE_KEY_FUNCTION,
+    KeyMigration,
     RedisClient,
     check_redis_url,
     connect_redis,
     driver_error,
-    migrate_keys,
 )
 from memmachine.agent_state import (
     JsonStateBackend,
@@ -125,21 +125,16 @@ class RedisStateBackend(JsonStateBackend):
         earlier versions to their tagged names (single server only). Idempotent."""
         if self._client is not None:
             return
-        client = await connect_redis(
-            self._url, password=self._password, label="state store", store=_STORE
+        migration = KeyMigration(
+            f"{self.key_prefix}:state:[^{{]*", self._tagged_name, script=_MIGRATE
         )
-        try:
-            await migrate_keys(
-                client,
-                match=f"{self.key_prefix}:state:[^{{]*",
-                rename=self._tagged_name,
-                label="state store",
-                store=_STORE,
-                script=_MIGRATE,
-            )
-        except BaseException:
-            await client.aclose()
-            raise
+        client = await connect_redis(
+            self._url,
+            password=self._password,
+            label="state store",
+            store=_STORE,
+            migration=migration,
+        )
         self._client = client
         self._put = client.register_script(_PUT)
         self._delete = client.register_script(_DELETE)

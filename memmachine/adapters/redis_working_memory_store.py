@@ -23,7 +23,7 @@ expiry; they cost a few bytes and are never counted.
 
 Upgrading: earlier versions wrote the same keys without the hash tag
 (``{prefix}:{tenant}:{org}:{project}:wm:{user}:...``). On a single server, :meth:`start`
-renames every such key to its tagged name (TTLs kept); see :func:`migrate_keys`.
+renames every such key to its tagged name (TTLs kept; see ``redis_common.migrate_keys``).
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ from redis.commands.core import AsyncScript
 
 from memmachine.adapters.redis_common import (
     DRIVER_ERRORS,
+    KeyMigration,
     RedisClient,
     check_redis_url,
     connect_redis,
     describe_error,
     driver_error,
-    migrate_keys,
     redis_health,
 )
 from memmachine.errors import (
@@ -193,18 +193,8 @@ class RedisWorkingMemoryStore(Lifecycle):
             label="working store",
             store=_STORE,
             max_connections=self._max_connections,
+            migration=KeyMigration(f"{self._prefix}:[^{{]*:wm:*", self._tagged_name),
         )
-        try:
-            await migrate_keys(
-                client,
-                match=f"{self._prefix}:[^{{]*:wm:*",
-                rename=self._tagged_name,
-                label="working store",
-                store=_STORE,
-            )
-        except BaseException:
-            await client.aclose()
-            raise
         self._client = client
         self._append = client.register_script(_APPEND)
         self._put = client.register_script(_PUT)

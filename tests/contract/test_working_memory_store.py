@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -567,87 +568,94 @@ async def test_every_key_of_a_user_shares_one_cluster_slot(
 # --------------------------------------------------------------------------- upgrade
 
 
-async def test_start_moves_sessions_of_the_untagged_layout_with_their_ttl(
-    redis_service_url: str, unique: str, scope: Scope
-) -> None:
-    """What an earlier version (keys without the user's hash tag) left on a single server
-    is found after the upgrade: same messages, state, summary, version and TTL."""
-    prefix = f"mmtest-{unique}-old"
-    old = f"{prefix}:acme:sales:crm:wm:alice"
+@dataclass
+class Upgrade:
+    """A single Redis server and a key prefix of the test's own, to write what an earlier
+    version (keys without the user's hash tag) left there."""
+
+    url: str
+    prefix: str
+    raw: Any
+
+    #: Alice's user key in the untagged layout (scope ``acme/sales/crm/alice``).
+    @property
+    def old_user(self) -> str:
+        return f"{self.prefix}:acme:sales:crm:wm:alice"
+
+    def store(self) -> RedisWorkingMemoryStore:
+        return RedisWorkingMemoryStore(self.url, key_prefix=self.prefix)
+
+
+@pytest.fixture
+async def upgrade(redis_service_url: str, unique: str) -> AsyncIterator[Upgrade]:
     raw = async_redis_client(redis_service_url, decode_responses=True)
-    try:
-        await raw.hset(
-            f"{old}:s1:meta",
-            mapping={"version": 3, "state": '{"step":2}', "summary": "so far", "updated_at": ""},
+    prefix = f"mmtest-{unique}-old"
+    yield Upgrade(redis_service_url, prefix, raw)
+    drop_redis_keys(redis_service_url, f"{prefix}:*")
+    await raw.aclose()
+
+
+async def test_start_moves_sessions_of_the_untagged_layout_with_their_ttl(
+    upgrade: Upgrade, scope: Scope
+) -> None:
+    """What an earlier version left on a single server is found after the upgrade: same
+    messages, state, summary, version and TTL."""
+    raw, old = upgrade.raw, upgrade.old_user
+    await raw.hset(
+        f"{old}:s1:meta",
+        mapping={"version": 3, "state": '{"step":2}', "summary": "so far", "updated_at": ""},
+    )
+    await raw.rpush(f"{old}:s1:messages", *(m.model_dump_json() for m in msgs("a", "b")))
+    await raw.hset(f"{old}:s2:meta", mapping={"version": 1})
+    await raw.sadd(f"{old}:sessions", "s1", "s2")
+    for key in (f"{old}:s1:meta", f"{old}:s1:messages", f"{old}:sessions"):
+        await raw.pexpire(key, 100_000)
+
+    async with upgrade.store() as store:
+        loaded = await store.get(scope, last_n=10)
+        assert loaded is not None
+        assert (contents(loaded), loaded.state, loaded.summary, loaded.version) == (
+            ["a", "b"],
+            {"step": 2},
+            "so far",
+            3,
         )
-        await raw.rpush(f"{old}:s1:messages", *(m.model_dump_json() for m in msgs("a", "b")))
-        await raw.hset(f"{old}:s2:meta", mapping={"version": 1})
-        await raw.sadd(f"{old}:sessions", "s1", "s2")
-        for key in (f"{old}:s1:meta", f"{old}:s1:messages", f"{old}:sessions"):
-            await raw.pexpire(key, 100_000)
+        assert loaded.ttl_seconds == 100
+        persistent = await store.get(scope.for_session("s2"))
+        assert persistent is not None
+        assert (persistent.version, persistent.ttl_seconds) == (1, None)
+        assert [key async for key in raw.scan_iter(match=f"{old}:*")] == []
 
-        store = RedisWorkingMemoryStore(redis_service_url, key_prefix=prefix)
-        async with store:
-            loaded = await store.get(scope, last_n=10)
-            assert loaded is not None
-            assert (contents(loaded), loaded.state, loaded.summary, loaded.version) == (
-                ["a", "b"],
-                {"step": 2},
-                "so far",
-                3,
-            )
-            assert loaded.ttl_seconds == 100
-            persistent = await store.get(scope.for_session("s2"))
-            assert persistent is not None
-            assert (persistent.version, persistent.ttl_seconds) == (1, None)
-            assert [key async for key in raw.scan_iter(match=f"{old}:*")] == []
-
-            assert (await store.append(scope, msgs("c"), ttl_seconds=TTL)).version == 4
-            assert await store.delete_user(scope) == 2
-    finally:
-        drop_redis_keys(redis_service_url, f"{prefix}:*")
-        await raw.aclose()
+        assert (await store.append(scope, msgs("c"), ttl_seconds=TTL)).version == 4
+        assert await store.delete_user(scope) == 2
 
 
 async def test_an_old_key_whose_new_name_is_taken_is_kept_not_overwritten(
-    redis_service_url: str, unique: str, scope: Scope
+    upgrade: Upgrade, scope: Scope
 ) -> None:
-    prefix = f"mmtest-{unique}-clash"
-    old = f"{prefix}:acme:sales:crm:wm:alice:s1:meta"
-    raw = async_redis_client(redis_service_url, decode_responses=True)
-    try:
-        async with RedisWorkingMemoryStore(redis_service_url, key_prefix=prefix) as store:
-            await store.put(scope, summary="written by this version", ttl_seconds=TTL)
-        await raw.hset(old, mapping={"version": 7, "summary": "left by an old process"})
-        async with RedisWorkingMemoryStore(redis_service_url, key_prefix=prefix) as store:
-            loaded = await store.get(scope)
-            assert loaded is not None
-            assert (loaded.summary, loaded.version) == ("written by this version", 1)
-        assert await raw.hget(old, "summary") == "left by an old process"
-    finally:
-        drop_redis_keys(redis_service_url, f"{prefix}:*")
-        await raw.aclose()
+    old_meta = f"{upgrade.old_user}:s1:meta"
+    async with upgrade.store() as store:
+        await store.put(scope, summary="written by this version", ttl_seconds=TTL)
+    await upgrade.raw.hset(old_meta, mapping={"version": 7, "summary": "left by an old process"})
+    async with upgrade.store() as store:
+        loaded = await store.get(scope)
+        assert loaded is not None
+        assert (loaded.summary, loaded.version) == ("written by this version", 1)
+    assert await upgrade.raw.hget(old_meta, "summary") == "left by an old process"
 
 
 async def test_a_session_set_of_both_layouts_is_merged_so_forget_reaches_all(
-    redis_service_url: str, unique: str, scope: Scope
+    upgrade: Upgrade, scope: Scope
 ) -> None:
     """A session written by an old process after the upgrade began is still forgotten."""
-    prefix = f"mmtest-{unique}-merge"
-    old = f"{prefix}:acme:sales:crm:wm:alice"
-    raw = async_redis_client(redis_service_url, decode_responses=True)
-    try:
-        async with RedisWorkingMemoryStore(redis_service_url, key_prefix=prefix) as store:
-            await store.append(scope, msgs("new"), ttl_seconds=TTL)
-        await raw.hset(f"{old}:s-old:meta", mapping={"version": 1})
-        await raw.sadd(f"{old}:sessions", "s-old")
-        async with RedisWorkingMemoryStore(redis_service_url, key_prefix=prefix) as store:
-            assert await store.get(scope.for_session("s-old")) is not None
-            assert await store.delete_user(scope) == 2
-        assert [key async for key in raw.scan_iter(match=f"{prefix}:*")] == []
-    finally:
-        drop_redis_keys(redis_service_url, f"{prefix}:*")
-        await raw.aclose()
+    async with upgrade.store() as store:
+        await store.append(scope, msgs("new"), ttl_seconds=TTL)
+    await upgrade.raw.hset(f"{upgrade.old_user}:s-old:meta", mapping={"version": 1})
+    await upgrade.raw.sadd(f"{upgrade.old_user}:sessions", "s-old")
+    async with upgrade.store() as store:
+        assert await store.get(scope.for_session("s-old")) is not None
+        assert await store.delete_user(scope) == 2
+    assert [key async for key in upgrade.raw.scan_iter(match=f"{upgrade.prefix}:*")] == []
 
 
 # --------------------------------------------------------------------------- delete

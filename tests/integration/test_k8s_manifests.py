@@ -55,9 +55,7 @@ def container(deployment: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("path", manifests(), ids=lambda path: str(path.relative_to(K8S)))
-def test_every_manifest_validates_against_the_kubernetes_schemas(
-    path: Path, version: str
-) -> None:
+def test_every_manifest_validates_against_the_kubernetes_schemas(path: Path, version: str) -> None:
     docs = documents(path)
     assert docs, path
     for doc in docs:
