@@ -41,14 +41,17 @@ log = logging.getLogger("memmachine.bootstrap")
 
 NEO4J_SCHEMES = frozenset({"neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc"})
 FALKORDB_SCHEMES = frozenset({"falkordb", "falkordbs", "falkordb+unix"})
+#: Working store, job queue and Redis state: one server, or a Redis Cluster (``+cluster``).
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix", "redis+cluster", "rediss+cluster"})
 
 
 def check_jobs_url(url: str | None) -> None:
     """Refuse a job-queue URL of a scheme no queue adapter serves."""
-    if url is not None and _scheme(url) not in ("redis", "rediss", "unix"):
+    if url is not None and _scheme(url) not in REDIS_SCHEMES:
         raise ConfigurationError(
             f"MEMMACHINE_JOBS_URL: unsupported scheme {_scheme(url)!r} "
-            "(use redis://host:port/db, rediss://... or unix:///path.sock, or leave it unset)"
+            "(use redis://host:port/db, rediss://..., unix:///path.sock or "
+            "redis+cluster://host:port, or leave it unset)"
         )
 
 
@@ -85,10 +88,11 @@ def check_schemes(episode: str | None, profile: str | None, working: str | None)
             "(use postgresql+psycopg://user@host:5432/db, sqlite+aiosqlite:///path.db, "
             "or leave it unset)"
         )
-    if working is not None and _scheme(working) not in ("redis", "rediss", "unix"):
+    if working is not None and _scheme(working) not in REDIS_SCHEMES:
         raise ConfigurationError(
             f"MEMMACHINE_WORKING_STORE_URL: unsupported scheme {_scheme(working)!r} "
-            "(use redis://host:port/db or rediss://..., or leave it unset)"
+            "(use redis://host:port/db, rediss://... or redis+cluster://host:port, "
+            "or leave it unset)"
         )
 
 
@@ -303,4 +307,5 @@ def job_queue(
         password=password,
         backoff_base_seconds=config.backoff_base_seconds,
         backoff_max_seconds=config.backoff_max_seconds,
+        done_retention_seconds=config.done_retention_seconds or None,
     )

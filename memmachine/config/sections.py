@@ -313,7 +313,8 @@ class JobSettings(Section):
     yaml_section: ClassVar[str | None] = "jobs"
 
     #: Unset = the working store's Redis (the embedded server by default); ``redis://``,
-    #: ``rediss://`` or ``unix:///path.sock`` = that server.
+    #: ``rediss://`` or ``unix:///path.sock`` = that server; ``redis+cluster://host:port``
+    #: (``rediss+cluster://``) = a Redis Cluster through any of its nodes.
     url: SecretStr | None = None
     #: Overrides a password in ``url``.
     password: SecretStr | None = None
@@ -324,6 +325,9 @@ class JobSettings(Section):
     backoff_max_seconds: float = Field(default=300.0, ge=0)
     #: Tries before a job is parked in the dead-letter list.
     max_attempts: int = Field(default=5, ge=1, le=100)
+    #: A done job is removed this long after it finished (its idempotency key is then free
+    #: again); 0 = done jobs are kept. Dead jobs are kept until replayed or purged.
+    done_retention_seconds: float = Field(default=7 * 86_400, ge=0)
     #: How long a worker holds a job; a job still running then is handed to another worker.
     #: Handlers must finish within it (the lease is not renewed).
     lease_seconds: float = Field(default=300.0, gt=0)

@@ -53,7 +53,9 @@ class Settings(Section):
     #: ``postgresql://``) = PostgreSQL; ``sqlite+aiosqlite:///path.db`` = another SQLite file.
     profile_store_url: SecretStr | None = None
     profile_store_password: SecretStr | None = None
-    #: Unset = the embedded server's Redis protocol; ``redis://`` / ``rediss://`` = Redis.
+    #: Unset = the embedded server's Redis protocol; ``redis://`` / ``rediss://`` = Redis;
+    #: ``redis+cluster://host:port`` (``rediss+cluster://``) = a Redis Cluster through any
+    #: of its nodes (the client learns the others; a cluster has no ``/db``).
     working_store_url: SecretStr | None = None
     working_store_password: SecretStr | None = None
     #: Prefix of every key in the working-memory Redis, so deployments can share a server.

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memmachine.config import Settings
-from memmachine_server import cli_data, cli_keys, cli_mcp
+from memmachine_server import cli_data, cli_jobs, cli_keys, cli_mcp
 from memmachine_server.cli_common import fail, launch, start
 
 
@@ -132,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_mcp.register(commands)
     cli_data.register(commands)
     cli_keys.register(commands)
+    cli_jobs.register(commands)
     show_version = commands.add_parser("version", help="print the version")
     show_version.set_defaults(run=_version)
     return parser

@@ -71,7 +71,7 @@ NOT_WRITES: dict[str, set[str]] = {
     },
     "WorkingMemoryStore": {"delete", "delete_user", "get"},
     "StateBackend": {"delete", "delete_user", "get"},
-    "JobQueue": {"claim", "complete", "fail", "get", "list_jobs", "replay"},
+    "JobQueue": {"claim", "complete", "fail", "get", "list_jobs", "purge_dead", "replay"},
 }
 LIFECYCLE = {"start", "close", "health"}
 GATE_METHODS = {
