@@ -7,6 +7,11 @@ Key layout (ids never contain ``:``, see ``memmachine.models.ID_PATTERN``)::
                                                                       summary, updated_at
     {prefix}:{tenant}:{org}:{project}:wm:{user}:sessions             set of the user's
                                                                       session ids
+    {prefix}:{tenant}:{org}:{project}:wm-users                        zset (all scores 0)
+                                                                      of the project's
+                                                                      user ids
+    {prefix}:wm-users-indexed                                         set once the user
+                                                                      zsets cover every user
 
 A session exists while its ``meta`` hash does (every write sets ``version`` there). Every write
 is one Lua script: it bumps ``version``, sets ``updated_at``, applies the change, adds the
@@ -18,6 +23,13 @@ expiry; they cost a few bytes and are never counted.
 ``agent_id`` and ``group_id`` of the scope are not part of a session's identity: a session is
 (tenant, org, project, user, session). The scripts touch keys derived from the user's key
 (``delete_user`` walks the set), so the store targets standalone Redis, not Redis Cluster.
+
+The project's user zset is what ``list_users`` pages through (``ZRANGEBYLEX``: code-point
+order, prefix and ``after`` as range bounds). Every write adds its user; ``delete_user``
+removes it; a user whose sessions all expired stays in it until a listing finds none of
+them left and drops it, atomically (a write in between adds the user again). A server
+written to by a version without the zsets gets them filled once by ``start()`` (one
+``SCAN`` over the users' session sets).
 """
 
 from __future__ import annotations
@@ -27,8 +39,8 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
@@ -48,8 +60,10 @@ from memmachine.errors import (
 )
 from memmachine.models import (
     ID_PATTERN,
+    ProjectScope,
     Scope,
     StoreHealth,
+    UserActivity,
     WorkingMemory,
     WorkingMessage,
     utc_now,
@@ -61,8 +75,9 @@ __all__ = ["RedisWorkingMemoryStore"]
 _STORE = "working"
 _SCHEMES = ("redis", "rediss", "unix")
 
-# Shared tail of every write script. KEYS: meta, messages, user's session set.
-# ARGV[1] = TTL in ms ('' = persistent), ARGV[2] = updated_at, ARGV[3] = session id.
+# Shared tail of every write script. KEYS: meta, messages, user's session set, project's user
+# zset. ARGV[1] = TTL in ms ('' = persistent), ARGV[2] = updated_at, ARGV[3] = session id,
+# ARGV[4] = user id.
 # Returns {version, message_count, pttl, state, summary}.
 _FINISH_WRITE = """
 local function push_messages(first)
@@ -76,6 +91,7 @@ local function finish(version)
   redis.call('HSET', KEYS[1], 'version', version, 'updated_at', ARGV[2])
   local index_ttl = redis.call('PTTL', KEYS[3])
   redis.call('SADD', KEYS[3], ARGV[3])
+  redis.call('ZADD', KEYS[4], 0, ARGV[4])
   if ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
     redis.call('PEXPIRE', KEYS[2], ttl)
@@ -92,38 +108,38 @@ local function finish(version)
 end
 """
 
-# ARGV[4..] = messages (JSON).
+# ARGV[5..] = messages (JSON).
 _APPEND = (
     _FINISH_WRITE
     + """
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0') + 1
-push_messages(4)
+push_messages(5)
 return finish(version)
 """
 )
 
-# ARGV[4] = expected version ('' = none), ARGV[5]/[6] = '1' + state JSON to replace it,
-# ARGV[7]/[8] = '1' + summary to replace it, ARGV[9] = '1' to replace the messages with
-# ARGV[10..]. A stale expected version returns {-1, current version} and changes nothing.
+# ARGV[5] = expected version ('' = none), ARGV[6]/[7] = '1' + state JSON to replace it,
+# ARGV[8]/[9] = '1' + summary to replace it, ARGV[10] = '1' to replace the messages with
+# ARGV[11..]. A stale expected version returns {-1, current version} and changes nothing.
 _PUT = (
     _FINISH_WRITE
     + """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= current then
+if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= current then
   return {-1, current}
 end
-if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'state', ARGV[6]) end
-if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'summary', ARGV[8]) end
-if ARGV[9] == '1' then
+if ARGV[6] == '1' then redis.call('HSET', KEYS[1], 'state', ARGV[7]) end
+if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'summary', ARGV[9]) end
+if ARGV[10] == '1' then
   redis.call('DEL', KEYS[2])
-  push_messages(10)
+  push_messages(11)
 end
 return finish(current + 1)
 """
 )
 
-# KEYS[1] = the user's session set, ARGV[1] = the user's key (sessions live under it).
-# Returns how many sessions still existed.
+# KEYS[1] = the user's session set, KEYS[2] = the project's user zset, ARGV[1] = the user's
+# key (sessions live under it), ARGV[2] = the user id. Returns how many sessions still existed.
 _DELETE_USER = """
 local removed = 0
 for _, session in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -132,8 +148,31 @@ for _, session in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   redis.call('DEL', base .. ':messages')
 end
 redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
 return removed
 """
+
+# KEYS[1] = the project's user zset, ARGV[1] = the project's working-memory key base
+# ('{prefix}:{tenant}:{org}:{project}:wm:'), ARGV[2..] = user ids found with no session left.
+# Drops each that still has none (a write since then keeps it). Returns how many were dropped.
+_DROP_GONE_USERS = """
+local dropped = 0
+for i = 2, #ARGV do
+  local base = ARGV[1] .. ARGV[i]
+  local live = false
+  for _, session in ipairs(redis.call('SMEMBERS', base .. ':sessions')) do
+    if redis.call('EXISTS', base .. ':' .. session .. ':meta') == 1 then
+      live = true
+      break
+    end
+  end
+  if not live then dropped = dropped + redis.call('ZREM', KEYS[1], ARGV[i]) end
+end
+return dropped
+"""
+
+#: User ids read per ``ZRANGEBYLEX`` while listing users.
+_USER_BATCH = 200
 
 
 class RedisWorkingMemoryStore(Lifecycle):
@@ -174,6 +213,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         self._append: AsyncScript | None = None
         self._put: AsyncScript | None = None
         self._delete_user: AsyncScript | None = None
+        self._drop_gone_users: AsyncScript | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -192,11 +232,13 @@ class RedisWorkingMemoryStore(Lifecycle):
         self._append = client.register_script(_APPEND)
         self._put = client.register_script(_PUT)
         self._delete_user = client.register_script(_DELETE_USER)
+        self._drop_gone_users = client.register_script(_DROP_GONE_USERS)
+        await self._index_users()
 
     async def close(self) -> None:
         """Close the client and its pool. Safe to call twice."""
         client, self._client = self._client, None
-        self._append = self._put = self._delete_user = None
+        self._append = self._put = self._delete_user = self._drop_gone_users = None
         if client is not None:
             await client.aclose()
 
@@ -313,8 +355,116 @@ class RedisWorkingMemoryStore(Lifecycle):
         """Remove every session of the user (one script); how many existed."""
         script = self._require_script(self._delete_user)
         with _translate("delete the user's sessions"):
-            reply = await script(keys=[self._index_key(scope)], args=[self._user_key(scope)])
+            reply = await script(
+                keys=[self._index_key(scope), self._users_key(scope.project_scope())],
+                args=[self._user_key(scope), scope.user_id],
+            )
         return int(reply)
+
+    # ------------------------------------------------------------------ inspection
+
+    async def list_sessions(self, scope: Scope) -> list[WorkingMemory]:
+        """Every existing session of the user, without messages, most recently written
+        first: the user's session set, then one pipelined read of each session."""
+        client = self._require_client()
+        user = scope.user_scope()
+        with _translate("list the user's sessions"):
+            members = sorted(cast(set[str], await client.smembers(self._index_key(user))))
+            async with client.pipeline(transaction=False) as pipe:
+                for session_id in members:
+                    meta_key, messages_key = self._session_keys(user.for_session(session_id))
+                    pipe.hgetall(meta_key)
+                    pipe.llen(messages_key)
+                    pipe.pttl(meta_key)
+                replies = await pipe.execute()
+        sessions: list[WorkingMemory] = []
+        for position, session_id in enumerate(members):
+            meta, count, pttl = replies[3 * position : 3 * position + 3]
+            if not meta:
+                continue  # expired or deleted since it was listed
+            session = user.for_session(session_id)
+            with _corrupt_data_guard(session):
+                sessions.append(
+                    WorkingMemory(
+                        scope=session,
+                        message_count=int(count),
+                        state=_load_state(meta.get("state")),
+                        summary=meta.get("summary"),
+                        version=int(meta.get("version", 0)),
+                        ttl_seconds=_ttl_seconds(int(pttl)),
+                        updated_at=_load_time(meta.get("updated_at")),
+                    )
+                )
+        sessions.sort(key=lambda memory: memory.scope.session_id or "")
+        sessions.sort(key=lambda memory: memory.updated_at or _EPOCH, reverse=True)
+        return sessions
+
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]:
+        """The project's users with a live session, from its user zset in lexical order;
+        users found with none left are dropped from the zset."""
+        if limit < 1:
+            return []
+        client = self._require_client()
+        users_key = self._users_key(project)
+        low, high = _lex_range(prefix, after)
+        found: list[UserActivity] = []
+        while len(found) < limit:
+            with _translate("list users"):
+                batch = cast(
+                    list[str],
+                    await client.zrangebylex(users_key, low, high, start=0, num=_USER_BATCH),
+                )
+            gone: list[str] = []
+            for user_id in batch:
+                sessions = await self.list_sessions(project.user(user_id))
+                if not sessions:
+                    gone.append(user_id)
+                    continue
+                latest = [s.updated_at for s in sessions if s.updated_at is not None]
+                found.append(
+                    UserActivity(
+                        user_id=user_id,
+                        working_sessions=len(sessions),
+                        last_active=max(latest) if latest else None,
+                    )
+                )
+                if len(found) == limit:
+                    break
+            if gone:
+                script = self._require_script(self._drop_gone_users)
+                with _translate("list users"):
+                    await script(keys=[users_key], args=[self._project_base(project), *gone])
+            if len(batch) < _USER_BATCH:
+                break
+            low = b"(" + batch[-1].encode()
+        return found
+
+    async def _index_users(self) -> None:
+        """Fill the project user zsets from the users' session sets, once per server (a
+        server written to before the zsets existed)."""
+        client = self._require_client()
+        marker = f"{self._prefix}:wm-users-indexed"
+        with _translate("index the users"):
+            if await client.exists(marker):
+                return
+            pattern = f"{self._prefix}:*:wm:*:sessions"
+            async for key in client.scan_iter(match=pattern, count=1000):
+                parts = str(key).split(":")
+                if len(parts) != 7 or parts[4] != "wm":
+                    continue
+                _, tenant, org_id, project_id, _, user_id, _ = parts
+                project = ProjectScope.model_construct(
+                    tenant=tenant, org_id=org_id, project_id=project_id
+                )
+                await client.zadd(self._users_key(project), {user_id: 0})
+            await client.set(marker, "1")
 
     # ------------------------------------------------------------------ keys
 
@@ -323,6 +473,13 @@ class RedisWorkingMemoryStore(Lifecycle):
 
     def _index_key(self, scope: Scope) -> str:
         return f"{self._user_key(scope)}:sessions"
+
+    def _project_base(self, project: ProjectScope) -> str:
+        """What every user key of the project starts with (``...:wm:``)."""
+        return f"{self._prefix}:{project.tenant}:{project.org_id}:{project.project_id}:wm:"
+
+    def _users_key(self, project: ProjectScope) -> str:
+        return f"{self._prefix}:{project.tenant}:{project.org_id}:{project.project_id}:wm-users"
 
     def _session_keys(self, scope: Scope) -> tuple[str, str]:
         """(meta, messages) of ``scope.session_id``; ``InvalidInputError`` without one."""
@@ -334,7 +491,11 @@ class RedisWorkingMemoryStore(Lifecycle):
         return f"{base}:meta", f"{base}:messages"
 
     def _write_keys(self, scope: Scope) -> list[str]:
-        return [*self._session_keys(scope), self._index_key(scope)]
+        return [
+            *self._session_keys(scope),
+            self._index_key(scope),
+            self._users_key(scope.project_scope()),
+        ]
 
     @staticmethod
     def _write_args(scope: Scope, now: datetime, ttl_seconds: int | None) -> list[str]:
@@ -343,7 +504,7 @@ class RedisWorkingMemoryStore(Lifecycle):
                 f"ttl_seconds must be >= 1 or None, got {ttl_seconds}", field="ttl_seconds"
             )
         ttl_ms = "" if ttl_seconds is None else str(ttl_seconds * 1000)
-        return [ttl_ms, now.isoformat(), scope.session_id or ""]
+        return [ttl_ms, now.isoformat(), scope.session_id or "", scope.user_id]
 
     # ------------------------------------------------------------------ plumbing
 
@@ -359,6 +520,20 @@ class RedisWorkingMemoryStore(Lifecycle):
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _lex_range(prefix: str | None, after: str | None) -> tuple[bytes, bytes]:
+    """``ZRANGEBYLEX`` bounds for ids starting with ``prefix`` and above ``after``."""
+    low, high = b"-", b"+"
+    if prefix:
+        low = b"[" + prefix.encode()
+        high = b"(" + prefix.encode() + b"\xff"  # no UTF-8 byte is 0xFF
+    if after is not None and (not prefix or after.encode() >= prefix.encode()):
+        low = b"(" + after.encode()
+    return low, high
 
 
 def _window(last_n: int | None, offset: int, limit: int | None) -> tuple[int | None, int]:
