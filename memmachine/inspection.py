@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from memmachine.errors import InvalidInputError
+from memmachine.errors import InvalidInputError, NotFoundError
 from memmachine.manager import MemoryManager
 from memmachine.models import (
+    Episode,
     ProjectScope,
     Scope,
     SessionActivity,
@@ -131,6 +132,20 @@ class Inspector:
             self.working.list_sessions(user),
         )
         return held, live
+
+    async def neighbours(
+        self, scope: Scope, episode_id: str, *, before: int = 3, after: int = 3
+    ) -> tuple[Episode, list[Episode], list[Episode]]:
+        """One of the user's episodes with up to ``before`` / ``after`` episodes around it
+        in its session; ``NotFoundError`` when the user has no such episode."""
+        user = scope.user_scope()
+        episode = await self.episodes.get_episode(user, episode_id)
+        if episode is None:
+            raise NotFoundError(f"episode {episode_id!r} not found")
+        around = await self.episodes.neighbours(user, episode_id, before=before, after=after)
+        earlier = [e for e in around if e.sequence < episode.sequence]
+        later = [e for e in around if e.sequence > episode.sequence]
+        return episode, earlier, later
 
     async def timeline(self, scope: Scope, *, bucket_seconds: int = 86_400) -> list[TimeBucket]:
         """The scope's episodes counted per ``bucket_seconds`` of their timestamps."""

@@ -568,6 +568,7 @@ __all__ += ["CustomMemoryRequest", "CustomMemoryResponse", "MemoryTypeOut", "Mem
 # ----------------------------------------------------------------- inspection
 
 __all__ += [
+    "EpisodeNeighboursResponse",
     "ForgetPreviewOut",
     "JobCountsOut",
     "SessionListResponse",
@@ -674,3 +675,11 @@ class JobCountsOut(_Model):
     running: int
     done: int
     dead: int
+
+
+class EpisodeNeighboursResponse(_Model):
+    """An episode and the episodes right before and after it in its session."""
+
+    episode: EpisodeOut
+    before: list[EpisodeOut]
+    after: list[EpisodeOut]

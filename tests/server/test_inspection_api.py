@@ -159,3 +159,18 @@ def test_bad_ids_are_refused_naming_the_field(api: TestClient) -> None:
     assert (org.status_code, org.json()["error"]["field"]) == (422, "org_id")
     assert (limit.status_code, limit.json()["error"]["field"]) == (422, "limit")
     assert api.get("/v1/users/nobody-at-all").status_code == 404
+
+
+def test_an_episodes_neighbours_in_its_session(api: TestClient) -> None:
+    ids = add(api, "nb-ann", "s1", 1, 2, 3, 4, 5)
+    add(api, "nb-ann", "s2", 3)
+
+    around = api.get(
+        f"/v1/memories/{ids[2]}/neighbours", params={"user_id": "nb-ann", "before": 1}
+    ).json()
+
+    assert around["episode"]["id"] == ids[2]
+    assert [e["id"] for e in around["before"]] == [ids[1]]
+    assert [e["id"] for e in around["after"]] == [ids[3], ids[4]]
+    missing = api.get(f"/v1/memories/{ids[2]}/neighbours", params={"user_id": "nb-bob"})
+    assert missing.status_code == 404

@@ -17,6 +17,7 @@ from memmachine.errors import InvalidInputError, NotFoundError, StoreUnavailable
 from memmachine.inspection import MAX_USERS_PER_PAGE, Inspector
 from memmachine.models import ProjectScope, UserActivity
 from memmachine_sdk import models as wire
+from memmachine_server.convert import episode_out
 from memmachine_server.keyring import Principal
 from memmachine_server.scope import (
     ReadTenant,
@@ -193,3 +194,25 @@ async def job_counts(
         reason = manager_of(request).jobs_off_reason
         raise StoreUnavailableError(f"background jobs are off: {reason}", store="jobs")
     return wire.JobCountsOut.model_validate(counts)
+
+
+@router.get("/memories/{episode_id}/neighbours", response_model=wire.EpisodeNeighboursResponse)
+async def neighbours(
+    episode_id: str,
+    request: Request,
+    tenant: ReadTenant,
+    inspector: Inspect,
+    before: Annotated[int, Query(ge=0, le=100)] = 3,
+    after: Annotated[int, Query(ge=0, le=100)] = 3,
+) -> wire.EpisodeNeighboursResponse:
+    """One of the user's episodes with up to ``before`` / ``after`` episodes around it in its
+    session, in session order; 404 when the user has no such episode."""
+    scope = resolve_scope(request, tenant)
+    episode, earlier, later = await inspector.neighbours(
+        scope, episode_id, before=before, after=after
+    )
+    return wire.EpisodeNeighboursResponse(
+        episode=episode_out(episode),
+        before=[episode_out(e) for e in earlier],
+        after=[episode_out(e) for e in later],
+    )
