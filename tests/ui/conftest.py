@@ -55,6 +55,7 @@ def open_page(playwright: Playwright, tmp_path: Path) -> Iterator[OpenPage]:
     session: no key remembered); all are closed after the test."""
     contexts: list[BrowserContext] = []
     errors: list[str] = []
+    requested: list[str] = []
 
     def open_one() -> Page:
         context = playwright.chromium.launch_persistent_context(
@@ -68,9 +69,12 @@ def open_page(playwright: Playwright, tmp_path: Path) -> Iterator[OpenPage]:
         context.set_default_timeout(20_000)
         page = context.pages[0] if context.pages else context.new_page()
         page.on("pageerror", lambda error: errors.append(str(error)))
+        context.on("request", lambda request: requested.append(request.url))
         return page
 
     yield open_one
     for context in contexts:
         context.close()
     assert errors == [], f"the inspector raised in the browser: {errors}"
+    # no CDN, no fonts, nothing from outside: only the server under test was asked
+    assert all(url.startswith("http://127.0.0.1:") for url in requested), requested

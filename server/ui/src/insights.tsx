@@ -39,7 +39,7 @@ export function ChartsView({ user }: { user: string }) {
           id="episodes"
           title="Episodes over time (by episode timestamp, UTC)"
           unit="episodes"
-          bars={timeline.data.buckets.map((b) => ({ label: label(b.start), value: b.count }))}
+          bars={filled(timeline.data.buckets, bucket).map((b) => ({ label: label(b.start), value: b.count }))}
         />
       )}
       <Status loaded={facts} />
@@ -63,4 +63,19 @@ export function ChartsView({ user }: { user: string }) {
       />
     </section>
   );
+}
+
+/** The buckets with the empty ones between them put back (so bars keep the time scale),
+ * unless that would make more bars than a chart can show. */
+function filled(buckets: { start: string; count: number }[], seconds: number) {
+  if (buckets.length < 2) return buckets;
+  const first = Date.parse(buckets[0].start);
+  const last = Date.parse(buckets[buckets.length - 1].start);
+  const count = Math.round((last - first) / (seconds * 1000)) + 1;
+  if (count > 400) return buckets;
+  const byStart = new Map(buckets.map((b) => [Date.parse(b.start), b.count]));
+  return Array.from({ length: count }, (_, i) => {
+    const start = first + i * seconds * 1000;
+    return { start: new Date(start).toISOString(), count: byStart.get(start) ?? 0 };
+  });
 }
