@@ -18,6 +18,7 @@ export function PromptView({ user, session }: { user: string; session: string })
     ...(sessions.data?.sessions.map((s) => s.session_id) ?? []),
   ]);
   const w = working.data;
+  const dropped = Object.entries(result?.dropped ?? {}).filter(([, n]) => n > 0);
   return (
     <section>
       <h1 tabIndex={-1}>Working memory and prompt of {user}</h1>
@@ -106,8 +107,7 @@ export function PromptView({ user, session }: { user: string; session: string })
             {plural(result.fact_ids.length, "fact")}, {plural(result.episode_ids.length, "episode")},{" "}
             {plural(result.message_count, "message")}
             {result.summary_included ? ", the summary" : ""}
-            {Object.keys(result.dropped).length > 0 &&
-              `; left out for the budget: ${Object.entries(result.dropped).map(([k, n]) => `${n} ${k}`).join(", ")}`}
+            {dropped.length > 0 && `; left out for the budget: ${dropped.map(([k, n]) => `${n} ${k}`).join(", ")}`}
           </p>
           <pre tabIndex={0} class="prompt-json" aria-label="the exact memory-prompt output">
             {JSON.stringify({ messages: result.messages, ...result.body }, null, 2)}

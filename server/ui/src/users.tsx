@@ -210,7 +210,8 @@ export function ForgetDialog(props: {
         <p class="forget-summary">
           This removes {plural(p.episodes, "episode")}
           {props.session ? "" : ` in ${plural(p.sessions, "session")}`},{" "}
-          {plural(p.facts, props.session ? "fact sourced from it" : "fact")} and{" "}
+          {plural(p.facts, "fact")}
+          {props.session ? " sourced from it" : ""} and{" "}
           {plural(p.working_sessions, "live working memory")}
           {props.session ? "" : ", with the user's fact history and custom memories"}. It cannot be
           undone.
