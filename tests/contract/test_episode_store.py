@@ -18,7 +18,13 @@ import pytest
 from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError
 from memmachine.models import Episode, EpisodeRecord, IndexEntry, IndexState, Scope, utc_now
 from memmachine.ports import EpisodeStore
-from tests.contract.conftest import DIMENSIONS, MODEL, OpenEpisodeStore
+from tests.contract.conftest import (
+    DIMENSIONS,
+    MODEL,
+    USER_IDS_IN_ORDER,
+    OpenEpisodeStore,
+    check_user_listing,
+)
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -959,29 +965,11 @@ async def test_list_users_counts_each_users_episodes_and_sessions(
 async def test_list_users_pages_by_user_id_in_code_point_order(
     episode_store: EpisodeStore, ann: Scope
 ) -> None:
-    names = ["a_b", "B", "a-b", "a", "ab"]
-    for name in names:
+    for name in reversed(USER_IDS_IN_ORDER):
         await episode_store.add_episodes(
             ann.model_copy(update={"user_id": name}), [record(f"e-{name}")]
         )
-    project = ann.project_scope()
-
-    everyone = [u.user_id for u in await episode_store.list_users(project)]
-    first = await episode_store.list_users(project, limit=2)
-    rest = await episode_store.list_users(project, after=first[-1].user_id, limit=10)
-
-    assert everyone == sorted(names) == ["B", "a", "a-b", "a_b", "ab"]
-    assert [u.user_id for u in first + rest] == everyone
-    assert [u.user_id for u in await episode_store.list_users(project, prefix="a")] == [
-        "a",
-        "a-b",
-        "a_b",
-        "ab",
-    ]
-    assert [
-        u.user_id for u in await episode_store.list_users(project, prefix="a", after="a-b")
-    ] == ["a_b", "ab"]
-    assert await episode_store.list_users(project, limit=0) == []
+    await check_user_listing(episode_store.list_users, ann.project_scope())
 
 
 async def test_list_users_leaves_out_users_whose_episodes_are_all_deleted(

@@ -31,6 +31,7 @@ from memmachine.errors import (
 from memmachine.models import Fact, FactRecord, Scope, utc_now
 from memmachine.ports import ProfileStore
 from tests.conftest import temporary_postgres_database
+from tests.contract.conftest import USER_IDS_IN_ORDER, check_user_listing
 
 # --------------------------------------------------------------------------- adapters
 
@@ -897,21 +898,8 @@ async def test_list_users_keeps_a_user_whose_facts_are_all_invalidated(
 async def test_list_users_pages_by_user_id_in_code_point_order(
     profile_store: SqlProfileStore, scope: Scope
 ) -> None:
-    names = ["a_b", "B", "a-b", "a", "ab"]
-    for name in names:
+    for name in reversed(USER_IDS_IN_ORDER):
         await profile_store.upsert_facts(
             scope.model_copy(update={"user_id": name}), [fact("t", "f", name)]
         )
-    project = scope.project_scope()
-
-    everyone = [u.user_id for u in await profile_store.list_users(project)]
-    first = await profile_store.list_users(project, limit=2)
-    rest = await profile_store.list_users(project, after=first[-1].user_id)
-
-    assert everyone == ["B", "a", "a-b", "a_b", "ab"]
-    assert [u.user_id for u in first + rest] == everyone
-    assert [u.user_id for u in await profile_store.list_users(project, prefix="a-")] == ["a-b"]
-    assert [
-        u.user_id for u in await profile_store.list_users(project, prefix="a", after="a-b")
-    ] == ["a_b", "ab"]
-    assert await profile_store.list_users(project, limit=0) == []
+    await check_user_listing(profile_store.list_users, scope.project_scope())

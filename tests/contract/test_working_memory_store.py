@@ -26,6 +26,7 @@ from memmachine.errors import (
 )
 from memmachine.models import Scope, WorkingMessage
 from memmachine.ports import WorkingMemoryStore
+from tests.contract.conftest import USER_IDS_IN_ORDER, check_user_listing
 
 MakeStore = Callable[[str], Awaitable[RedisWorkingMemoryStore]]
 
@@ -718,24 +719,11 @@ async def test_list_users_counts_live_sessions_per_user(
 async def test_list_users_pages_by_user_id_in_code_point_order(
     working_store: RedisWorkingMemoryStore, scope: Scope
 ) -> None:
-    names = ["a_b", "B", "a-b", "a", "ab"]
-    for name in names:
+    for name in reversed(USER_IDS_IN_ORDER):
         await working_store.append(
             scope.model_copy(update={"user_id": name}), msgs(name), ttl_seconds=TTL
         )
-    project = scope.project_scope()
-
-    everyone = [u.user_id for u in await working_store.list_users(project)]
-    first = await working_store.list_users(project, limit=2)
-    rest = await working_store.list_users(project, after=first[-1].user_id)
-
-    assert everyone == ["B", "a", "a-b", "a_b", "ab"]
-    assert [u.user_id for u in first + rest] == everyone
-    assert [u.user_id for u in await working_store.list_users(project, prefix="a-")] == ["a-b"]
-    assert [
-        u.user_id for u in await working_store.list_users(project, prefix="a", after="a-b")
-    ] == ["a_b", "ab"]
-    assert await working_store.list_users(project, limit=0) == []
+    await check_user_listing(working_store.list_users, scope.project_scope())
 
 
 async def test_users_written_before_the_user_index_are_listed_after_a_restart(

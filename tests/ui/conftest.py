@@ -35,8 +35,10 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
+    """Playwright's driver for one test module. Its sync API runs an event loop in this
+    thread while it lives, so it must be gone before the async tests that follow."""
     with sync_playwright() as driver:
         yield driver
 

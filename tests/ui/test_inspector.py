@@ -201,6 +201,15 @@ def _login(page: Page, world: World, key: str) -> None:
     expect(page.get_by_role("heading", name="Users", level=1)).to_be_visible()
 
 
+def _signed_in(open_page: OpenPage, world: World, key: str, view: str = "") -> Page:
+    """A new browser, logged in with ``key``, showing ``view`` (a ``#`` route)."""
+    page = open_page()
+    _login(page, world, key)
+    if view:
+        page.goto(f"{world.url}/ui/#{view}")
+    return page
+
+
 def test_log_in_find_a_user_and_read_a_session(
     world: World, open_page: OpenPage, screenshots: Path
 ) -> None:
@@ -246,8 +255,7 @@ def test_log_in_find_a_user_and_read_a_session(
 def test_search_shows_ranked_hits_and_compares_two_settings(
     world: World, open_page: OpenPage, screenshots: Path
 ) -> None:
-    page = open_page()
-    _login(page, world, world.writer)
+    page = _signed_in(open_page, world, world.writer)
     page.get_by_role("link", name="Search").click()
     page.get_by_label("User").fill(USER)
     page.get_by_label("Query").fill("what dog does Ana have?")
@@ -274,9 +282,7 @@ def test_search_shows_ranked_hits_and_compares_two_settings(
 def test_edit_and_invalidate_a_fact_and_read_its_history(
     world: World, open_page: OpenPage, screenshots: Path
 ) -> None:
-    page = open_page()
-    _login(page, world, world.writer)
-    page.goto(f"{world.url}/ui/#/users/{USER}/profile")
+    page = _signed_in(open_page, world, world.writer, f"/users/{USER}/profile")
     dog = page.get_by_role("row", name=re.compile("personal_info dog"))
     expect(dog).to_contain_text("Has a beagle named Toast")
     expect(dog).to_contain_text("user-explicit")
@@ -317,9 +323,7 @@ def test_edit_and_invalidate_a_fact_and_read_its_history(
 def test_working_memory_and_the_exact_prompt(
     world: World, open_page: OpenPage, screenshots: Path
 ) -> None:
-    page = open_page()
-    _login(page, world, world.writer)
-    page.goto(f"{world.url}/ui/#/users/{USER}/prompt?session=s1")
+    page = _signed_in(open_page, world, world.writer, f"/users/{USER}/prompt?session=s1")
     working = page.locator(".working")
     expect(working).to_contain_text("5 messages")
     expect(working.locator("ol.messages li")).to_have_count(5)
@@ -349,9 +353,7 @@ def test_working_memory_and_the_exact_prompt(
 def test_forget_a_session_names_what_goes_and_it_is_gone_from_the_api(
     world: World, open_page: OpenPage, screenshots: Path
 ) -> None:
-    page = open_page()
-    _login(page, world, world.writer)
-    page.goto(f"{world.url}/ui/#/users/{USER}/sessions/s2")
+    page = _signed_in(open_page, world, world.writer, f"/users/{USER}/sessions/s2")
     expect(page.get_by_role("article")).to_have_count(1)
     page.get_by_role("button", name="Forget session s2…").click()
     dialog = page.get_by_role("dialog")
@@ -369,9 +371,7 @@ def test_forget_a_session_names_what_goes_and_it_is_gone_from_the_api(
 
 
 def test_replay_a_dead_job(world: World, open_page: OpenPage, screenshots: Path) -> None:
-    page = open_page()
-    _login(page, world, world.writer)
-    page.goto(f"{world.url}/ui/#/users/{USER}/jobs")
+    page = _signed_in(open_page, world, world.writer, f"/users/{USER}/jobs")
     dead = page.locator("h2", has_text="Dead").locator("xpath=following-sibling::table[1]")
     expect(dead).to_contain_text("ModelOutputError")
     expect(page.locator(".counts")).to_contain_text("dead1")
@@ -391,9 +391,7 @@ def test_replay_a_dead_job(world: World, open_page: OpenPage, screenshots: Path)
 
 
 def test_charts(world: World, open_page: OpenPage, screenshots: Path) -> None:
-    page = open_page()
-    _login(page, world, world.writer)
-    page.goto(f"{world.url}/ui/#/search")
+    page = _signed_in(open_page, world, world.writer, "/search")
     for query in ("beagle", "park", "sit"):
         page.get_by_label("User").fill(USER)
         page.get_by_label("Query").fill(query)
@@ -410,8 +408,7 @@ def test_charts(world: World, open_page: OpenPage, screenshots: Path) -> None:
 def test_a_read_only_key_sees_no_edit_controls_and_cannot_edit(
     world: World, open_page: OpenPage, screenshots: Path
 ) -> None:
-    page = open_page()
-    _login(page, world, world.reader)
+    page = _signed_in(open_page, world, world.reader)
     expect(page.get_by_text("read-only")).to_be_visible()
     page.goto(f"{world.url}/ui/#/users/{USER}")
     expect(page.get_by_role("heading", name="User ana")).to_be_visible()
@@ -435,8 +432,7 @@ def test_a_read_only_key_sees_no_edit_controls_and_cannot_edit(
 def test_another_tenants_key_sees_none_of_these_users(
     world: World, open_page: OpenPage, screenshots: Path
 ) -> None:
-    page = open_page()
-    _login(page, world, world.rival)
+    page = _signed_in(open_page, world, world.rival)
     expect(page.get_by_text("tenant rival")).to_be_visible()
     expect(page.locator("caption")).to_contain_text("0 users")
     page.goto(f"{world.url}/ui/#/users/{USER}")
