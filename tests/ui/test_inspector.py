@@ -449,3 +449,32 @@ def test_an_open_server_needs_no_key(tmp_path: Path, open_page: OpenPage) -> Non
         expect(page.get_by_role("heading", name="Users", level=1)).to_be_visible()
         expect(page.get_by_text("open server, no key")).to_be_visible()
         expect(page.get_by_role("button", name="Log out")).to_have_count(0)
+
+
+def test_a_long_session_is_read_page_by_page(world: World, open_page: OpenPage) -> None:
+    with world.api(world.writer) as api:
+        response = api.post(
+            "/v1/memories",
+            json={
+                "user_id": "zed",
+                "session_id": "long",
+                "working": False,
+                "messages": [{"content": f"line {n:03d}"} for n in range(1, 121)],
+            },
+        )
+        assert response.status_code == 201, response.text
+    page = _signed_in(open_page, world, world.writer, "/users/zed/sessions/long")
+    expect(page.get_by_text("120 episodes, oldest first; page 1 of 3.")).to_be_visible()
+    episodes = page.get_by_role("article")
+    expect(episodes).to_have_count(50)
+    expect(episodes.first).to_contain_text("line 001")
+    pager = page.get_by_role("navigation", name="episode pages", exact=True)
+    pager.get_by_role("button", name="Last").click()
+    expect(page.get_by_text("page 3 of 3.")).to_be_visible()
+    expect(episodes).to_have_count(20)
+    expect(episodes.last).to_contain_text("line 120")
+    pager.get_by_label("Page").fill("2")
+    pager.get_by_role("button", name="Go").click()
+    expect(episodes.first).to_contain_text("line 051")
+    pager.get_by_role("button", name="Previous").click()
+    expect(episodes.first).to_contain_text("line 001")

@@ -366,6 +366,21 @@ function Pager(props: {
       <button type="button" disabled={props.offset >= last} onClick={() => props.onOffset(last)}>
         Last
       </button>
+      <form
+        class="inline"
+        onSubmit={(event) => {
+          event.preventDefault();
+          const page = Number(new FormData(event.currentTarget).get("page"));
+          if (Number.isInteger(page) && page >= 1) {
+            props.onOffset(Math.min(last, (page - 1) * props.limit));
+          }
+        }}
+      >
+        <label>
+          Page <input name="page" type="number" min="1" max={String(last / props.limit + 1)} size={6} />
+        </label>
+        <button type="submit">Go</button>
+      </form>
     </nav>
   );
 }
