@@ -1,17 +1,15 @@
 """Working memory on Redis (redis-py asyncio): Redis, or the embedded FalkorDB's redis-server.
 
-Key layout (ids never contain ``:``, see ``memmachine.models.ID_PATTERN``)::
+Key layout (ids never contain ``:``, ``{`` or ``}``, see ``memmachine.models.ID_PATTERN``);
+``U`` is the user's hash tag ``{tenant:org:project:wm:user}``::
 
-    {prefix}:{tenant}:{org}:{project}:wm:{user}:{session}:messages   list of message JSON
-    {prefix}:{tenant}:{org}:{project}:wm:{user}:{session}:meta       hash: version, state,
-                                                                      summary, updated_at
-    {prefix}:{tenant}:{org}:{project}:wm:{user}:sessions             set of the user's
-                                                                      session ids
-    {prefix}:{tenant}:{org}:{project}:wm-users                        zset (all scores 0)
-                                                                      of the project's
-                                                                      user ids
-    {prefix}:wm-users-indexed                                         set once the user
-                                                                      zsets cover every user
+    {prefix}:U:{session}:messages   list of message JSON
+    {prefix}:U:{session}:meta       hash: version, state, summary, updated_at
+    {prefix}:U:sessions             set of the user's session ids
+
+Every key of a user carries the user's hash tag, so on a Redis Cluster
+(``redis+cluster://``) all of a user's sessions live in one slot and every script and
+transaction below touches one slot only; users spread over the cluster's nodes.
 
 A session exists while its ``meta`` hash does (every write sets ``version`` there). Every write
 is one Lua script: it bumps ``version``, sets ``updated_at``, applies the change, adds the
@@ -21,15 +19,15 @@ that expired on their own stay listed in the set until ``delete_user`` or the se
 expiry; they cost a few bytes and are never counted.
 
 ``agent_id`` and ``group_id`` of the scope are not part of a session's identity: a session is
-(tenant, org, project, user, session). The scripts touch keys derived from the user's key
-(``delete_user`` walks the set), so the store targets standalone Redis, not Redis Cluster.
+(tenant, org, project, user, session).
 
-The project's user zset is what ``list_users`` pages through (``ZRANGEBYLEX``: code-point
-order, prefix and ``after`` as range bounds). Every write adds its user; ``delete_user``
-removes it; a user whose sessions all expired stays in it until a listing finds none of
-them left and drops it, atomically (a write in between adds the user again). A server
-written to by a version without the zsets gets them filled once by ``start()`` (one
-``SCAN`` over the users' session sets).
+Listing users (``list_users``) finds the project's users by their session sets with one
+``SCAN`` over the server's keys (every node of a cluster): its cost grows with the keys the
+server holds, which suits an inspector, not a hot path; no write pays for it.
+
+Upgrading: earlier versions wrote the same keys without the hash tag
+(``{prefix}:{tenant}:{org}:{project}:wm:{user}:...``). On a single server, :meth:`start`
+renames every such key to its tagged name (TTLs kept; see ``redis_common.migrate_keys``).
 """
 
 from __future__ import annotations
@@ -41,22 +39,25 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, cast
-from urllib.parse import urlsplit
 
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memmachine.adapters.redis_common import connect_redis, describe_error, redis_health
+from memmachine.adapters.redis_common import (
+    DRIVER_ERRORS,
+    KeyMigration,
+    RedisClient,
+    check_redis_url,
+    connect_redis,
+    describe_error,
+    driver_error,
+    redis_health,
+)
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
     InvalidInputError,
     MemMachineError,
     StoreError,
-    StoreUnavailableError,
 )
 from memmachine.models import (
     ID_PATTERN,
@@ -73,11 +74,9 @@ from memmachine.ports import Lifecycle
 __all__ = ["RedisWorkingMemoryStore"]
 
 _STORE = "working"
-_SCHEMES = ("redis", "rediss", "unix")
 
-# Shared tail of every write script. KEYS: meta, messages, user's session set, project's user
-# zset. ARGV[1] = TTL in ms ('' = persistent), ARGV[2] = updated_at, ARGV[3] = session id,
-# ARGV[4] = user id.
+# Shared tail of every write script. KEYS: meta, messages, user's session set.
+# ARGV[1] = TTL in ms ('' = persistent), ARGV[2] = updated_at, ARGV[3] = session id.
 # Returns {version, message_count, pttl, state, summary}.
 _FINISH_WRITE = """
 local function push_messages(first)
@@ -91,7 +90,6 @@ local function finish(version)
   redis.call('HSET', KEYS[1], 'version', version, 'updated_at', ARGV[2])
   local index_ttl = redis.call('PTTL', KEYS[3])
   redis.call('SADD', KEYS[3], ARGV[3])
-  redis.call('ZADD', KEYS[4], 0, ARGV[4])
   if ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
     redis.call('PEXPIRE', KEYS[2], ttl)
@@ -108,38 +106,38 @@ local function finish(version)
 end
 """
 
-# ARGV[5..] = messages (JSON).
+# ARGV[4..] = messages (JSON).
 _APPEND = (
     _FINISH_WRITE
     + """
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0') + 1
-push_messages(5)
+push_messages(4)
 return finish(version)
 """
 )
 
-# ARGV[5] = expected version ('' = none), ARGV[6]/[7] = '1' + state JSON to replace it,
-# ARGV[8]/[9] = '1' + summary to replace it, ARGV[10] = '1' to replace the messages with
-# ARGV[11..]. A stale expected version returns {-1, current version} and changes nothing.
+# ARGV[4] = expected version ('' = none), ARGV[5]/[6] = '1' + state JSON to replace it,
+# ARGV[7]/[8] = '1' + summary to replace it, ARGV[9] = '1' to replace the messages with
+# ARGV[10..]. A stale expected version returns {-1, current version} and changes nothing.
 _PUT = (
     _FINISH_WRITE
     + """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= current then
+if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= current then
   return {-1, current}
 end
-if ARGV[6] == '1' then redis.call('HSET', KEYS[1], 'state', ARGV[7]) end
-if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'summary', ARGV[9]) end
-if ARGV[10] == '1' then
+if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'state', ARGV[6]) end
+if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'summary', ARGV[8]) end
+if ARGV[9] == '1' then
   redis.call('DEL', KEYS[2])
-  push_messages(11)
+  push_messages(10)
 end
 return finish(current + 1)
 """
 )
 
-# KEYS[1] = the user's session set, KEYS[2] = the project's user zset, ARGV[1] = the user's
-# key (sessions live under it), ARGV[2] = the user id. Returns how many sessions still existed.
+# KEYS[1] = the user's session set, ARGV[1] = the user's key (sessions live under it).
+# Returns how many sessions still existed.
 _DELETE_USER = """
 local removed = 0
 for _, session in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -148,38 +146,16 @@ for _, session in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   redis.call('DEL', base .. ':messages')
 end
 redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[2])
 return removed
 """
-
-# KEYS[1] = the project's user zset, ARGV[1] = the project's working-memory key base
-# ('{prefix}:{tenant}:{org}:{project}:wm:'), ARGV[2..] = user ids found with no session left.
-# Drops each that still has none (a write since then keeps it). Returns how many were dropped.
-_DROP_GONE_USERS = """
-local dropped = 0
-for i = 2, #ARGV do
-  local base = ARGV[1] .. ARGV[i]
-  local live = false
-  for _, session in ipairs(redis.call('SMEMBERS', base .. ':sessions')) do
-    if redis.call('EXISTS', base .. ':' .. session .. ':meta') == 1 then
-      live = true
-      break
-    end
-  end
-  if not live then dropped = dropped + redis.call('ZREM', KEYS[1], ARGV[i]) end
-end
-return dropped
-"""
-
-#: User ids read per ``ZRANGEBYLEX`` while listing users.
-_USER_BATCH = 200
 
 
 class RedisWorkingMemoryStore(Lifecycle):
     """:class:`~memmachine.ports.WorkingMemoryStore` on Redis.
 
-    ``url`` is ``redis://``, ``rediss://`` or ``unix:///path.sock`` (the embedded FalkorDB
-    server); ``password`` overrides one in the URL. ``key_prefix`` starts every key so that
+    ``url`` is ``redis://``, ``rediss://``, ``unix:///path.sock`` (the embedded FalkorDB
+    server) or ``redis+cluster://`` / ``rediss+cluster://`` (a Redis Cluster through any
+    of its nodes); ``password`` overrides one in the URL. ``key_prefix`` starts every key so that
     deployments can share a server. ``max_connections`` bounds the connection pool.
     """
 
@@ -194,11 +170,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         max_connections: int = 50,
         password: str | None = None,
     ) -> None:
-        scheme = urlsplit(url).scheme
-        if scheme not in _SCHEMES:
-            raise ConfigurationError(
-                f"working store URL must start with redis://, rediss:// or unix://, not {scheme!r}"
-            )
+        check_redis_url(url, "working store")
         if not re.fullmatch(ID_PATTERN, key_prefix):
             raise ConfigurationError(
                 f"working store key prefix {key_prefix!r} must match {ID_PATTERN}"
@@ -209,16 +181,16 @@ class RedisWorkingMemoryStore(Lifecycle):
         self._prefix = key_prefix
         self._max_connections = max_connections
         self._password = password
-        self._client: Redis | None = None
+        self._client: RedisClient | None = None
         self._append: AsyncScript | None = None
         self._put: AsyncScript | None = None
         self._delete_user: AsyncScript | None = None
-        self._drop_gone_users: AsyncScript | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Connect and check the server answers. Idempotent."""
+        """Connect, check the server answers and move keys of the untagged layout of
+        earlier versions to their tagged names (single server only). Idempotent."""
         if self._client is not None:
             return
         client = await connect_redis(
@@ -227,18 +199,17 @@ class RedisWorkingMemoryStore(Lifecycle):
             label="working store",
             store=_STORE,
             max_connections=self._max_connections,
+            migration=KeyMigration(f"{self._prefix}:[^{{]*:wm:*", self._tagged_name),
         )
         self._client = client
         self._append = client.register_script(_APPEND)
         self._put = client.register_script(_PUT)
         self._delete_user = client.register_script(_DELETE_USER)
-        self._drop_gone_users = client.register_script(_DROP_GONE_USERS)
-        await self._index_users()
 
     async def close(self) -> None:
         """Close the client and its pool. Safe to call twice."""
         client, self._client = self._client, None
-        self._append = self._put = self._delete_user = self._drop_gone_users = None
+        self._append = self._put = self._delete_user = None
         if client is not None:
             await client.aclose()
 
@@ -355,17 +326,15 @@ class RedisWorkingMemoryStore(Lifecycle):
         """Remove every session of the user (one script); how many existed."""
         script = self._require_script(self._delete_user)
         with _translate("delete the user's sessions"):
-            reply = await script(
-                keys=[self._index_key(scope), self._users_key(scope.project_scope())],
-                args=[self._user_key(scope), scope.user_id],
-            )
+            reply = await script(keys=[self._index_key(scope)], args=[self._user_key(scope)])
         return int(reply)
 
     # ------------------------------------------------------------------ inspection
 
     async def list_sessions(self, scope: Scope) -> list[WorkingMemory]:
         """Every existing session of the user, without messages, most recently written
-        first: the user's session set, then one pipelined read of each session."""
+        first: the user's session set, then one pipelined read of each session (all of a
+        user's keys share one slot)."""
         client = self._require_client()
         user = scope.user_scope()
         with _translate("list the user's sessions"):
@@ -407,79 +376,59 @@ class RedisWorkingMemoryStore(Lifecycle):
         after: str | None = None,
         limit: int = 100,
     ) -> list[UserActivity]:
-        """The project's users with a live session, from its user zset in lexical order;
-        users found with none left are dropped from the zset."""
+        """The project's users with a live session: their session sets found by one
+        ``SCAN`` (see the module docstring), in code-point order, each user's sessions
+        read until ``limit`` users have one."""
         if limit < 1:
             return []
         client = self._require_client()
-        users_key = self._users_key(project)
-        low, high = _lex_range(prefix, after)
-        found: list[UserActivity] = []
-        while len(found) < limit:
-            with _translate("list users"):
-                batch = cast(
-                    list[str],
-                    await client.zrangebylex(users_key, low, high, start=0, num=_USER_BATCH),
+        head = f"{self._prefix}:{{{project.tenant}:{project.org_id}:{project.project_id}:wm:"
+        tail = "}:sessions"
+        found: set[str] = set()
+        with _translate("list users"):
+            async for key in client.scan_iter(match=f"{head}{prefix or ''}*{tail}", count=1000):
+                user_id = str(key)[len(head) : -len(tail)]
+                if re.fullmatch(ID_PATTERN, user_id) and (after is None or user_id > after):
+                    found.add(user_id)
+        users: list[UserActivity] = []
+        for user_id in sorted(found):
+            sessions = await self.list_sessions(project.user(user_id))
+            if not sessions:
+                continue
+            latest = [s.updated_at for s in sessions if s.updated_at is not None]
+            users.append(
+                UserActivity(
+                    user_id=user_id,
+                    working_sessions=len(sessions),
+                    last_active=max(latest) if latest else None,
                 )
-            gone: list[str] = []
-            for user_id in batch:
-                sessions = await self.list_sessions(project.user(user_id))
-                if not sessions:
-                    gone.append(user_id)
-                    continue
-                latest = [s.updated_at for s in sessions if s.updated_at is not None]
-                found.append(
-                    UserActivity(
-                        user_id=user_id,
-                        working_sessions=len(sessions),
-                        last_active=max(latest) if latest else None,
-                    )
-                )
-                if len(found) == limit:
-                    break
-            if gone:
-                script = self._require_script(self._drop_gone_users)
-                with _translate("list users"):
-                    await script(keys=[users_key], args=[self._project_base(project), *gone])
-            if len(batch) < _USER_BATCH:
+            )
+            if len(users) == limit:
                 break
-            low = b"(" + batch[-1].encode()
-        return found
-
-    async def _index_users(self) -> None:
-        """Fill the project user zsets from the users' session sets, once per server (a
-        server written to before the zsets existed)."""
-        client = self._require_client()
-        marker = f"{self._prefix}:wm-users-indexed"
-        with _translate("index the users"):
-            if await client.exists(marker):
-                return
-            pattern = f"{self._prefix}:*:wm:*:sessions"
-            async for key in client.scan_iter(match=pattern, count=1000):
-                parts = str(key).split(":")
-                if len(parts) != 7 or parts[4] != "wm":
-                    continue
-                _, tenant, org_id, project_id, _, user_id, _ = parts
-                project = ProjectScope.model_construct(
-                    tenant=tenant, org_id=org_id, project_id=project_id
-                )
-                await client.zadd(self._users_key(project), {user_id: 0})
-            await client.set(marker, "1")
+        return users
 
     # ------------------------------------------------------------------ keys
 
     def _user_key(self, scope: Scope) -> str:
-        return f"{self._prefix}:{scope.tenant}:{scope.org_id}:{scope.project_id}:wm:{scope.user_id}"
+        tag = f"{scope.tenant}:{scope.org_id}:{scope.project_id}:wm:{scope.user_id}"
+        return f"{self._prefix}:{{{tag}}}"
+
+    def _tagged_name(self, key: str) -> str | None:
+        """The current name of a key of the untagged layout, or ``None`` for any other key
+        (``{prefix}:{t}:{o}:{p}:wm:{u}:sessions`` or ``...:wm:{u}:{session}:meta|messages``)."""
+        head = f"{self._prefix}:"
+        if not key.startswith(head):
+            return None
+        parts = key[len(head) :].split(":")
+        shaped = (len(parts) == 6 and parts[5] == "sessions") or (
+            len(parts) == 7 and parts[6] in ("meta", "messages")
+        )
+        if not shaped or parts[3] != "wm" or "{" in key:
+            return None
+        return f"{head}{{{':'.join(parts[:5])}}}:{':'.join(parts[5:])}"
 
     def _index_key(self, scope: Scope) -> str:
         return f"{self._user_key(scope)}:sessions"
-
-    def _project_base(self, project: ProjectScope) -> str:
-        """What every user key of the project starts with (``...:wm:``)."""
-        return f"{self._prefix}:{project.tenant}:{project.org_id}:{project.project_id}:wm:"
-
-    def _users_key(self, project: ProjectScope) -> str:
-        return f"{self._prefix}:{project.tenant}:{project.org_id}:{project.project_id}:wm-users"
 
     def _session_keys(self, scope: Scope) -> tuple[str, str]:
         """(meta, messages) of ``scope.session_id``; ``InvalidInputError`` without one."""
@@ -491,11 +440,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         return f"{base}:meta", f"{base}:messages"
 
     def _write_keys(self, scope: Scope) -> list[str]:
-        return [
-            *self._session_keys(scope),
-            self._index_key(scope),
-            self._users_key(scope.project_scope()),
-        ]
+        return [*self._session_keys(scope), self._index_key(scope)]
 
     @staticmethod
     def _write_args(scope: Scope, now: datetime, ttl_seconds: int | None) -> list[str]:
@@ -504,11 +449,11 @@ class RedisWorkingMemoryStore(Lifecycle):
                 f"ttl_seconds must be >= 1 or None, got {ttl_seconds}", field="ttl_seconds"
             )
         ttl_ms = "" if ttl_seconds is None else str(ttl_seconds * 1000)
-        return [ttl_ms, now.isoformat(), scope.session_id or "", scope.user_id]
+        return [ttl_ms, now.isoformat(), scope.session_id or ""]
 
     # ------------------------------------------------------------------ plumbing
 
-    def _require_client(self) -> Redis:
+    def _require_client(self) -> RedisClient:
         if self._client is None:
             raise StoreError("working store is not started", store=_STORE)
         return self._client
@@ -523,17 +468,6 @@ class RedisWorkingMemoryStore(Lifecycle):
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _lex_range(prefix: str | None, after: str | None) -> tuple[bytes, bytes]:
-    """``ZRANGEBYLEX`` bounds for ids starting with ``prefix`` and above ``after``."""
-    low, high = b"-", b"+"
-    if prefix:
-        low = b"[" + prefix.encode()
-        high = b"(" + prefix.encode() + b"\xff"  # no UTF-8 byte is 0xFF
-    if after is not None and (not prefix or after.encode() >= prefix.encode()):
-        low = b"(" + after.encode()
-    return low, high
 
 
 def _window(last_n: int | None, offset: int, limit: int | None) -> tuple[int | None, int]:
@@ -612,11 +546,5 @@ def _translate(action: str) -> Iterator[None]:
         yield
     except MemMachineError:
         raise
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        raise StoreUnavailableError(
-            f"working store could not {action}: {describe_error(exc)}", store=_STORE
-        ) from exc
-    except RedisError as exc:
-        raise StoreError(
-            f"working store could not {action}: {describe_error(exc)}", store=_STORE
-        ) from exc
+    except DRIVER_ERRORS as exc:
+        raise driver_error(exc, f"working store could not {action}", _STORE) from exc

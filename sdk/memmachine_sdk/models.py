@@ -303,7 +303,7 @@ class ErrorBody(_Model):
 
 # ----------------------------------------------------------------- jobs
 
-__all__ += ["JobListResponse", "JobOut"]
+__all__ += ["JobListResponse", "JobOut", "JobPurgeResponse"]
 
 
 class JobOut(_Model):
@@ -332,6 +332,12 @@ class JobOut(_Model):
 
 class JobListResponse(_Model):
     jobs: list[JobOut]
+
+
+class JobPurgeResponse(_Model):
+    """How many of the user's dead jobs were deleted."""
+
+    purged: int
 
 
 # ----------------------------------------------------------------- memory prompt and tools
