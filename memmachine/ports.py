@@ -16,6 +16,13 @@ Common rules for every store:
 * Errors: driver exceptions never escape; a failing backend raises
   :class:`~memmachine.errors.StoreError` (or ``StoreUnavailableError``) naming the store.
 * ``health()`` never raises: it reports ``status="down"`` with a detail instead.
+* Listing users: ``list_users(project, *, prefix=None, after=None, limit=100)`` (episode,
+  profile and working stores) returns the users of one :class:`~memmachine.models.ProjectScope`
+  the store holds something for, as :class:`~memmachine.models.UserActivity`, ordered by
+  ``user_id`` in code-point order, only ids above ``after`` and starting with ``prefix``
+  (when given), at most ``limit`` (``limit`` < 1 returns ``[]``). Each store returns the
+  same order, so a caller can page through the union of several stores with ``after``.
+  Nothing of another tenant, org or project is read or counted.
 """
 
 from __future__ import annotations
@@ -37,8 +44,12 @@ from memmachine.models import (
     FactVersion,
     IndexEntry,
     IndexState,
+    ProjectScope,
     Scope,
+    SessionActivity,
     StoreHealth,
+    TimeBucket,
+    UserActivity,
     WorkingMemory,
     WorkingMessage,
 )
@@ -137,6 +148,17 @@ class EpisodeStore(Protocol):
       than the graph was built with raises ``ConfigurationError``.
     * ``get_episodes(scope, ids)`` returns the in-scope episodes among ``ids``, in the order
       of ``ids``, each once; ids missing or outside the scope are left out. One round trip.
+    * ``list_users`` (see the module docstring) lists the users holding at least one
+      episode, with ``episodes`` (how many), ``sessions`` (sessions holding episodes) and
+      ``last_active`` (when an episode was last added).
+    * ``list_sessions(scope, limit, offset)`` returns the sessions of the scope's user that
+      hold episodes (narrowing ids of the scope are ignored) as
+      :class:`~memmachine.models.SessionActivity`, the one an episode was most recently
+      added to first (ties by session id); ``limit``/``offset`` page.
+    * ``episode_timeline(scope, bucket_seconds)`` counts the in-scope episodes by timestamp
+      in buckets of ``bucket_seconds`` (>= 1, else ``InvalidInputError``) aligned on the
+      Unix epoch: one :class:`~memmachine.models.TimeBucket` per bucket holding at least
+      one episode, oldest first.
 
     What an in-process search index needs to stay in step with the store (always about the
     *user* of ``scope``: tenant, org, project, user; narrowing ids are ignored):
@@ -183,6 +205,20 @@ class EpisodeStore(Protocol):
         self, scope: Scope, episode_ids: Sequence[str]
     ) -> dict[str, list[Episode]]: ...
     async def get_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> list[Episode]: ...
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]: ...
+    async def list_sessions(
+        self, scope: Scope, *, limit: int = 100, offset: int = 0
+    ) -> list[SessionActivity]: ...
+    async def episode_timeline(
+        self, scope: Scope, *, bucket_seconds: int = 86_400
+    ) -> list[TimeBucket]: ...
     async def index_state(self, scope: Scope) -> IndexState: ...
     def index_entries(
         self, scope: Scope, *, since: int | None = None
@@ -238,6 +274,9 @@ class ProfileStore(Protocol):
       text (terms found in tag, feature or value) and, when both the query embedding and the
       fact's embedding exist, by cosine similarity; best first, score higher = better, only
       facts with a positive score.
+    * ``list_users`` (see the module docstring) lists the users holding a current fact or
+      a closed version, with ``facts`` (current facts) and ``last_active`` (the newest
+      ``updated_at`` of a current fact or ``recorded_at`` of a closed version).
     """
 
     name: str
@@ -278,6 +317,14 @@ class ProfileStore(Protocol):
     async def detach_episodes(
         self, scope: Scope, episode_ids: Sequence[str]
     ) -> EpisodeDetachment: ...
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]: ...
 
 
 @runtime_checkable
@@ -307,6 +354,12 @@ class WorkingMemoryStore(Protocol):
       the user. Both return how many sessions were removed.
     * A write returns the session after it (version, message_count, state, summary, ttl)
       with an empty ``messages`` list: read messages back with ``get``.
+    * ``list_sessions(scope)`` returns every existing session of the user (narrowing ids
+      ignored) as it would be read with ``last_n=0`` (no messages, full counts), most
+      recently written first (ties by session id).
+    * ``list_users`` (see the module docstring) lists the users with at least one existing
+      session, with ``working_sessions`` (how many) and ``last_active`` (the newest
+      ``updated_at`` among them). A session that expired or was deleted is not counted.
     """
 
     name: str
@@ -334,6 +387,15 @@ class WorkingMemoryStore(Protocol):
     ) -> WorkingMemory: ...
     async def delete(self, scope: Scope) -> int: ...
     async def delete_user(self, scope: Scope) -> int: ...
+    async def list_sessions(self, scope: Scope) -> list[WorkingMemory]: ...
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]: ...
 
 
 @runtime_checkable
@@ -499,6 +561,7 @@ class JobQueue(Protocol):
       the lease, so a job is never completed twice.
     * ``get(scope, job_id)`` returns the job only inside its user's scope; ``list_jobs``
       filters by status; ``replay(scope, job_id)`` requeues a dead job with attempts reset.
+    * ``count_jobs(scope)`` counts the user's jobs by status: every status, 0 when none.
     * Retention: a done job may be removed after a retention time the adapter is
       configured with (then ``get``/``list_jobs`` no longer return it and its idempotency
       key is free again); queued and running jobs are never removed, and dead jobs stay
@@ -536,6 +599,7 @@ class JobQueue(Protocol):
         self, scope: Scope, *, status: JobStatus | None = None, limit: int = 100
     ) -> list[Job]: ...
     async def replay(self, scope: Scope, job_id: str) -> Job: ...
+    async def count_jobs(self, scope: Scope) -> dict[JobStatus, int]: ...
     async def purge_dead(self, scope: Scope, job_id: str | None = None) -> int: ...
 
 
