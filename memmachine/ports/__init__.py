@@ -18,6 +18,13 @@ Common rules for every store:
 * Errors: driver exceptions never escape; a failing backend raises
   :class:`~memmachine.errors.StoreError` (or ``StoreUnavailableError``) naming the store.
 * ``health()`` never raises: it reports ``status="down"`` with a detail instead.
+* Listing users: ``list_users(project, *, prefix=None, after=None, limit=100)`` (episode,
+  profile and working stores) returns the users of one :class:`~memmachine.models.ProjectScope`
+  the store holds something for, as :class:`~memmachine.models.UserActivity`, ordered by
+  ``user_id`` in code-point order, only ids above ``after`` and starting with ``prefix``
+  (when given), at most ``limit`` (``limit`` < 1 returns ``[]``). Each store returns the
+  same order, so a caller can page through the union of several stores with ``after``.
+  Nothing of another tenant, org or project is read or counted.
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ class JobQueue(Protocol):
       the lease, so a job is never completed twice.
     * ``get(scope, job_id)`` returns the job only inside its user's scope; ``list_jobs``
       filters by status; ``replay(scope, job_id)`` requeues a dead job with attempts reset.
+    * ``count_jobs(scope)`` counts the user's jobs by status: every status, 0 when none.
     * Retention: a done job may be removed after a retention time the adapter is
       configured with (then ``get``/``list_jobs`` no longer return it and its idempotency
       key is free again); queued and running jobs are never removed, and dead jobs stay
@@ -93,4 +94,5 @@ class JobQueue(Protocol):
         self, scope: Scope, *, status: JobStatus | None = None, limit: int = 100
     ) -> list[Job]: ...
     async def replay(self, scope: Scope, job_id: str) -> Job: ...
+    async def count_jobs(self, scope: Scope) -> dict[JobStatus, int]: ...
     async def purge_dead(self, scope: Scope, job_id: str | None = None) -> int: ...

@@ -17,8 +17,12 @@ from memmachine.models import (
     FactVersion,
     IndexEntry,
     IndexState,
+    ProjectScope,
     Scope,
+    SessionActivity,
     StoreHealth,
+    TimeBucket,
+    UserActivity,
     WorkingMemory,
     WorkingMessage,
 )
@@ -102,6 +106,17 @@ class EpisodeStore(Protocol):
       than the graph was built with raises ``ConfigurationError``.
     * ``get_episodes(scope, ids)`` returns the in-scope episodes among ``ids``, in the order
       of ``ids``, each once; ids missing or outside the scope are left out. One round trip.
+    * ``list_users`` (see :mod:`memmachine.ports`) lists the users holding at least one
+      episode, with ``episodes`` (how many), ``sessions`` (sessions holding episodes) and
+      ``last_active`` (when an episode was last added).
+    * ``list_sessions(scope, limit, offset)`` returns the sessions of the scope's user that
+      hold episodes (narrowing ids of the scope are ignored) as
+      :class:`~memmachine.models.SessionActivity`, the one an episode was most recently
+      added to first (ties by session id); ``limit``/``offset`` page.
+    * ``episode_timeline(scope, bucket_seconds)`` counts the in-scope episodes by timestamp
+      in buckets of ``bucket_seconds`` (>= 1, else ``InvalidInputError``) aligned on the
+      Unix epoch: one :class:`~memmachine.models.TimeBucket` per bucket holding at least
+      one episode, oldest first.
 
     What an in-process search index needs to stay in step with the store (always about the
     *user* of ``scope``: tenant, org, project, user; narrowing ids are ignored):
@@ -148,6 +163,20 @@ class EpisodeStore(Protocol):
         self, scope: Scope, episode_ids: Sequence[str]
     ) -> dict[str, list[Episode]]: ...
     async def get_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> list[Episode]: ...
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]: ...
+    async def list_sessions(
+        self, scope: Scope, *, limit: int = 100, offset: int = 0
+    ) -> list[SessionActivity]: ...
+    async def episode_timeline(
+        self, scope: Scope, *, bucket_seconds: int = 86_400
+    ) -> list[TimeBucket]: ...
     async def index_state(self, scope: Scope) -> IndexState: ...
     def index_entries(
         self, scope: Scope, *, since: int | None = None
@@ -203,6 +232,9 @@ class ProfileStore(Protocol):
       text (terms found in tag, feature or value) and, when both the query embedding and the
       fact's embedding exist, by cosine similarity; best first, score higher = better, only
       facts with a positive score.
+    * ``list_users`` (see :mod:`memmachine.ports`) lists the users holding a current fact or
+      a closed version, with ``facts`` (current facts) and ``last_active`` (the newest
+      ``updated_at`` of a current fact or ``recorded_at`` of a closed version).
     """
 
     name: str
@@ -243,6 +275,14 @@ class ProfileStore(Protocol):
     async def detach_episodes(
         self, scope: Scope, episode_ids: Sequence[str]
     ) -> EpisodeDetachment: ...
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]: ...
 
 
 @runtime_checkable
@@ -272,6 +312,12 @@ class WorkingMemoryStore(Protocol):
       the user. Both return how many sessions were removed.
     * A write returns the session after it (version, message_count, state, summary, ttl)
       with an empty ``messages`` list: read messages back with ``get``.
+    * ``list_sessions(scope)`` returns every existing session of the user (narrowing ids
+      ignored) as it would be read with ``last_n=0`` (no messages, full counts), most
+      recently written first (ties by session id).
+    * ``list_users`` (see :mod:`memmachine.ports`) lists the users with at least one existing
+      session, with ``working_sessions`` (how many) and ``last_active`` (the newest
+      ``updated_at`` among them). A session that expired or was deleted is not counted.
     """
 
     name: str
@@ -299,6 +345,15 @@ class WorkingMemoryStore(Protocol):
     ) -> WorkingMemory: ...
     async def delete(self, scope: Scope) -> int: ...
     async def delete_user(self, scope: Scope) -> int: ...
+    async def list_sessions(self, scope: Scope) -> list[WorkingMemory]: ...
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]: ...
 
 
 @runtime_checkable

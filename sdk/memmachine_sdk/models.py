@@ -569,3 +569,123 @@ class CustomMemoryResponse(_Model):
 
 
 __all__ += ["CustomMemoryRequest", "CustomMemoryResponse", "MemoryTypeOut", "MemoryTypesResponse"]
+
+
+# ----------------------------------------------------------------- inspection
+
+__all__ += [
+    "EpisodeNeighboursResponse",
+    "ForgetPreviewOut",
+    "JobCountsOut",
+    "SessionListResponse",
+    "SessionOut",
+    "TimeBucketOut",
+    "TimelineResponse",
+    "UserListResponse",
+    "UserOut",
+    "WhoAmIResponse",
+    "WorkingSessionOut",
+]
+
+
+class WhoAmIResponse(_Model):
+    """Who the presented key (or, in open mode, no key) is and what it may do."""
+
+    tenant: str
+    #: ``None`` when no key was presented (the server is open).
+    key_id: str | None = None
+    can_read: bool
+    can_write: bool
+    is_admin: bool
+    #: Whether this server refuses requests without a key.
+    key_required: bool
+
+
+class UserOut(_Model):
+    """One user of a project and what each store holds for them."""
+
+    user_id: str
+    org_id: str
+    project_id: str
+    episodes: int
+    #: Sessions holding episodes.
+    sessions: int
+    #: Current facts.
+    facts: int
+    #: Sessions whose working memory has not expired.
+    working_sessions: int
+    #: The newest write any store knows of for the user.
+    last_active: datetime | None = None
+
+
+class UserListResponse(_Model):
+    users: list[UserOut]
+    #: Pass as ``after`` for the next page; ``None`` on the last page.
+    next_after: str | None = None
+
+
+class SessionOut(_Model):
+    """A session holding episodes."""
+
+    session_id: str
+    episodes: int
+    first_at: datetime
+    last_at: datetime
+    updated_at: datetime
+
+
+class WorkingSessionOut(_Model):
+    """A session's working memory, without its messages."""
+
+    session_id: str
+    message_count: int
+    version: int
+    summary: str | None = None
+    ttl_seconds: int | None = None
+    updated_at: datetime | None = None
+
+
+class SessionListResponse(_Model):
+    #: The page of sessions holding episodes, most recently added to first.
+    sessions: list[SessionOut]
+    #: Every session of the user with live working memory, most recently written first.
+    working: list[WorkingSessionOut]
+    limit: int
+    offset: int
+
+
+class TimeBucketOut(_Model):
+    start: datetime
+    count: int
+
+
+class TimelineResponse(_Model):
+    bucket_seconds: int
+    buckets: list[TimeBucketOut]
+
+
+class ForgetPreviewOut(_Model):
+    """What forgetting a user (or one of their sessions) would remove right now."""
+
+    user_id: str
+    session_id: str | None = None
+    episodes: int
+    facts: int
+    #: Sessions holding episodes.
+    sessions: int
+    working_sessions: int
+
+
+class JobCountsOut(_Model):
+    queued: int
+    running: int
+    done: int
+    dead: int
+
+
+class EpisodeNeighboursResponse(_Model):
+    """An episode and the episodes right before and after it in its session."""
+
+    episode: EpisodeOut
+    before: list[EpisodeOut]
+    after: list[EpisodeOut]

@@ -23,8 +23,18 @@ from memmachine_server.errors import install_error_handlers
 from memmachine_server.keyring import Keyring
 from memmachine_server.limits import BodySizeLimit
 from memmachine_server.mcp_server import MCP_PATH, McpHttpEndpoint, scope_defaults
-from memmachine_server.routes import admin, custom, jobs, memories, profile, prompt, sessions
+from memmachine_server.routes import (
+    admin,
+    custom,
+    inspect,
+    jobs,
+    memories,
+    profile,
+    prompt,
+    sessions,
+)
 from memmachine_server.state import AppState, manager_of
+from memmachine_server.ui import mount_ui
 
 log = logging.getLogger("memmachine.server")
 
@@ -100,6 +110,8 @@ def create_app(
     app.include_router(jobs.router)
     app.include_router(admin.router)
     app.include_router(custom.router)
+    app.include_router(inspect.router)
+    mount_ui(app)
     mcp = McpHttpEndpoint(scope_defaults(os.environ), version=package_version())
     app.router.routes.append(Route(MCP_PATH, endpoint=mcp, include_in_schema=False))
     return app

@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from pydantic import ValidationError
 
 from memmachine.errors import AuthenticationError, InvalidInputError, PermissionDeniedError
-from memmachine.models import Scope
+from memmachine.models import ProjectScope, Scope
 from memmachine_sdk.models import ScopeFields
 from memmachine_server.keyring import Keyring, Principal
 from memmachine_server.state import AppState, app_state
@@ -28,6 +28,7 @@ __all__ = [
     "authenticate",
     "keyring_of",
     "principal_of",
+    "resolve_project",
     "resolve_scope",
     "tenant_of",
 ]
@@ -180,6 +181,24 @@ def resolve_scope(
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
+        raise InvalidInputError(
+            f"{field} must be 1-128 characters of letters, digits and . _ @ + - = # ~ |",
+            field=field,
+        ) from None
+
+
+def resolve_project(request: Request, tenant: str) -> ProjectScope:
+    """The request's org and project (query string, then ``X-Org-ID`` / ``X-Project-ID``;
+    ``default`` when absent) under the caller's tenant; a malformed id is a 422 naming it."""
+    values: dict[str, str] = {}
+    for name in ("org_id", "project_id"):
+        value = request.query_params.get(name) or request.headers.get(_HEADERS[name])
+        if value is not None:
+            values[name] = value
+    try:
+        return ProjectScope(tenant=tenant, **values)
+    except ValidationError as exc:
+        field = ".".join(str(part) for part in exc.errors()[0]["loc"])
         raise InvalidInputError(
             f"{field} must be 1-128 characters of letters, digits and . _ @ + - = # ~ |",
             field=field,

@@ -315,6 +315,28 @@ async def test_jobs_survive_reopening_the_queue(open_queue: OpenQueue) -> None:
     assert claimed.id == job.id
 
 
+async def test_count_jobs_counts_the_users_jobs_by_status(queue: RedisJobQueue) -> None:
+    assert await queue.count_jobs(ALICE) == {"queued": 0, "running": 0, "done": 0, "dead": 0}
+    for key in ("a", "b", "c", "d"):
+        await queue.enqueue(ALICE, "extract", {}, idempotency_key=key, max_attempts=1)
+    await queue.enqueue(BOB, "extract", {}, idempotency_key="bob")
+    await queue.enqueue(MALLORY, "extract", {}, idempotency_key="mallory")
+    done = await queue.claim("w", kinds=["extract"])
+    assert done is not None
+    assert done.scope.user_id == "alice"
+    await queue.complete(done.id, "w")
+    dead = await queue.claim("w")
+    assert dead is not None
+    assert dead.scope.user_id == "alice"
+    await queue.fail(dead.id, "w", "boom")
+    running = await queue.claim("w")
+    assert running is not None
+    assert running.scope.user_id == "alice"
+
+    assert await queue.count_jobs(ALICE) == {"queued": 1, "running": 1, "done": 1, "dead": 1}
+    assert await queue.count_jobs(BOB) == {"queued": 1, "running": 0, "done": 0, "dead": 0}
+
+
 # --------------------------------------------------------------------------- retention
 
 

@@ -155,6 +155,25 @@ def test_tenant_a_reads_none_of_tenant_bs_memories(world: World) -> None:
     assert clean(app.get("/v1/jobs", params=user, headers=a), 200)["jobs"] == []
 
 
+def test_tenant_a_lists_none_of_tenant_bs_users(world: World) -> None:
+    """The inspector's reads: tenant B's user is invisible to tenant A's key."""
+    app, a, b = world.app, world.a, world.b
+    assert clean(app.get("/v1/users", headers=a), 200) == {"users": [], "next_after": None}
+    assert clean(app.get("/v1/users", params={"prefix": USER[:3]}, headers=a), 200)["users"] == []
+    clean(app.get(f"/v1/users/{USER}", headers=a), 404)
+    sessions = clean(app.get(f"/v1/users/{USER}/sessions", headers=a), 200)
+    assert (sessions["sessions"], sessions["working"]) == ([], [])
+    assert clean(app.get(f"/v1/users/{USER}/timeline", headers=a), 200)["buckets"] == []
+    preview = clean(app.get(f"/v1/users/{USER}/forget-preview", headers=a), 200)
+    assert (preview["episodes"], preview["facts"], preview["working_sessions"]) == (0, 0, 0)
+    counts = clean(app.get(f"/v1/users/{USER}/job-counts", headers=a), 200)
+    assert sum(counts.values()) == 0
+    # tenant B's own key sees its user
+    [user] = app.get("/v1/users", headers=b).json()["users"]
+    assert (user["user_id"], user["episodes"], user["facts"]) == (USER, 2, 1)
+    assert app.get("/v1/whoami", headers=a).json()["tenant"] == "tenant-a"
+
+
 def test_tenant_a_cannot_change_or_delete_tenant_bs_memories(world: World) -> None:
     app, a = world.app, world.a
     user = {"user_id": USER}

@@ -38,7 +38,11 @@ from memmachine.models import (
     EpisodeRecord,
     IndexEntry,
     IndexState,
+    ProjectScope,
     Scope,
+    SessionActivity,
+    TimeBucket,
+    UserActivity,
     checked_vector,
     utc_now,
 )
@@ -599,6 +603,114 @@ class CypherEpisodeStore(Lifecycle):
         )
         found = {str(row[0]): _episode_from_row(row) for row in rows}
         return [found[key] for key in wanted if key in found]
+
+    # ------------------------------------------------------------------ inspection
+
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]:
+        """The project's users holding episodes, by user id, from their ledgers (one per
+        user, counting its episodes), with their sessions counted through the
+        ``Session.user_id`` index."""
+        if limit < 1:
+            return []
+        filters = [
+            "l.tenant = $tenant",
+            "l.org_id = $org_id",
+            "l.project_id = $project_id",
+            "l.episodes > 0",
+        ]
+        params: dict[str, object] = {
+            "tenant": project.tenant,
+            "org_id": project.org_id,
+            "project_id": project.project_id,
+            "limit": limit,
+        }
+        if after is not None:
+            filters.append("l.user_id > $after")
+            params["after"] = after
+        if prefix:
+            filters.append("l.user_id STARTS WITH $prefix")
+            params["prefix"] = prefix
+        rows = await self._run(
+            f"""
+            MATCH (l:UserLedger) WHERE {" AND ".join(filters)}
+            WITH l ORDER BY l.user_id LIMIT $limit
+            OPTIONAL MATCH (s:Session)
+            WHERE s.user_id = l.user_id AND s.tenant = l.tenant AND s.org_id = l.org_id
+              AND s.project_id = l.project_id
+            RETURN l.user_id, l.episodes, count(s), max(s.updated_at)
+            """,
+            params,
+            read_only=True,
+        )
+        users = [
+            UserActivity(
+                user_id=str(user_id),
+                episodes=int(episodes),
+                sessions=int(sessions),
+                last_active=None if latest is None else _from_micros(int(latest)),
+            )
+            for user_id, episodes, sessions, latest in rows
+        ]
+        return sorted(users, key=lambda user: user.user_id)
+
+    async def list_sessions(
+        self, scope: Scope, *, limit: int = 100, offset: int = 0
+    ) -> list[SessionActivity]:
+        """The user's sessions, most recently added to first; the page is chosen on the
+        session nodes, then only its sessions' episodes are counted."""
+        if offset < 0:
+            raise InvalidInputError("offset must not be negative", "offset")
+        if limit < 1:
+            return []
+        where, params = scope_predicate("s", scope.user_scope())
+        rows = await self._run(
+            f"""
+            MATCH (s:Session) WHERE {where}
+            WITH s ORDER BY s.updated_at DESC, s.session_id ASC SKIP $offset LIMIT $limit
+            MATCH (s)-[:HAS_EPISODE]->(e:Episode)
+            WITH s, count(e) AS episodes, min(e.timestamp) AS first, max(e.timestamp) AS last
+            RETURN s.session_id, episodes, first, last, s.updated_at
+            ORDER BY s.updated_at DESC, s.session_id ASC
+            """,
+            {**params, "offset": offset, "limit": limit},
+            read_only=True,
+        )
+        return [
+            SessionActivity(
+                session_id=str(session_id),
+                episodes=int(episodes),
+                first_at=_from_micros(int(first)),
+                last_at=_from_micros(int(last)),
+                updated_at=_from_micros(int(updated)),
+            )
+            for session_id, episodes, first, last, updated in rows
+        ]
+
+    async def episode_timeline(
+        self, scope: Scope, *, bucket_seconds: int = 86_400
+    ) -> list[TimeBucket]:
+        """In-scope episodes counted per epoch-aligned bucket of their timestamps."""
+        if isinstance(bucket_seconds, bool) or bucket_seconds < 1:
+            raise InvalidInputError("bucket_seconds must be at least 1", "bucket_seconds")
+        where, params = scope_predicate("e", scope)
+        width = bucket_seconds * 1_000_000
+        rows = await self._run(
+            f"""
+            MATCH (e:Episode) WHERE {where}
+            WITH e.timestamp - ((e.timestamp % $width) + $width) % $width AS start
+            RETURN start, count(*) ORDER BY start
+            """,
+            {**params, "width": width},
+            read_only=True,
+        )
+        return [TimeBucket(start=_from_micros(int(start)), count=int(n)) for start, n in rows]
 
     # ------------------------------------------------------------------ search
 

@@ -45,8 +45,12 @@ from memmachine.models import (
     EpisodeRecord,
     IndexEntry,
     IndexState,
+    ProjectScope,
     Scope,
+    SessionActivity,
     StoreHealth,
+    TimeBucket,
+    UserActivity,
     checked_vector,
 )
 from memmachine.ports import EpisodeStore, Lifecycle
@@ -206,6 +210,26 @@ class IndexedEpisodeStore(Lifecycle):
 
     async def count_episodes(self, scope: Scope) -> int:
         return await self._inner.count_episodes(scope)
+
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]:
+        return await self._inner.list_users(project, prefix=prefix, after=after, limit=limit)
+
+    async def list_sessions(
+        self, scope: Scope, *, limit: int = 100, offset: int = 0
+    ) -> list[SessionActivity]:
+        return await self._inner.list_sessions(scope, limit=limit, offset=offset)
+
+    async def episode_timeline(
+        self, scope: Scope, *, bucket_seconds: int = 86_400
+    ) -> list[TimeBucket]:
+        return await self._inner.episode_timeline(scope, bucket_seconds=bucket_seconds)
 
     async def index_state(self, scope: Scope) -> IndexState:
         return await self._inner.index_state(scope)

@@ -562,6 +562,20 @@ class RedisJobQueue(Lifecycle):
             if status is None or job.status == status
         ]
 
+    async def count_jobs(self, scope: Scope) -> dict[JobStatus, int]:
+        """How many jobs the user has in each status (one ``ZCARD`` per status index)."""
+        client = self._require_client()
+        owner = self._owner(scope)
+        with _translate("count jobs"):
+            async with client.pipeline(transaction=False) as pipe:
+                for status in _STATUSES:
+                    pipe.zcard(f"{owner}:{status}")
+                counts: list[int] = await pipe.execute()
+        return {
+            cast(JobStatus, status): int(count)
+            for status, count in zip(_STATUSES, counts, strict=True)
+        }
+
     async def replay(self, scope: Scope, job_id: str) -> Job:
         """Requeue the user's dead job with attempts reset (``last_error`` is kept).
         :class:`NotFoundError` outside its scope, :class:`ConflictError` when not dead."""

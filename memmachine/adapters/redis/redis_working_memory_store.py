@@ -21,6 +21,10 @@ expiry; they cost a few bytes and are never counted.
 ``agent_id`` and ``group_id`` of the scope are not part of a session's identity: a session is
 (tenant, org, project, user, session).
 
+Listing users (``list_users``) finds the project's users by their session sets with one
+``SCAN`` over the server's keys (every node of a cluster): its cost grows with the keys the
+server holds, which suits an inspector, not a hot path; no write pays for it.
+
 Upgrading: earlier versions wrote the same keys without the hash tag
 (``{prefix}:{tenant}:{org}:{project}:wm:{user}:...``). On a single server, :meth:`start`
 renames every such key to its tagged name (TTLs kept; see ``redis_common.migrate_keys``).
@@ -33,8 +37,8 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
 from redis.commands.core import AsyncScript
 
@@ -57,8 +61,10 @@ from memmachine.errors import (
 )
 from memmachine.models import (
     ID_PATTERN,
+    ProjectScope,
     Scope,
     StoreHealth,
+    UserActivity,
     WorkingMemory,
     WorkingMessage,
     utc_now,
@@ -323,6 +329,84 @@ class RedisWorkingMemoryStore(Lifecycle):
             reply = await script(keys=[self._index_key(scope)], args=[self._user_key(scope)])
         return int(reply)
 
+    # ------------------------------------------------------------------ inspection
+
+    async def list_sessions(self, scope: Scope) -> list[WorkingMemory]:
+        """Every existing session of the user, without messages, most recently written
+        first: the user's session set, then one pipelined read of each session (all of a
+        user's keys share one slot)."""
+        client = self._require_client()
+        user = scope.user_scope()
+        with _translate("list the user's sessions"):
+            members = sorted(cast(set[str], await client.smembers(self._index_key(user))))
+            async with client.pipeline(transaction=False) as pipe:
+                for session_id in members:
+                    meta_key, messages_key = self._session_keys(user.for_session(session_id))
+                    pipe.hgetall(meta_key)
+                    pipe.llen(messages_key)
+                    pipe.pttl(meta_key)
+                replies = await pipe.execute()
+        sessions: list[WorkingMemory] = []
+        for position, session_id in enumerate(members):
+            meta, count, pttl = replies[3 * position : 3 * position + 3]
+            if not meta:
+                continue  # expired or deleted since it was listed
+            session = user.for_session(session_id)
+            with _corrupt_data_guard(session):
+                sessions.append(
+                    WorkingMemory(
+                        scope=session,
+                        message_count=int(count),
+                        state=_load_state(meta.get("state")),
+                        summary=meta.get("summary"),
+                        version=int(meta.get("version", 0)),
+                        ttl_seconds=_ttl_seconds(int(pttl)),
+                        updated_at=_load_time(meta.get("updated_at")),
+                    )
+                )
+        sessions.sort(key=lambda memory: memory.scope.session_id or "")
+        sessions.sort(key=lambda memory: memory.updated_at or _EPOCH, reverse=True)
+        return sessions
+
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]:
+        """The project's users with a live session: their session sets found by one
+        ``SCAN`` (see the module docstring), in code-point order, each user's sessions
+        read until ``limit`` users have one."""
+        if limit < 1:
+            return []
+        client = self._require_client()
+        head = f"{self._prefix}:{{{project.tenant}:{project.org_id}:{project.project_id}:wm:"
+        tail = "}:sessions"
+        found: set[str] = set()
+        with _translate("list users"):
+            async for key in client.scan_iter(match=f"{head}{prefix or ''}*{tail}", count=1000):
+                user_id = str(key)[len(head) : -len(tail)]
+                if re.fullmatch(ID_PATTERN, user_id) and (after is None or user_id > after):
+                    found.add(user_id)
+        users: list[UserActivity] = []
+        for user_id in sorted(found):
+            sessions = await self.list_sessions(project.user(user_id))
+            if not sessions:
+                continue
+            latest = [s.updated_at for s in sessions if s.updated_at is not None]
+            users.append(
+                UserActivity(
+                    user_id=user_id,
+                    working_sessions=len(sessions),
+                    last_active=max(latest) if latest else None,
+                )
+            )
+            if len(users) == limit:
+                break
+        return users
+
     # ------------------------------------------------------------------ keys
 
     def _user_key(self, scope: Scope) -> str:
@@ -381,6 +465,9 @@ class RedisWorkingMemoryStore(Lifecycle):
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _window(last_n: int | None, offset: int, limit: int | None) -> tuple[int | None, int]:

@@ -99,8 +99,11 @@ from memmachine.models import (
     Fact,
     FactRecord,
     FactVersion,
+    ProjectScope,
     Scope,
     StoreHealth,
+    UserActivity,
+    as_utc,
     utc_now,
 )
 from memmachine.ports import Lifecycle
@@ -382,6 +385,67 @@ class SqlProfileStore(Lifecycle):
                 )
                 rows = {row.id: row for row in found}
         return [(_to_fact(rows[item.key]), item.score) for item in best if item.key in rows]
+
+    # ------------------------------------------------------------------ inspection
+
+    async def list_users(
+        self,
+        project: ProjectScope,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[UserActivity]:
+        """Users with current facts or closed versions, by user id: one grouped query per
+        table (each at most ``limit`` users), merged. On PostgreSQL ids are compared in the
+        ``C`` collation, so the order is code-point order as on every other store."""
+        if limit < 1:
+            return []
+        current = self._user_query(ProfileFactRow, ProfileFactRow.updated_at, project)
+        closed = self._user_query(ProfileFactHistoryRow, ProfileFactHistoryRow.recorded_at, project)
+        users: dict[str, UserActivity] = {}
+        reader = self._sessions(write=False)
+        with _translate("list users"):
+            async with reader() as session, session.begin():
+                for table, (query, user_id) in (("facts", current), ("history", closed)):
+                    if prefix:
+                        query = query.where(func.substr(user_id, 1, len(prefix)) == prefix)
+                    if after is not None:
+                        query = query.where(user_id > after)
+                    for name, count, latest in await session.execute(
+                        query.order_by(user_id).limit(limit)
+                    ):
+                        user = users.setdefault(name, UserActivity(user_id=name))
+                        if table == "facts":
+                            user.facts = int(count)
+                        latest = latest if latest is None else as_utc(latest)
+                        if latest is not None and (
+                            user.last_active is None or latest > user.last_active
+                        ):
+                            user.last_active = latest
+        return [users[name] for name in sorted(users)][:limit]
+
+    def _user_query(
+        self,
+        table: type[ProfileFactRow] | type[ProfileFactHistoryRow],
+        changed: Any,
+        project: ProjectScope,
+    ) -> tuple[Select[Any], ColumnElement[str]]:
+        """Per user of ``project`` in ``table``: (user id, rows, newest ``changed``), and
+        the user-id expression to filter and order by."""
+        user_id: ColumnElement[str] = (
+            table.user_id.collate("C") if self.kind == "postgresql" else table.user_id.expression
+        )
+        query = (
+            select(table.user_id, func.count(), func.max(changed))
+            .where(
+                table.tenant == project.tenant,
+                table.org_id == project.org_id,
+                table.project_id == project.project_id,
+            )
+            .group_by(table.user_id)
+        )
+        return query, user_id
 
     # ------------------------------------------------------------------ internals
 

@@ -48,6 +48,9 @@ WRITES: dict[str, dict[str, tuple[str, ...]]] = {
 NOT_WRITES: dict[str, set[str]] = {
     "EpisodeStore": {
         "adjacent",
+        "episode_timeline",
+        "list_sessions",
+        "list_users",
         "count_episodes",
         "delete_episode",
         "delete_episodes",
@@ -61,6 +64,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "vector_search",
     },
     "ProfileStore": {
+        "list_users",
         "delete_fact",
         "delete_facts",
         "detach_episodes",
@@ -69,9 +73,18 @@ NOT_WRITES: dict[str, set[str]] = {
         "list_facts",
         "search_facts",
     },
-    "WorkingMemoryStore": {"delete", "delete_user", "get"},
+    "WorkingMemoryStore": {"delete", "delete_user", "get", "list_sessions", "list_users"},
     "StateBackend": {"delete", "delete_user", "get"},
-    "JobQueue": {"claim", "complete", "fail", "get", "list_jobs", "purge_dead", "replay"},
+    "JobQueue": {
+        "claim",
+        "complete",
+        "count_jobs",
+        "fail",
+        "get",
+        "list_jobs",
+        "purge_dead",
+        "replay",
+    },
 }
 LIFECYCLE = {"start", "close", "health"}
 GATE_METHODS = {
