@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 
 from memmachine.bootstrap.startup import start_manager
 from memmachine.bootstrap.stores import (
+    FALKORDB_SCHEMES,
+    NEO4J_SCHEMES,
+    REDIS_SCHEMES,
     build_key_store,
     check_jobs_url,
     check_schemes,
@@ -43,6 +46,9 @@ if TYPE_CHECKING:
 # loads no driver and no model runtime until a manager is actually built.
 
 __all__ = [
+    "FALKORDB_SCHEMES",
+    "NEO4J_SCHEMES",
+    "REDIS_SCHEMES",
     "build_key_store",
     "build_language_model",
     "build_manager",
