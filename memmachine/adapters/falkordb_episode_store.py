@@ -26,6 +26,7 @@ through the client's compact-format decoder.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
@@ -46,6 +47,8 @@ from memmachine.models import StoreHealth
 __all__ = ["FalkorDBEpisodeStore"]
 
 _STORE = "episodic"
+#: How long ``start()`` waits for FalkorDB to finish filling new indexes.
+_INDEX_WAIT_SECONDS = 120.0
 _RANGE_INDEXES = (
     ("Episode", "id"),
     ("Episode", "user_id"),
@@ -103,7 +106,8 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Connect, check the graph's embedding settings and create indexes (idempotent)."""
+        """Connect, check the graph's embedding settings, create indexes and wait until
+        FalkorDB has filled them (idempotent)."""
         if self._client is not None:
             return
         try:
@@ -158,6 +162,29 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
             except StoreError as exc:
                 if not self._dialect.is_already_indexed(exc.message):
                     raise
+        await self._await_indexes()
+
+    async def _await_indexes(self) -> None:
+        """Return once FalkorDB reports every index of the graph operational. An index
+        created over existing nodes is filled in the background, and until then a query
+        through it misses those nodes (a full-text search finds nothing)."""
+        deadline = time.monotonic() + _INDEX_WAIT_SECONDS
+        delay = 0.01
+        while True:
+            rows = await self._run(
+                "CALL db.indexes() YIELD label, status RETURN label, status", read_only=True
+            )
+            building = sorted({str(label) for label, status in rows if status != "OPERATIONAL"})
+            if not building:
+                return
+            if time.monotonic() > deadline:
+                raise StoreUnavailableError(
+                    f"FalkorDB is still building the {', '.join(building)} indexes of "
+                    f"{self._location} after {_INDEX_WAIT_SECONDS:.0f} s",
+                    _STORE,
+                )
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 0.5)
 
     async def _version(self) -> str | None:
         client = self._require_client()
