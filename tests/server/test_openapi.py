@@ -30,7 +30,7 @@ from fastapi.testclient import TestClient
 from memmachine.config import EmbeddingSettings, LimitSettings
 from memmachine_server.app import create_app
 from memmachine_server.openapi import EXAMPLES
-from tests.server.conftest import AppFactory, make_settings
+from tests.server.conftest import make_settings
 
 ADMIN = "openapi-admin-key-0123456789"
 LIMITS = LimitSettings(max_request_bytes=64 * 1024)
@@ -430,7 +430,8 @@ def specific_requests(world: World) -> list[Probe]:
 
 def check_error(document: dict[str, Any], probe: Probe, response: Any) -> None:
     """An error response: no internals, and a body of the documented error schema."""
-    assert "Traceback" not in response.text and 'File "' not in response.text, probe
+    assert "Traceback" not in response.text, probe
+    assert 'File "' not in response.text, probe
     operation = document["paths"][probe.template][probe.method]
     answer = operation["responses"][str(response.status_code)]
     schema = answer["content"]["application/json"]["schema"]
@@ -571,7 +572,8 @@ def test_every_scoped_operation_declares_the_ids_as_query_and_headers(world: Wor
         declared = {(p["in"], p["name"]) for p in operation["parameters"]}
         for name, header in (("user_id", "X-User-ID"), ("session_id", "X-Session-ID")):
             if ("path", name) in declared:
-                assert ("query", name) not in declared and ("header", header) not in declared
+                assert ("query", name) not in declared
+                assert ("header", header) not in declared
             else:
                 assert {("query", name), ("header", header)} <= declared, operation["operationId"]
         for header in ("X-Agent-ID", "X-Group-ID", "X-Org-ID", "X-Project-ID"):
