@@ -37,14 +37,13 @@ __all__ = [
 ]
 
 _ID_MEANING = {
-    "user_id": "The user whose memory this is. Required (body, query or header).",
+    "user_id": "The user whose memory this is (required: in the body, the query or X-User-ID).",
     "session_id": "The session (conversation).",
     "agent_id": "The agent acting for the user.",
     "group_id": "A group the memory is shared in.",
     "org_id": "The organisation (default `default`).",
     "project_id": "The project (default `default`).",
 }
-_PRECEDENCE = "The request body wins over the query string, which wins over the header."
 
 
 def operation_id(route: APIRoute) -> str:
@@ -62,13 +61,16 @@ def scope_parameters(*, path: str | None = None) -> Any:
     for name, header in SCOPE_HEADERS.items():
         if name == path:
             continue
-        meaning = f"{_ID_MEANING[name]} {_PRECEDENCE}"
         parameters.append(
             inspect.Parameter(
                 name,
                 inspect.Parameter.KEYWORD_ONLY,
                 annotation=str | None,
-                default=Query(None, description=meaning, json_schema_extra={"pattern": ID_PATTERN}),
+                default=Query(
+                    None,
+                    description=f"{_ID_MEANING[name]} Used when the body has none.",
+                    json_schema_extra={"pattern": ID_PATTERN},
+                ),
             )
         )
         parameters.append(
@@ -79,7 +81,7 @@ def scope_parameters(*, path: str | None = None) -> Any:
                 default=Header(
                     None,
                     alias=header,
-                    description=f"`{name}` as a header. {_PRECEDENCE}",
+                    description=f"`{name}` when neither the body nor the query string has it.",
                     json_schema_extra={"pattern": ID_PATTERN},
                 ),
             )
