@@ -16,7 +16,8 @@ __all__ = ["GPU_EXTRA_HINT", "choose_device", "import_torch_runtime"]
 
 #: How to get the runtime, for every message that reports it missing.
 GPU_EXTRA_HINT = (
-    "install the server's gpu extra (uv sync --extra gpu, or pip install 'memmachine-server[gpu]')"
+    "install the gpu extra: uv sync --extra gpu in a checkout, or pip install "
+    "'memmachine-core[gpu]' --find-links <the wheels> (README, Install)"
 )
 
 

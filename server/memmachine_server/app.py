@@ -34,7 +34,7 @@ ManagerFactory = Callable[[Settings], Awaitable[MemoryManager]]
 
 def package_version() -> str:
     try:
-        return version("memmachine")
+        return version("memmachine-core")
     except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0.0.0"
 
