@@ -317,14 +317,29 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
             "status": "ok",
             "version": "0.1.0",
             "mode": "hybrid",
-            "embedder": {"enabled": True, "model": "all-MiniLM-L6-v2", "dimensions": 384},
-            "stores": {
-                "episodic": {"name": "episodic", "kind": "falkordb", "status": "ok"},
-                "profile": {"name": "profile", "kind": "sqlite", "status": "ok"},
-                "working": {"name": "working", "kind": "redis", "status": "ok"},
+            "embedder": {
+                "enabled": True,
+                "model": "all-MiniLM-L6-v2",
+                "dimensions": 384,
+                "reason": None,
             },
-            "reranker": {"enabled": False},
-            "llm": {"enabled": False, "reason": "no MEMMACHINE_LLM_MODEL"},
+            "stores": {
+                name: {
+                    "name": name,
+                    "kind": kind,
+                    "status": "ok",
+                    "detail": None,
+                    "version": version,
+                    "latency_ms": latency,
+                }
+                for name, kind, version, latency in [
+                    ("episodic", "neo4j", "5.26.0", 1.8),
+                    ("profile", "postgresql", "16.4", 0.9),
+                    ("working", "redis", "7.4.1", 0.3),
+                ]
+            },
+            "reranker": {"enabled": False, "model": None, "reason": "no reranker model set"},
+            "llm": {"enabled": False, "model": None, "reason": "no MEMMACHINE_LLM_MODEL"},
         },
     ),
     "add_memories": (

@@ -1484,30 +1484,43 @@ export interface operations {
                      *       "embedder": {
                      *         "enabled": true,
                      *         "model": "all-MiniLM-L6-v2",
-                     *         "dimensions": 384
+                     *         "dimensions": 384,
+                     *         "reason": null
                      *       },
                      *       "stores": {
                      *         "episodic": {
                      *           "name": "episodic",
-                     *           "kind": "falkordb",
-                     *           "status": "ok"
+                     *           "kind": "neo4j",
+                     *           "status": "ok",
+                     *           "detail": null,
+                     *           "version": "5.26.0",
+                     *           "latency_ms": 1.8
                      *         },
                      *         "profile": {
                      *           "name": "profile",
-                     *           "kind": "sqlite",
-                     *           "status": "ok"
+                     *           "kind": "postgresql",
+                     *           "status": "ok",
+                     *           "detail": null,
+                     *           "version": "16.4",
+                     *           "latency_ms": 0.9
                      *         },
                      *         "working": {
                      *           "name": "working",
                      *           "kind": "redis",
-                     *           "status": "ok"
+                     *           "status": "ok",
+                     *           "detail": null,
+                     *           "version": "7.4.1",
+                     *           "latency_ms": 0.3
                      *         }
                      *       },
                      *       "reranker": {
-                     *         "enabled": false
+                     *         "enabled": false,
+                     *         "model": null,
+                     *         "reason": "no reranker model set"
                      *       },
                      *       "llm": {
                      *         "enabled": false,
+                     *         "model": null,
                      *         "reason": "no MEMMACHINE_LLM_MODEL"
                      *       }
                      *     }
