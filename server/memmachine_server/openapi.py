@@ -195,6 +195,15 @@ AUTH_ERRORS = errors(401, 429, 500, 503)
 # ----------------------------------------------------------------------------- examples
 
 _SCOPE = {"user_id": "ana", "session_id": "vet-visit"}
+#: The ids an episode or a job is answered with.
+_SCOPE_OUT = {
+    "user_id": "ana",
+    "session_id": "vet-visit",
+    "agent_id": None,
+    "group_id": None,
+    "org_id": "default",
+    "project_id": "default",
+}
 _EPISODE = {
     "id": "0f8c2d9e6b1a4c3e",
     "content": "My beagle Toast sees the vet on Thursday",
@@ -202,12 +211,7 @@ _EPISODE = {
     "producer": "Ana",
     "timestamp": "2026-05-04T09:30:00Z",
     "sequence": 0,
-    "user_id": "ana",
-    "session_id": "vet-visit",
-    "agent_id": None,
-    "group_id": None,
-    "org_id": "default",
-    "project_id": "default",
+    **_SCOPE_OUT,
     "metadata": {"channel": "sms"},
     "created_at": "2026-05-04T09:30:01Z",
     "score": None,
@@ -258,12 +262,7 @@ _JOB = {
     "id": "job-3c9a",
     "kind": "compact",
     "status": "queued",
-    "user_id": "ana",
-    "session_id": "vet-visit",
-    "agent_id": None,
-    "group_id": None,
-    "org_id": "default",
-    "project_id": "default",
+    **_SCOPE_OUT,
     "idempotency_key": "compact:vet-visit:5e2f",
     "payload": {"force": True},
     "attempts": 0,
