@@ -308,7 +308,7 @@ class ErrorBody(_Model):
 
 # ----------------------------------------------------------------- jobs
 
-__all__ += ["JobListResponse", "JobOut"]
+__all__ += ["JobListResponse", "JobOut", "JobPurgeResponse"]
 
 
 class JobOut(_Model):
@@ -337,6 +337,12 @@ class JobOut(_Model):
 
 class JobListResponse(_Model):
     jobs: list[JobOut]
+
+
+class JobPurgeResponse(_Model):
+    """How many of the user's dead jobs were deleted."""
+
+    purged: int
 
 
 # ----------------------------------------------------------------- memory prompt and tools

@@ -445,6 +445,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
     "list_jobs": (None, {"jobs": [_JOB]}),
     "get_job": (None, _JOB),
     "replay_job": (None, _JOB),
+    "purge_dead_jobs": (None, {"purged": 2}),
     "create_key": (
         {"tenant": "acme", "name": "ci", "permissions": ["read", "write"]},
         {**_KEY, "key": "mm_3f9c0a7d2b1e4c55_Jm2uYc9bQ4sVw8Zx"},

@@ -252,6 +252,7 @@ _VALID: dict[str, dict[str, Any]] = {
     "list_jobs": {"params": {"user_id": "ana"}},
     "get_job": {"path": {"job_id": "job_id"}, "params": {"user_id": "ana"}},
     "replay_job": {"path": {"job_id": "job_id"}, "params": {"user_id": "ana"}},
+    "purge_dead_jobs": {"params": {"user_id": "ana"}},
     "create_key": {"body": {"tenant": "acme", "name": "more"}, "key": "admin"},
     "list_keys": {"key": "admin"},
     "revoke_key": {"path": {"key_id": "key_id"}, "key": "admin"},
@@ -408,6 +409,14 @@ def specific_requests(world: World) -> list[Probe]:
             params={"user_id": "ana"},
             headers=rw,
             what="a job that is not dead",
+        ),
+        Probe(
+            "purge_dead_jobs",
+            "delete",
+            "/v1/jobs/dead",
+            params={"user_id": "ana", "job_id": world.ids["job_id"]},
+            headers=rw,
+            what="purging a job that is not dead",
         ),
         Probe(
             "list_keys",

@@ -81,6 +81,7 @@ export const ROUTES: { readonly [K in OperationId]: RouteOf<K> } = {
   list_jobs: ["GET", "/v1/jobs"],
   get_job: ["GET", "/v1/jobs/{job_id}"],
   replay_job: ["POST", "/v1/jobs/{job_id}/replay"],
+  purge_dead_jobs: ["DELETE", "/v1/jobs/dead"],
   create_key: ["POST", "/v1/admin/keys"],
   list_keys: ["GET", "/v1/admin/keys"],
   revoke_key: ["DELETE", "/v1/admin/keys/{key_id}"],

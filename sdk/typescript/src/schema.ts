@@ -377,6 +377,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/dead": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Purge Dead Jobs
+         * @description Delete the user's dead jobs for good, or only ``job_id`` (404 when it is not the
+         *     user's, 409 when it is not dead). A tenant only ever reaches its own jobs.
+         */
+        delete: operations["purge_dead_jobs"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{job_id}": {
         parameters: {
             query?: never;
@@ -1033,6 +1054,14 @@ export interface components {
              * Format: date-time
              */
             available_at: string;
+        };
+        /**
+         * JobPurgeResponse
+         * @description How many of the user's dead jobs were deleted.
+         */
+        JobPurgeResponse: {
+            /** Purged */
+            purged: number;
         };
         /** LlmOut */
         LlmOut: {
@@ -5986,6 +6015,200 @@ export interface operations {
                      *       "error": {
                      *         "code": "permission_denied",
                      *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    purge_dead_jobs: {
+        parameters: {
+            query?: {
+                job_id?: string | null;
+                /** @description The user whose memory this is (required: in the body, the query or X-User-ID). Used when the body has none. */
+                user_id?: string | null;
+                /** @description The session (conversation). Used when the body has none. */
+                session_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `user_id` when neither the body nor the query string has it. */
+                "X-User-ID"?: string | null;
+                /** @description `session_id` when neither the body nor the query string has it. */
+                "X-Session-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "purged": 2
+                     *     }
+                     */
+                    "application/json": components["schemas"]["JobPurgeResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing with this id in the caller's scope (another user's is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "episode 'e-0b7c2a' not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A conflicting write: a stale `expected_version` (`current_version` says the version now) or a job that is not dead. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "working memory is at version 3, not 2",
+                     *         "current_version": 3
                      *       }
                      *     }
                      */
