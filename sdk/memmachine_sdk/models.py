@@ -51,7 +51,9 @@ def _all_memory_types() -> list[MemoryTypeName]:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # In a response every field is sent, defaulted or not, so the JSON schema of a response
+    # lists them all as required (a request schema still lists only those without default).
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
 
 class ScopeFields(_Model):
@@ -289,6 +291,9 @@ class HealthResponse(_Model):
 
 
 class ErrorDetail(_Model):
+    # sent without the fields that are None
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=False)
+
     code: str
     message: str
     field: str | None = None

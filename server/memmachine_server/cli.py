@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -182,6 +183,20 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
+def _openapi(args: argparse.Namespace) -> int:
+    """Write the REST API's OpenAPI document (what ``/openapi.json`` serves). It does not
+    depend on the settings, which are not read; no store is opened."""
+    from memmachine_server.app import create_app
+
+    app = create_app(Settings.model_construct())
+    document = json.dumps(app.openapi(), indent=2, ensure_ascii=False) + "\n"
+    if args.out is None:
+        sys.stdout.write(document)
+    else:
+        args.out.write_text(document, encoding="utf-8")
+    return 0
+
+
 def _configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(),
@@ -209,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     cli_data.register(commands)
     cli_keys.register(commands)
     cli_jobs.register(commands)
+    openapi = commands.add_parser(
+        "openapi", help="print the REST API's OpenAPI document (as /openapi.json serves it)"
+    )
+    openapi.add_argument("--out", type=Path, help="write it to this file instead of stdout")
+    openapi.set_defaults(run=_openapi)
     show_version = commands.add_parser("version", help="print the version")
     show_version.set_defaults(run=_version)
     return parser
