@@ -51,15 +51,17 @@ def operation_id(route: APIRoute) -> str:
     return route.name
 
 
-def scope_parameters(*, path: str | None = None) -> Any:
+def scope_parameters(*, path: str | None = None, only: tuple[str, ...] | None = None) -> Any:
     """A dependency declaring the scope ids as optional query parameters and ``X-*``
-    headers, except ``path`` (an id the route takes from its path, which wins over both).
+    headers, except ``path`` (an id the route takes from its path, which wins over both);
+    ``only`` narrows them to the ids the route reads (``org_id`` and ``project_id`` for a
+    route over a whole project).
 
     It only declares them: the values are read, in the documented order, and validated by
     :func:`memmachine_server.scope.resolve_scope`, so the errors stay the same."""
     parameters: list[inspect.Parameter] = []
     for name, header in SCOPE_HEADERS.items():
-        if name == path:
+        if name == path or (only is not None and name not in only):
             continue
         parameters.append(
             inspect.Parameter(
@@ -301,6 +303,16 @@ _HISTORY = {
     ],
 }
 _FORGET = {"episodes_deleted": 2, "facts_deleted": 1, "sessions_deleted": 1}
+_USER = {
+    "user_id": "ana",
+    "org_id": "default",
+    "project_id": "default",
+    "episodes": 17,
+    "sessions": 2,
+    "facts": 4,
+    "working_sessions": 1,
+    "last_active": "2026-05-06T18:02:00Z",
+}
 _TOOL_CALL = {
     "id": "call_1",
     "type": "function",
@@ -473,6 +485,77 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
     "retrieve_custom": (
         {"user_id": "ana", "input": {"status": "reading"}},
         {"type": "reading_list", "result": [_NOTES_INPUT]},
+    ),
+    "whoami": (
+        None,
+        {
+            "tenant": "acme",
+            "key_id": "3f9c0a7d2b1e4c55",
+            "can_read": True,
+            "can_write": False,
+            "is_admin": False,
+            "key_required": True,
+        },
+    ),
+    "list_users": (None, {"users": [_USER], "next_after": "ana"}),
+    "get_user": (None, _USER),
+    "list_sessions": (
+        None,
+        {
+            "sessions": [
+                {
+                    "session_id": "vet-visit",
+                    "episodes": 14,
+                    "first_at": "2026-05-04T09:30:00Z",
+                    "last_at": "2026-05-04T09:41:00Z",
+                    "updated_at": "2026-05-04T09:41:01Z",
+                }
+            ],
+            "working": [
+                {
+                    "session_id": "vet-visit",
+                    "message_count": 14,
+                    "version": 15,
+                    "summary": None,
+                    "ttl_seconds": 86400,
+                    "updated_at": "2026-05-04T09:41:01Z",
+                }
+            ],
+            "limit": 50,
+            "offset": 0,
+        },
+    ),
+    "timeline": (
+        None,
+        {
+            "bucket_seconds": 86400,
+            "buckets": [
+                {"start": "2026-05-04T00:00:00Z", "count": 14},
+                {"start": "2026-05-06T00:00:00Z", "count": 3},
+            ],
+        },
+    ),
+    "forget_preview": (
+        None,
+        {
+            "user_id": "ana",
+            "session_id": None,
+            "episodes": 17,
+            "facts": 4,
+            "sessions": 2,
+            "working_sessions": 1,
+        },
+    ),
+    "job_counts": (None, {"queued": 1, "running": 0, "done": 12, "dead": 1}),
+    "neighbours": (
+        None,
+        {
+            "episode": _EPISODE,
+            "before": [
+                {**_EPISODE, "id": "5b2e7a1c0d9f4e33", "sequence": 0},
+            ],
+            "after": [],
+        },
     ),
 }
 

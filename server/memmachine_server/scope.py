@@ -215,7 +215,7 @@ def resolve_project(request: Request, tenant: str) -> ProjectScope:
     ``default`` when absent) under the caller's tenant; a malformed id is a 422 naming it."""
     values: dict[str, str] = {}
     for name in ("org_id", "project_id"):
-        value = request.query_params.get(name) or request.headers.get(_HEADERS[name])
+        value = request.query_params.get(name) or request.headers.get(SCOPE_HEADERS[name])
         if value is not None:
             values[name] = value
     try:

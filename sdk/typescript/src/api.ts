@@ -88,6 +88,14 @@ export const ROUTES: { readonly [K in OperationId]: RouteOf<K> } = {
   list_memory_types: ["GET", "/v1/memory-types"],
   store_custom: ["POST", "/v1/memory-types/{name}/store"],
   retrieve_custom: ["POST", "/v1/memory-types/{name}/retrieve"],
+  whoami: ["GET", "/v1/whoami"],
+  list_users: ["GET", "/v1/users"],
+  get_user: ["GET", "/v1/users/{user_id}"],
+  list_sessions: ["GET", "/v1/users/{user_id}/sessions"],
+  timeline: ["GET", "/v1/users/{user_id}/timeline"],
+  forget_preview: ["GET", "/v1/users/{user_id}/forget-preview"],
+  job_counts: ["GET", "/v1/users/{user_id}/job-counts"],
+  neighbours: ["GET", "/v1/memories/{episode_id}/neighbours"],
 };
 
 /** One call of operation `K`. */

@@ -282,7 +282,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Get User
+         * @description One user's counts and last activity; 404 when no store holds anything for them.
+         */
+        get: operations["get_user"];
         put?: never;
         post?: never;
         /**
@@ -544,6 +548,155 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whoami
+         * @description The caller's tenant and rights; with no key on an open server, the open ``default``
+         *     tenant (``key_id`` null). 401 when a key is required and missing, unknown or revoked.
+         */
+        get: operations["whoami"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Users
+         * @description The project's users that hold episodes, facts or live working memory, by user id
+         *     (code-point order), with their counts and last activity. Page with ``after`` (the
+         *     ``next_after`` of the previous page); ``prefix`` keeps ids starting with it.
+         */
+        get: operations["list_users"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Sessions
+         * @description A page of the user's sessions holding episodes (most recently added to first) and
+         *     every session of theirs whose working memory has not expired.
+         */
+        get: operations["list_sessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/timeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Timeline
+         * @description How many of the user's episodes (optionally one ``session_id``) fall in each
+         *     ``bucket_seconds`` of time (aligned on the Unix epoch, UTC), oldest first; empty
+         *     buckets are left out.
+         */
+        get: operations["timeline"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/forget-preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Forget Preview
+         * @description What ``DELETE /v1/users/{user_id}`` (or, with ``session_id``,
+         *     ``DELETE /v1/sessions/{session_id}``) would remove right now.
+         */
+        get: operations["forget_preview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/job-counts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Job Counts
+         * @description The user's background jobs by status (``queued`` is the queue depth); 503 when
+         *     background jobs are off.
+         */
+        get: operations["job_counts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memories/{episode_id}/neighbours": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Neighbours
+         * @description One of the user's episodes with up to ``before`` / ``after`` episodes around it in its
+         *     session, in session order; 404 when the user has no such episode.
+         */
+        get: operations["neighbours"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -763,6 +916,17 @@ export interface components {
             /** Offset */
             offset: number;
         };
+        /**
+         * EpisodeNeighboursResponse
+         * @description An episode and the episodes right before and after it in its session.
+         */
+        EpisodeNeighboursResponse: {
+            episode: components["schemas"]["EpisodeOut"];
+            /** Before */
+            before: components["schemas"]["EpisodeOut"][];
+            /** After */
+            after: components["schemas"]["EpisodeOut"][];
+        };
         /** EpisodeOut */
         EpisodeOut: {
             /** Id */
@@ -942,6 +1106,24 @@ export interface components {
              */
             recorded_at: string;
         };
+        /**
+         * ForgetPreviewOut
+         * @description What forgetting a user (or one of their sessions) would remove right now.
+         */
+        ForgetPreviewOut: {
+            /** User Id */
+            user_id: string;
+            /** Session Id */
+            session_id: string | null;
+            /** Episodes */
+            episodes: number;
+            /** Facts */
+            facts: number;
+            /** Sessions */
+            sessions: number;
+            /** Working Sessions */
+            working_sessions: number;
+        };
         /** ForgetResponse */
         ForgetResponse: {
             /** Episodes Deleted */
@@ -995,6 +1177,17 @@ export interface components {
              * @default invalidated by the user
              */
             reason?: string;
+        };
+        /** JobCountsOut */
+        JobCountsOut: {
+            /** Queued */
+            queued: number;
+            /** Running */
+            running: number;
+            /** Done */
+            done: number;
+            /** Dead */
+            dead: number;
         };
         /** JobListResponse */
         JobListResponse: {
@@ -1314,6 +1507,42 @@ export interface components {
             profile: components["schemas"]["FactOut"][];
             working: components["schemas"]["WorkingMemoryOut"] | null;
         };
+        /** SessionListResponse */
+        SessionListResponse: {
+            /** Sessions */
+            sessions: components["schemas"]["SessionOut"][];
+            /** Working */
+            working: components["schemas"]["WorkingSessionOut"][];
+            /** Limit */
+            limit: number;
+            /** Offset */
+            offset: number;
+        };
+        /**
+         * SessionOut
+         * @description A session holding episodes.
+         */
+        SessionOut: {
+            /** Session Id */
+            session_id: string;
+            /** Episodes */
+            episodes: number;
+            /**
+             * First At
+             * Format: date-time
+             */
+            first_at: string;
+            /**
+             * Last At
+             * Format: date-time
+             */
+            last_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
         /** SetProfileRequest */
         SetProfileRequest: {
             /** User Id */
@@ -1348,6 +1577,23 @@ export interface components {
             version: string | null;
             /** Latency Ms */
             latency_ms: number | null;
+        };
+        /** TimeBucketOut */
+        TimeBucketOut: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /** Count */
+            count: number;
+        };
+        /** TimelineResponse */
+        TimelineResponse: {
+            /** Bucket Seconds */
+            bucket_seconds: number;
+            /** Buckets */
+            buckets: components["schemas"]["TimeBucketOut"][];
         };
         /**
          * ToolCallIn
@@ -1412,6 +1658,53 @@ export interface components {
             tools: {
                 [key: string]: unknown;
             }[];
+        };
+        /** UserListResponse */
+        UserListResponse: {
+            /** Users */
+            users: components["schemas"]["UserOut"][];
+            /** Next After */
+            next_after: string | null;
+        };
+        /**
+         * UserOut
+         * @description One user of a project and what each store holds for them.
+         */
+        UserOut: {
+            /** User Id */
+            user_id: string;
+            /** Org Id */
+            org_id: string;
+            /** Project Id */
+            project_id: string;
+            /** Episodes */
+            episodes: number;
+            /** Sessions */
+            sessions: number;
+            /** Facts */
+            facts: number;
+            /** Working Sessions */
+            working_sessions: number;
+            /** Last Active */
+            last_active: string | null;
+        };
+        /**
+         * WhoAmIResponse
+         * @description Who the presented key (or, in open mode, no key) is and what it may do.
+         */
+        WhoAmIResponse: {
+            /** Tenant */
+            tenant: string;
+            /** Key Id */
+            key_id: string | null;
+            /** Can Read */
+            can_read: boolean;
+            /** Can Write */
+            can_write: boolean;
+            /** Is Admin */
+            is_admin: boolean;
+            /** Key Required */
+            key_required: boolean;
         };
         /** WorkingMemoryOut */
         WorkingMemoryOut: {
@@ -1480,6 +1773,24 @@ export interface components {
             metadata: {
                 [key: string]: unknown;
             };
+        };
+        /**
+         * WorkingSessionOut
+         * @description A session's working memory, without its messages.
+         */
+        WorkingSessionOut: {
+            /** Session Id */
+            session_id: string;
+            /** Message Count */
+            message_count: number;
+            /** Version */
+            version: number;
+            /** Summary */
+            summary: string | null;
+            /** Ttl Seconds */
+            ttl_seconds: number | null;
+            /** Updated At */
+            updated_at: string | null;
         };
     };
     responses: never;
@@ -5229,6 +5540,186 @@ export interface operations {
             };
         };
     };
+    get_user: {
+        parameters: {
+            query?: {
+                /** @description The session (conversation). Used when the body has none. */
+                session_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `session_id` when neither the body nor the query string has it. */
+                "X-Session-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "user_id": "ana",
+                     *       "org_id": "default",
+                     *       "project_id": "default",
+                     *       "episodes": 17,
+                     *       "sessions": 2,
+                     *       "facts": 4,
+                     *       "working_sessions": 1,
+                     *       "last_active": "2026-05-06T18:02:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UserOut"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing with this id in the caller's scope (another user's is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "episode 'e-0b7c2a' not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     forget_user: {
         parameters: {
             query?: {
@@ -7630,6 +8121,1153 @@ export interface operations {
                      *         "code": "payload_too_large",
                      *         "message": "message 0 has 40000 characters; the limit is 32000",
                      *         "field": "messages.0.content"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    whoami: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "tenant": "acme",
+                     *       "key_id": "3f9c0a7d2b1e4c55",
+                     *       "can_read": true,
+                     *       "can_write": false,
+                     *       "is_admin": false,
+                     *       "key_required": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WhoAmIResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_users: {
+        parameters: {
+            query?: {
+                prefix?: string | null;
+                after?: string | null;
+                limit?: number;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "users": [
+                     *         {
+                     *           "user_id": "ana",
+                     *           "org_id": "default",
+                     *           "project_id": "default",
+                     *           "episodes": 17,
+                     *           "sessions": 2,
+                     *           "facts": 4,
+                     *           "working_sessions": 1,
+                     *           "last_active": "2026-05-06T18:02:00Z"
+                     *         }
+                     *       ],
+                     *       "next_after": "ana"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UserListResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_sessions: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+                /** @description The session (conversation). Used when the body has none. */
+                session_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `session_id` when neither the body nor the query string has it. */
+                "X-Session-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "sessions": [
+                     *         {
+                     *           "session_id": "vet-visit",
+                     *           "episodes": 14,
+                     *           "first_at": "2026-05-04T09:30:00Z",
+                     *           "last_at": "2026-05-04T09:41:00Z",
+                     *           "updated_at": "2026-05-04T09:41:01Z"
+                     *         }
+                     *       ],
+                     *       "working": [
+                     *         {
+                     *           "session_id": "vet-visit",
+                     *           "message_count": 14,
+                     *           "version": 15,
+                     *           "summary": null,
+                     *           "ttl_seconds": 86400,
+                     *           "updated_at": "2026-05-04T09:41:01Z"
+                     *         }
+                     *       ],
+                     *       "limit": 50,
+                     *       "offset": 0
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SessionListResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    timeline: {
+        parameters: {
+            query?: {
+                bucket_seconds?: number;
+                /** @description The session (conversation). Used when the body has none. */
+                session_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `session_id` when neither the body nor the query string has it. */
+                "X-Session-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "bucket_seconds": 86400,
+                     *       "buckets": [
+                     *         {
+                     *           "start": "2026-05-04T00:00:00Z",
+                     *           "count": 14
+                     *         },
+                     *         {
+                     *           "start": "2026-05-06T00:00:00Z",
+                     *           "count": 3
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TimelineResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    forget_preview: {
+        parameters: {
+            query?: {
+                /** @description The session (conversation). Used when the body has none. */
+                session_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `session_id` when neither the body nor the query string has it. */
+                "X-Session-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "user_id": "ana",
+                     *       "session_id": null,
+                     *       "episodes": 17,
+                     *       "facts": 4,
+                     *       "sessions": 2,
+                     *       "working_sessions": 1
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ForgetPreviewOut"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    job_counts: {
+        parameters: {
+            query?: {
+                /** @description The session (conversation). Used when the body has none. */
+                session_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `session_id` when neither the body nor the query string has it. */
+                "X-Session-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "queued": 1,
+                     *       "running": 0,
+                     *       "done": 12,
+                     *       "dead": 1
+                     *     }
+                     */
+                    "application/json": components["schemas"]["JobCountsOut"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    neighbours: {
+        parameters: {
+            query?: {
+                before?: number;
+                after?: number;
+                /** @description The user whose memory this is (required: in the body, the query or X-User-ID). Used when the body has none. */
+                user_id?: string | null;
+                /** @description The session (conversation). Used when the body has none. */
+                session_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `user_id` when neither the body nor the query string has it. */
+                "X-User-ID"?: string | null;
+                /** @description `session_id` when neither the body nor the query string has it. */
+                "X-Session-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                episode_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "episode": {
+                     *         "id": "0f8c2d9e6b1a4c3e",
+                     *         "content": "My beagle Toast sees the vet on Thursday",
+                     *         "role": "user",
+                     *         "producer": "Ana",
+                     *         "timestamp": "2026-05-04T09:30:00Z",
+                     *         "sequence": 0,
+                     *         "user_id": "ana",
+                     *         "session_id": "vet-visit",
+                     *         "agent_id": null,
+                     *         "group_id": null,
+                     *         "org_id": "default",
+                     *         "project_id": "default",
+                     *         "metadata": {
+                     *           "channel": "sms"
+                     *         },
+                     *         "created_at": "2026-05-04T09:30:01Z",
+                     *         "score": null,
+                     *         "ranks": null,
+                     *         "context": false
+                     *       },
+                     *       "before": [
+                     *         {
+                     *           "id": "5b2e7a1c0d9f4e33",
+                     *           "content": "My beagle Toast sees the vet on Thursday",
+                     *           "role": "user",
+                     *           "producer": "Ana",
+                     *           "timestamp": "2026-05-04T09:30:00Z",
+                     *           "sequence": 0,
+                     *           "user_id": "ana",
+                     *           "session_id": "vet-visit",
+                     *           "agent_id": null,
+                     *           "group_id": null,
+                     *           "org_id": "default",
+                     *           "project_id": "default",
+                     *           "metadata": {
+                     *             "channel": "sms"
+                     *           },
+                     *           "created_at": "2026-05-04T09:30:01Z",
+                     *           "score": null,
+                     *           "ranks": null,
+                     *           "context": false
+                     *         }
+                     *       ],
+                     *       "after": []
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EpisodeNeighboursResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing with this id in the caller's scope (another user's is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "episode 'e-0b7c2a' not found"
                      *       }
                      *     }
                      */
