@@ -596,6 +596,10 @@ class Settings(_Section):
     working_ttl_seconds: int | None = Field(default=86_400, ge=1)
     #: Name of the graph holding episodes.
     graph_name: str = "memmachine"
+    #: How long a command to the episode store on FalkorDB or the working store on Redis
+    #: may wait for its answer. A write that gets none is reported as "outcome unknown"
+    #: (HTTP 504) and never resent by the client.
+    store_timeout_seconds: float = Field(default=10.0, gt=0)
 
     #: ``key=tenant`` pairs, comma separated. When set, every /v1 request needs
     #: ``Authorization: Bearer <key>`` and is confined to that key's tenant.

@@ -57,19 +57,19 @@ from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memmachine.adapters.redis_common import connect_redis, describe_error, redis_health
+from memmachine.adapters.redis_common import (
+    connect_redis,
+    describe_error,
+    redis_health,
+    translate_errors,
+)
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
     InvalidInputError,
-    MemMachineError,
     NotFoundError,
     StoreError,
-    StoreUnavailableError,
 )
 from memmachine.models import ID_PATTERN, Scope, StoreHealth
 from memmachine.ports import Job, JobStatus, Lifecycle
@@ -371,7 +371,7 @@ class RedisJobQueue(Lifecycle):
             str(max_attempts),
             str(round(delay_seconds * 1000)),
         ]
-        with _translate("enqueue a job"):
+        with _translate("enqueue a job", write=True):
             reply = await self._script("enqueue")(args=args)
         return _job(reply[1])
 
@@ -391,13 +391,13 @@ class RedisJobQueue(Lifecycle):
         if kinds is not None and not kinds:
             return None
         args = [self._base, worker, str(max(1, round(lease_seconds * 1000))), *(kinds or ())]
-        with _translate("claim a job"):
+        with _translate("claim a job", write=True):
             reply = await self._script("claim")(args=args)
         return _job(reply) if reply else None
 
     async def complete(self, job_id: str, worker: str) -> Job:
         """Mark the job ``done``; :class:`ConflictError` unless ``worker`` holds its lease."""
-        with _translate("complete a job"):
+        with _translate("complete a job", write=True):
             reply = await self._script("complete")(args=[self._base, job_id, worker])
         return _checked(reply, job_id, worker)
 
@@ -413,7 +413,7 @@ class RedisJobQueue(Lifecycle):
             repr(self._backoff_base_ms),
             repr(self._backoff_max_ms),
         ]
-        with _translate("fail a job"):
+        with _translate("fail a job", write=True):
             reply = await self._script("fail")(args=args)
         return _checked(reply, job_id, worker)
 
@@ -453,7 +453,7 @@ class RedisJobQueue(Lifecycle):
     async def replay(self, scope: Scope, job_id: str) -> Job:
         """Requeue the user's dead job with attempts reset (``last_error`` is kept).
         :class:`NotFoundError` outside its scope, :class:`ConflictError` when not dead."""
-        with _translate("replay a job"):
+        with _translate("replay a job", write=True):
             reply = await self._script("replay")(args=[self._base, job_id, self._owner(scope)])
         code = int(reply[0])
         if code == -1:
@@ -529,17 +529,8 @@ def _time(ms: str) -> datetime:
 
 
 @contextmanager
-def _translate(action: str) -> Iterator[None]:
-    """Turn redis-py exceptions into :class:`StoreError`; let ours through."""
-    try:
+def _translate(action: str, *, write: bool = False) -> Iterator[None]:
+    """Turn redis-py exceptions into the error tree (see
+    :func:`~memmachine.adapters.redis_common.translate_errors`); let ours through."""
+    with translate_errors(f"job queue could not {action}", store=_STORE, write=write):
         yield
-    except MemMachineError:
-        raise
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        raise StoreUnavailableError(
-            f"job queue could not {action}: {describe_error(exc)}", store=_STORE
-        ) from exc
-    except RedisError as exc:
-        raise StoreError(
-            f"job queue could not {action}: {describe_error(exc)}", store=_STORE
-        ) from exc

@@ -24,11 +24,8 @@ from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memmachine.adapters.redis_common import connect_redis, describe_error
+from memmachine.adapters.redis_common import connect_redis, translate_errors
 from memmachine.agent_state import (
     JsonStateBackend,
     StoredState,
@@ -131,10 +128,8 @@ class RedisStateBackend(JsonStateBackend):
 
     async def get(self, scope: Scope, name: str) -> StoredState | None:
         client = self._require(self._client)
-        try:
+        with translate_errors("reading state failed", store=_STORE):
             fields = await client.hmget(self._key(scope, name), ["revision", "envelope"])
-        except RedisError as exc:
-            raise _translate(exc, "reading state") from exc
         revision, raw = fields
         if revision is None or raw is None:
             return None
@@ -150,13 +145,11 @@ class RedisStateBackend(JsonStateBackend):
     ) -> int:
         script = self._require(self._put)
         expected = "" if expected_revision is None else str(expected_revision)
-        try:
+        with translate_errors("writing state failed", store=_STORE, write=True):
             reply = await script(
                 keys=[self._key(scope, name), self._user_key(scope)],
                 args=[expected, text, utc_now().isoformat()],
             )
-        except RedisError as exc:
-            raise _translate(exc, "writing state") from exc
         if int(reply[0]) == -1:
             assert expected_revision is not None
             raise stale_revision(name, expected_revision, int(reply[1]))
@@ -164,18 +157,14 @@ class RedisStateBackend(JsonStateBackend):
 
     async def delete(self, scope: Scope, name: str) -> bool:
         script = self._require(self._delete)
-        try:
+        with translate_errors("deleting state failed", store=_STORE, write=True):
             removed = await script(keys=[self._key(scope, name), self._user_key(scope)])
-        except RedisError as exc:
-            raise _translate(exc, "deleting state") from exc
         return int(removed) > 0
 
     async def delete_user(self, scope: Scope) -> int:
         script = self._require(self._delete_user)
-        try:
+        with translate_errors("deleting a user's state failed", store=_STORE, write=True):
             removed = await script(keys=[self._user_key(scope)])
-        except RedisError as exc:
-            raise _translate(exc, "deleting a user's state") from exc
         return int(removed)
 
     @staticmethod
@@ -183,9 +172,3 @@ class RedisStateBackend(JsonStateBackend):
         if value is None:
             raise StoreUnavailableError("the Redis state backend is not started", _STORE)
         return value
-
-
-def _translate(exc: RedisError, doing: str) -> StoreError:
-    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
-        return StoreUnavailableError(f"{doing} failed: {describe_error(exc)}", _STORE)
-    return StoreError(f"{doing} failed: {describe_error(exc)}", _STORE)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
 from memmachine import Settings
 from memmachine_server.app import create_app
@@ -24,10 +25,17 @@ from tests.server.conftest import make_settings
 @contextmanager
 def live_server(settings: Settings) -> Iterator[str]:
     """The real app served by uvicorn on a free loopback port, in a thread; its base URL."""
+    with serving(create_app(settings)) as url:
+        yield url
+
+
+@contextmanager
+def serving(app: FastAPI) -> Iterator[str]:
+    """``app`` served by uvicorn on a free loopback port, in a thread; its base URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -65,6 +73,7 @@ class Seen:
     method: str
     path: str
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ScriptedServer:
@@ -101,7 +110,12 @@ class ScriptedServer:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 reply = server._next(
-                    Seen(self.command, self.path.split("?")[0], json.loads(raw) if raw else None)
+                    Seen(
+                        self.command,
+                        self.path.split("?")[0],
+                        json.loads(raw) if raw else None,
+                        {name.lower(): value for name, value in self.headers.items()},
+                    )
                 )
                 if reply.hang:
                     server.release.wait(30)
