@@ -21,7 +21,7 @@ from memmachine_sdk import models as wire
 from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
 from memmachine_server.keyring import Keyring
-from memmachine_server.limits import BodySizeLimit
+from memmachine_server.limits import BodySizeLimit, UrlTextCheck
 from memmachine_server.mcp_server import MCP_PATH, McpHttpEndpoint, scope_defaults
 from memmachine_server.routes import admin, custom, jobs, memories, profile, prompt, sessions
 from memmachine_server.state import AppState, manager_of
@@ -84,6 +84,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_request_bytes)
+    app.add_middleware(UrlTextCheck)
     install_error_handlers(app)
 
     @app.get("/health", response_model=wire.HealthResponse, tags=["health"])
