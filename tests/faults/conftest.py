@@ -18,25 +18,18 @@ _TALLIES = pytest.StashKey[list["Tally"]]()
 
 @dataclass(frozen=True)
 class Tally:
-    """One case's accounting. ``acknowledged``: writes the client was told succeeded;
-    ``stored``: distinct writes found in the stores afterwards; ``lost``: acknowledged but
-    not stored; ``duplicated``: stored more than once. ``unknown``: writes answered with
-    "outcome unknown" (or no answer), which may or may not be stored."""
+    """One case's counts, by name, in the order given. The usual ones: ``acknowledged``
+    (writes the client was told succeeded), ``stored`` (distinct writes found in the stores
+    afterwards), ``lost`` (acknowledged but not stored), ``duplicated`` (stored more than
+    once) and ``unknown`` (answered "outcome unknown", or not answered: may or may not be
+    stored)."""
 
     case: str
-    acknowledged: int
-    stored: int
-    lost: int
-    duplicated: int
-    unknown: int = 0
-    notes: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
-        extra = "".join(f" {name}={value}" for name, value in sorted(self.notes.items()))
-        return (
-            f"{self.case}: acknowledged={self.acknowledged} stored={self.stored} "
-            f"lost={self.lost} duplicated={self.duplicated} unknown={self.unknown}{extra}"
-        )
+        counts = " ".join(f"{name}={value}" for name, value in self.counts.items())
+        return f"{self.case}: {counts}"
 
 
 Report = Callable[..., Tally]
@@ -44,28 +37,11 @@ Report = Callable[..., Tally]
 
 @pytest.fixture
 def tally(request: pytest.FixtureRequest) -> Report:
-    """``tally(acknowledged=..., stored=..., lost=..., duplicated=...)`` records this test's
-    counts (printed now and in the terminal summary) and returns them."""
+    """``tally(case=..., acknowledged=..., stored=..., lost=..., duplicated=..., ...)``
+    records this test's counts (printed now and in the terminal summary) and returns them."""
 
-    def report(
-        *,
-        acknowledged: int,
-        stored: int,
-        lost: int,
-        duplicated: int,
-        unknown: int = 0,
-        case: str | None = None,
-        **notes: int,
-    ) -> Tally:
-        found = Tally(
-            case=case or request.node.nodeid.split("::", 1)[-1],
-            acknowledged=acknowledged,
-            stored=stored,
-            lost=lost,
-            duplicated=duplicated,
-            unknown=unknown,
-            notes=notes,
-        )
+    def report(*, case: str | None = None, **counts: int) -> Tally:
+        found = Tally(case=case or request.node.nodeid.split("::", 1)[-1], counts=counts)
         request.config.stash.setdefault(_TALLIES, []).append(found)
         print(found.line())
         return found
