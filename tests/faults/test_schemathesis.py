@@ -4,8 +4,9 @@ not, gets a 5xx; and every status the server answers is one the document declare
 Each operation of ``/openapi.json`` gets :data:`EXAMPLES` requests that fit its schema and
 as many that break it, sent to the real app (embedded stores, a custom memory type) served
 on a loopback port. Bounded for CI: fixed example counts, no deadline, no example database
-(nothing is written to the work tree). Every answer is recorded; the tests then look at
-what was recorded, so one run serves both checks and a failure lists every offender.
+(hypothesis' cache directory, ``.hypothesis``, ignores itself in git). Every answer is
+recorded; the tests then look at what was recorded, so one run serves both checks and a
+failure lists every offender.
 """
 
 from __future__ import annotations
