@@ -212,8 +212,11 @@ class PostgresServer:
     ``nobody``. :meth:`stop` does a fast shutdown and removes the directory.
     """
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
         self.bin_dir = bin_dir
+        #: Commits reach the operating system before they are answered, so a killed server
+        #: keeps them (without, a commit may be answered while still in shared memory).
+        self.durable = durable
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.root = Path(tempfile.mkdtemp(prefix="mmtest-pg-"))
@@ -267,7 +270,7 @@ class PostgresServer:
                 "-c", f"unix_socket_directories={self.root}",
                 "-c", "fsync=off",
                 "-c", "full_page_writes=off",
-                "-c", "synchronous_commit=off",
+                "-c", f"synchronous_commit={'on' if self.durable else 'off'}",
                 "-c", "max_connections=300",
             ],
             stdin=subprocess.DEVNULL,
@@ -301,10 +304,15 @@ class PostgresServer:
     def relaunch(self, timeout: float = 60.0) -> PostgresServer:
         """Start the server again on its data directory and port (after :meth:`kill`: it
         recovers from its write-ahead log first)."""
-        self.process = self._launch()
-        if not self._wait_ready(timeout):
-            raise RuntimeError(f"PostgreSQL did not come back: {_tail(self.log)}")
-        return self
+        deadline = time.monotonic() + timeout
+        while True:  # the old backends may hold its shared memory for a moment
+            self.process = self._launch()
+            if self._wait_ready(max(1.0, deadline - time.monotonic())):
+                return self
+            _stop(self.process, signal.SIGINT, timeout=10)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"PostgreSQL did not come back: {_tail(self.log)}")
+            time.sleep(0.5)
 
     def stop(self) -> None:
         if self.process is not None:

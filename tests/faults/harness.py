@@ -20,9 +20,20 @@ from pathlib import Path
 
 import httpx
 
+from memmachine_sdk import Client
 from tests.services import die_with_parent, free_port
 
-__all__ = ["AddLoad", "Audit", "Outcomes", "ServerProcess", "WireTap", "audit", "frozen"]
+__all__ = [
+    "AddLoad",
+    "Audit",
+    "FactLoad",
+    "Outcomes",
+    "ServerProcess",
+    "WireTap",
+    "audit",
+    "audit_facts",
+    "frozen",
+]
 
 
 @contextlib.contextmanager
@@ -108,8 +119,8 @@ class ServerProcess:
     ``env`` (``MEMMACHINE_*`` of the test's environment left out), its output in ``log``.
     :meth:`start` returns once ``/health`` answers; :meth:`kill` is ``kill -9``."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.port = free_port()
+    def __init__(self, env: dict[str, str], log: Path, *, port: int | None = None) -> None:
+        self.port = port if port is not None else free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self._env = {
@@ -121,6 +132,7 @@ class ServerProcess:
             "MEMMACHINE_EMBEDDING_PROVIDER": "none",
             "MEMMACHINE_COMPACTION_TRIGGER_MESSAGES": "0",
             "MEMMACHINE_STARTUP_TIMEOUT_SECONDS": "60",
+            "MEMMACHINE_JOBS_IN_PROCESS_WORKER": "false",
             **env,
         }
         self.process: subprocess.Popen[bytes] | None = None
@@ -219,9 +231,11 @@ class AddLoad:
                 raise AssertionError(f"only {self.acknowledged} adds confirmed in {timeout} s")
             time.sleep(0.05)
 
+    def _send(self, client: Client, number: int, content: str) -> None:
+        client.add([content], user_id=self.user, session_id=f"s{number}")
+
     def _write(self, number: int) -> None:
         from memmachine_sdk import (
-            Client,
             MemMachineConnectionError,
             MemMachineError,
             ServerError,
@@ -234,7 +248,7 @@ class AddLoad:
                 content = f"{self.user} writer {number} message {index}"
                 index += 1
                 try:
-                    client.add([content], user_id=self.user, session_id=f"s{number}")
+                    self._send(client, number, content)
                 except ServiceUnavailableError:
                     kind = "refused"  # 503: nothing applied
                 except MemMachineConnectionError as exc:
@@ -249,6 +263,16 @@ class AddLoad:
                     getattr(self.outcomes, kind).add(content)
                 if kind != "acknowledged":
                     time.sleep(0.05)  # the server is down: do not spin
+
+
+class FactLoad(AddLoad):
+    """Like :class:`AddLoad`, but each write upserts a profile fact of its own (tag
+    ``load``, the content as feature and value)."""
+
+    def _send(self, client: Client, number: int, content: str) -> None:
+        client.set_profile(
+            [{"tag": "load", "feature": content, "value": content}], user_id=self.user
+        )
 
 
 @dataclass(frozen=True)
@@ -270,8 +294,6 @@ def audit(url: str, user: str, outcomes: Outcomes) -> Audit:
     """Read every episode and every working memory of ``user`` back over REST and count:
     acknowledged adds not stored (``lost``), contents stored twice (``duplicated``), adds
     refused with certainty yet stored (``invented``), and the same for working memory."""
-    from memmachine_sdk import Client
-
     episodes: Counter[str] = Counter()
     working: Counter[str] = Counter()
     with Client(url, timeout=30) as client:
@@ -300,4 +322,23 @@ def audit(url: str, user: str, outcomes: Outcomes) -> Audit:
         unknown_stored=sum(content in episodes for content in outcomes.unknown),
         working_lost=sum(content not in working for content in acknowledged),
         working_duplicated=sum(count > 1 for count in working.values()),
+    )
+
+
+def audit_facts(url: str, user: str, outcomes: Outcomes) -> Audit:
+    """:func:`audit` for a :class:`FactLoad`: the user's profile facts read back."""
+    with Client(url, timeout=30) as client:
+        facts = client.get_profile(user_id=user)
+    features: Counter[str] = Counter(fact.feature for fact in facts)
+    acknowledged = outcomes.acknowledged
+    return Audit(
+        acknowledged=len(acknowledged),
+        stored=len(features),
+        lost=sum(content not in features for content in acknowledged),
+        duplicated=sum(count > 1 for count in features.values()),
+        unknown=len(outcomes.unknown),
+        invented=sum(content in features for content in outcomes.refused),
+        unknown_stored=sum(content in features for content in outcomes.unknown),
+        working_lost=0,
+        working_duplicated=0,
     )
