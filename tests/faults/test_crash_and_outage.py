@@ -100,9 +100,7 @@ def check(found: Audit, tally: Report, case: str) -> None:
     tally(case=case, **asdict(found))
     assert found.acknowledged >= BEFORE + AFTER
     assert found.lost == 0, "acknowledged writes are missing"
-    assert found.duplicated == 0, "writes stored twice"
     assert found.working_lost == 0, "acknowledged messages missing from working memory"
-    assert found.working_duplicated == 0, "messages twice in working memory"
     if found.invented or found.duplicated or found.working_duplicated:
         # Known, and not in the store clients: the memory layer's add path (MemoryManager.
         # add_messages) answers 503 "nothing applied" after applying. (1) When the
@@ -117,6 +115,7 @@ def check(found: Audit, tally: Report, case: str) -> None:
             f"refused, {found.duplicated} stored twice, {found.working_duplicated} twice "
             "in working memory"
         )
+    assert found.duplicated == found.working_duplicated == found.invented == 0
 
 
 def strike_under_load(
