@@ -311,34 +311,27 @@ def audit(url: str, user: str, outcomes: Outcomes) -> Audit:
         for number in sessions:
             memory = client.get_working(f"s{number}", user_id=user)
             working.update(message.content for message in memory.messages)
-    acknowledged = outcomes.acknowledged
-    return Audit(
-        acknowledged=len(acknowledged),
-        stored=len(episodes),
-        lost=sum(content not in episodes for content in acknowledged),
-        duplicated=sum(count > 1 for count in episodes.values()),
-        unknown=len(outcomes.unknown),
-        invented=sum(content in episodes for content in outcomes.refused),
-        unknown_stored=sum(content in episodes for content in outcomes.unknown),
-        working_lost=sum(content not in working for content in acknowledged),
-        working_duplicated=sum(count > 1 for count in working.values()),
-    )
+    return _counted(outcomes, episodes, working)
 
 
 def audit_facts(url: str, user: str, outcomes: Outcomes) -> Audit:
     """:func:`audit` for a :class:`FactLoad`: the user's profile facts read back."""
     with Client(url, timeout=30) as client:
         facts = client.get_profile(user_id=user)
-    features: Counter[str] = Counter(fact.feature for fact in facts)
+    return _counted(outcomes, Counter(fact.feature for fact in facts), None)
+
+
+def _counted(outcomes: Outcomes, stored: Counter[str], working: Counter[str] | None) -> Audit:
+    """The audit of what is ``stored`` (and in ``working`` memory) against ``outcomes``."""
     acknowledged = outcomes.acknowledged
     return Audit(
         acknowledged=len(acknowledged),
-        stored=len(features),
-        lost=sum(content not in features for content in acknowledged),
-        duplicated=sum(count > 1 for count in features.values()),
+        stored=len(stored),
+        lost=sum(content not in stored for content in acknowledged),
+        duplicated=sum(count > 1 for count in stored.values()),
         unknown=len(outcomes.unknown),
-        invented=sum(content in features for content in outcomes.refused),
-        unknown_stored=sum(content in features for content in outcomes.unknown),
-        working_lost=0,
-        working_duplicated=0,
+        invented=sum(content in stored for content in outcomes.refused),
+        unknown_stored=sum(content in stored for content in outcomes.unknown),
+        working_lost=0 if working is None else sum(c not in working for c in acknowledged),
+        working_duplicated=0 if working is None else sum(n > 1 for n in working.values()),
     )
