@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 
 NEO4J_SCHEMES = frozenset({"neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc"})
 FALKORDB_SCHEMES = frozenset({"falkordb", "falkordbs", "falkordb+unix"})
+#: Working store, job queue and Redis state: one server, or a Redis Cluster (``+cluster``).
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix", "redis+cluster", "rediss+cluster"})
 #: However little startup time is left, one attempt may take this long before it is abandoned.
 _MIN_ATTEMPT_SECONDS = 10.0
 
@@ -79,10 +81,11 @@ async def build_manager(settings: Settings) -> MemoryManager:
     _check_schemes(episode_url, profile_url, working_url)
 
     jobs_url = _secret(settings.jobs.url)
-    if jobs_url is not None and _scheme(jobs_url) not in ("redis", "rediss", "unix"):
+    if jobs_url is not None and _scheme(jobs_url) not in REDIS_SCHEMES:
         raise ConfigurationError(
             f"MEMMACHINE_JOBS_URL: unsupported scheme {_scheme(jobs_url)!r} "
-            "(use redis://host:port/db, rediss://... or unix:///path.sock, or leave it unset)"
+            "(use redis://host:port/db, rediss://..., unix:///path.sock or "
+            "redis+cluster://host:port, or leave it unset)"
         )
 
     embedder, embedder_status = await _embedder(settings)
@@ -208,10 +211,11 @@ def _check_schemes(episode: str | None, profile: str | None, working: str | None
             "(use postgresql+psycopg://user@host:5432/db, sqlite+aiosqlite:///path.db, "
             "or leave it unset)"
         )
-    if working is not None and _scheme(working) not in ("redis", "rediss", "unix"):
+    if working is not None and _scheme(working) not in REDIS_SCHEMES:
         raise ConfigurationError(
             f"MEMMACHINE_WORKING_STORE_URL: unsupported scheme {_scheme(working)!r} "
-            "(use redis://host:port/db or rediss://..., or leave it unset)"
+            "(use redis://host:port/db, rediss://... or redis+cluster://host:port, "
+            "or leave it unset)"
         )
 
 
@@ -473,6 +477,7 @@ def _job_queue(
         password=password,
         backoff_base_seconds=config.backoff_base_seconds,
         backoff_max_seconds=config.backoff_max_seconds,
+        done_retention_seconds=config.done_retention_seconds or None,
     )
 
 

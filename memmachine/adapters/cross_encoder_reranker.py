@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memmachine.adapters.torch_runtime import choose_device, import_torch_runtime
+from memmachine.adapters.torch_runtime import choose_device, import_torch_runtime, log_device
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
 from memmachine.ports import Lifecycle
 
@@ -89,6 +89,7 @@ class CrossEncoderReranker(Lifecycle):
                     f"the cross-encoder {self.source!r} has {labels} output labels; a reranker "
                     "needs a model with one relevance score"
                 )
+            device = log_device(torch, f"cross-encoder reranker {self.model}", model, device)
             self._model, self.device = model, device
 
     async def close(self) -> None:

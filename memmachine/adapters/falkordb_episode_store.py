@@ -113,9 +113,11 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
         if self._client is not None:
             return
         try:
-            self._client = redis_client(
-                self._url, password=self._password, socket_timeout=self._timeout
-            )
+            client = redis_client(self._url, password=self._password, socket_timeout=self._timeout)
+            if not isinstance(client, aioredis.Redis):  # a cluster URL: FalkorDB has none
+                await client.aclose()
+                raise ConfigurationError("the episode store URL names a Redis Cluster")
+            self._client = client
         except (ValueError, redis_errors.RedisError) as exc:
             raise ConfigurationError(f"invalid episode store URL: {exc}") from None
         try:

@@ -553,13 +553,15 @@ class OnnxEmbedder(Lifecycle):
         self.dimensions = dimensions
         self.max_tokens = max_tokens
         logger.info(
-            "loaded embedding model %s (%s, %d dimensions, max %d tokens, %d workers x %d threads)",
+            "loaded embedding model %s (%s, %d dimensions, max %d tokens, %d workers x %d "
+            "threads); it runs on the CPU (onnxruntime %s)",
             self.model,
             onnx_path,
             dimensions,
             max_tokens,
             self.workers,
             self.threads,
+            ", ".join(session.get_providers()),
         )
         return loaded
 

@@ -8,13 +8,14 @@ and the dead-letter list are separate keys either way. A sorted set scored by
 FIFO is score order (ties broken by the sequential, zero-padded job id). Durability is the
 server's: Redis persistence in production, AOF + RDB on the embedded server.
 
-Key layout (``P`` = ``{key_prefix}:jobs``; ids never contain ``:``)::
+Key layout (``P`` = ``{<key_prefix>:jobs}``, the queue's hash tag; ids never contain ``:``)::
 
     P:seq                                   counter behind job ids (j000000000000042)
     P:job:{id}                              hash: the job (see _FIELDS) + owner, worker, lease
     P:kinds                                 set of kinds ever enqueued
     P:queued:{kind}                         zset id -> available_at (ms): claimable from then
     P:running                               zset id -> lease deadline (ms)
+    P:expiring                              zset id -> when the done job is removed (ms)
     P:u:{tenant}:{org}:{project}:{user}:idem           hash idempotency key -> id
     P:u:{tenant}:{org}:{project}:{user}:all            zset id -> seq (every job of the user)
     P:u:{tenant}:{org}:{project}:{user}:{status}       zset id -> seq, one per status
@@ -39,9 +40,24 @@ job is completed at most once. Backoff after the n-th failed attempt is full jit
 uniform in ``[0, min(backoff_max, backoff_base * 2**(n-1))]``.
 
 Jobs are confined to the user key of their scope (tenant, org, project, user): an
-idempotency key is unique per user, and ``get``/``list_jobs``/``replay`` never see another
-user's jobs. Done jobs are kept (their idempotency key stays taken). The scripts touch keys
-they build themselves, so the queue targets standalone Redis, not Redis Cluster.
+idempotency key is unique per user, and ``get``/``list_jobs``/``replay``/``purge_dead``
+never see another user's jobs.
+
+Retention: with ``done_retention_seconds``, a done job is gone that long after it finished
+(``get`` and ``list_jobs`` stop returning it at once; ``claim``, ``enqueue`` and
+``complete`` delete such jobs and their index entries, a hundred at a time, and its
+idempotency key is free again). Without it done jobs are kept. Dead jobs are kept until
+replayed or purged (``purge_dead``).
+
+Redis Cluster: every key carries the queue's hash tag, so the whole queue lives in one
+slot (one node: a claim must see every kind and every lease at once) and every script
+declares ``P:seq`` so that a cluster client sends it to that node. Other queues (other
+prefixes) land on other slots.
+
+Upgrading: earlier versions named the keys ``<key_prefix>:jobs:...`` (no hash tag). On a
+single server :meth:`start` renames them to the tagged names (see ``migrate_keys``),
+rewriting each job's owner key, so queued, running, dead and done jobs carry over; done
+jobs get the retention counted from when they finished.
 """
 
 from __future__ import annotations
@@ -49,16 +65,18 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, cast, get_args
-from urllib.parse import urlsplit
 
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from memmachine.adapters.redis_common import (
+    KeyMigration,
+    RedisClient,
+    check_redis_url,
     connect_redis,
     describe_error,
     redis_health,
@@ -77,15 +95,17 @@ from memmachine.ports import Job, JobStatus, Lifecycle
 __all__ = ["RedisJobQueue", "backoff_ceiling_seconds"]
 
 _STORE = "jobs"
-_SCHEMES = ("redis", "rediss", "unix")
 _MAX_ERROR_CHARS = 8_000
 _MAX_IDEMPOTENCY_KEY_CHARS = 512
 #: Longest delay a job may be enqueued with (30 days).
 _MAX_DELAY_SECONDS = 30 * 24 * 3600
 _MAX_LIST = 1_000
+#: Dead jobs one purge script removes; ``purge_dead`` repeats it until none is left.
+_PURGE_BATCH = 1_000
 _STATUSES: tuple[str, ...] = get_args(JobStatus)
 
-# Shared head of every script. ARGV[1] = P ('{prefix}:jobs').
+# Shared head of every script. KEYS[1] = P:seq (routes the script to the queue's slot),
+# ARGV[1] = P ('{prefix:jobs}').
 _COMMON = """
 local P = ARGV[1]
 local function now_ms()
@@ -93,6 +113,24 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function job_key(id) return P .. ':job:' .. id end
+-- Remove a done or dead job with its index entries (never a queued or running one).
+local function forget(id)
+  local f = redis.call('HMGET', job_key(id), 'owner', 'idem', 'status')
+  if f[1] then
+    redis.call('ZREM', f[1] .. ':all', id)
+    redis.call('ZREM', f[1] .. ':' .. f[3], id)
+    if redis.call('HGET', f[1] .. ':idem', f[2]) == id then
+      redis.call('HDEL', f[1] .. ':idem', f[2])
+    end
+  end
+  redis.call('DEL', job_key(id))
+  redis.call('ZREM', P .. ':expiring', id)
+end
+-- Done jobs whose retention has passed: at most 100 per call.
+local function sweep(now)
+  local due = redis.call('ZRANGEBYSCORE', P .. ':expiring', '-inf', now, 'LIMIT', 0, 100)
+  for _, id in ipairs(due) do forget(id) end
+end
 local function move(id, from, to)
   local f = redis.call('HMGET', job_key(id), 'owner', 'seq')
   redis.call('ZREM', f[1] .. ':' .. from, id)
@@ -117,13 +155,19 @@ _ENQUEUE = (
     _COMMON
     + """
 local owner, idem, kind = ARGV[2], ARGV[3], ARGV[4]
+local now = now_ms()
+sweep(now)
 local existing = redis.call('HGET', owner .. ':idem', idem)
 if existing and redis.call('EXISTS', job_key(existing)) == 1 then
-  return {0, redis.call('HGETALL', job_key(existing))}
+  local expires = redis.call('HGET', job_key(existing), 'expires')
+  if expires and tonumber(expires) <= now then
+    forget(existing)
+  else
+    return {0, redis.call('HGETALL', job_key(existing))}
+  end
 end
 local seq = redis.call('INCR', P .. ':seq')
 local id = string.format('j%015d', seq)
-local now = now_ms()
 local available = now + tonumber(ARGV[8])
 redis.call('HSET', job_key(id), 'id', id, 'kind', kind, 'scope', ARGV[5], 'payload', ARGV[6],
   'idem', idem, 'status', 'queued', 'attempts', 0, 'max_attempts', ARGV[7],
@@ -143,6 +187,7 @@ _CLAIM = (
     _COMMON
     + """
 local now = now_ms()
+sweep(now)
 local expired = redis.call('ZRANGEBYSCORE', P .. ':running', '-inf', now, 'LIMIT', 0, 1000)
 for _, id in ipairs(expired) do
   local f = redis.call('HMGET', job_key(id), 'status', 'worker', 'attempts', 'max_attempts')
@@ -203,12 +248,19 @@ end
 local now = now_ms()
 """
 
+# ARGV[4] = retention of a done job in ms ('' = kept).
 _COMPLETE = (
     _COMMON
     + _HOLDER_CHECK
     + """
+sweep(now)
 release(id, now)
 move(id, 'running', 'done')
+if ARGV[4] ~= '' then
+  local expires = now + tonumber(ARGV[4])
+  redis.call('HSET', job_key(id), 'expires', expires)
+  redis.call('ZADD', P .. ':expiring', expires, id)
+end
 return {1, redis.call('HGETALL', job_key(id))}
 """
 )
@@ -250,6 +302,47 @@ return {1, redis.call('HGETALL', job_key(id))}
 )
 
 
+# ARGV[2] = owner key, [3] = job id ('' = every dead job of the owner, up to ARGV[4]).
+# One job: {-1} = not the owner's, {-2, status} = not dead, {1} = purged.
+# Every job: {n} = how many were purged.
+_PURGE = (
+    _COMMON
+    + """
+local owner, id = ARGV[2], ARGV[3]
+if id ~= '' then
+  local f = redis.call('HMGET', job_key(id), 'owner', 'status')
+  if f[1] ~= owner then return {-1} end
+  if f[2] ~= 'dead' then return {-2, f[2]} end
+  forget(id)
+  return {1}
+end
+local dead = redis.call('ZRANGE', owner .. ':dead', 0, tonumber(ARGV[4]) - 1)
+for _, job in ipairs(dead) do forget(job) end
+return {#dead}
+"""
+)
+
+# Moves one key of the untagged layout (KEYS = old, new); ARGV[1] = old base
+# ('{prefix}:jobs'), [2] = new base, [3] = retention of done jobs in ms ('' = kept).
+# A job hash gets its owner key rewritten, and a done one its expiry.
+_MIGRATE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('RENAMENX', KEYS[1], KEYS[2]) == 0 then return 0 end
+if string.sub(KEYS[2], 1, #ARGV[2] + 5) == ARGV[2] .. ':job:' then
+  local f = redis.call('HMGET', KEYS[2], 'owner', 'status', 'updated', 'id')
+  if f[1] and string.sub(f[1], 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
+    redis.call('HSET', KEYS[2], 'owner', ARGV[2] .. string.sub(f[1], #ARGV[1] + 1))
+  end
+  if f[2] == 'done' and ARGV[3] ~= '' then
+    local expires = tonumber(f[3]) + tonumber(ARGV[3])
+    redis.call('HSET', KEYS[2], 'expires', expires)
+    redis.call('ZADD', ARGV[2] .. ':expiring', expires, f[4])
+  end
+end
+return 1
+"""
+
+
 def backoff_ceiling_seconds(attempts: int, base: float, maximum: float) -> float:
     """The longest delay after the ``attempts``-th failed attempt: ``min(max, base *
     2**(attempts-1))``; the actual delay is uniform in ``[0, ceiling]`` (full jitter)."""
@@ -259,10 +352,12 @@ def backoff_ceiling_seconds(attempts: int, base: float, maximum: float) -> float
 class RedisJobQueue(Lifecycle):
     """:class:`~memmachine.ports.JobQueue` on Redis.
 
-    ``url`` is ``redis://``, ``rediss://`` or ``unix:///path.sock`` (the embedded FalkorDB
-    server); ``password`` overrides one in the URL. ``key_prefix`` starts every key so that
-    deployments can share a server. A failed job waits a random delay up to
+    ``url`` is ``redis://``, ``rediss://``, ``unix:///path.sock`` (the embedded FalkorDB
+    server) or ``redis+cluster://`` / ``rediss+cluster://`` (a Redis Cluster); ``password``
+    overrides one in the URL. ``key_prefix`` starts every key so that deployments can share
+    a server. A failed job waits a random delay up to
     ``min(backoff_max_seconds, backoff_base_seconds * 2**(attempts-1))`` before its next try.
+    A done job is removed ``done_retention_seconds`` after it finished (``None``: kept).
     """
 
     name = _STORE
@@ -276,33 +371,47 @@ class RedisJobQueue(Lifecycle):
         password: str | None = None,
         backoff_base_seconds: float = 1.0,
         backoff_max_seconds: float = 300.0,
+        done_retention_seconds: float | None = None,
     ) -> None:
-        scheme = urlsplit(url).scheme
-        if scheme not in _SCHEMES:
-            raise ConfigurationError(
-                f"job queue URL must start with redis://, rediss:// or unix://, not {scheme!r}"
-            )
+        check_redis_url(url, "job queue")
         if not re.fullmatch(ID_PATTERN, key_prefix):
             raise ConfigurationError(f"job queue key prefix {key_prefix!r} must match {ID_PATTERN}")
         if backoff_base_seconds < 0 or backoff_max_seconds < 0:
             raise ConfigurationError("job queue backoff seconds must be >= 0")
+        if done_retention_seconds is not None and done_retention_seconds <= 0:
+            raise ConfigurationError("job queue done_retention_seconds must be > 0 or None")
         self._url = url
-        self._base = f"{key_prefix}:jobs"
+        self._legacy_base = f"{key_prefix}:jobs"
+        self._base = f"{{{key_prefix}:jobs}}"
+        self._retention_ms = (
+            "" if done_retention_seconds is None else str(round(done_retention_seconds * 1000))
+        )
         self._password = password
         self._backoff_base_ms = backoff_base_seconds * 1000
         self._backoff_max_ms = backoff_max_seconds * 1000
         self._random = random.Random()  # jitter only; not security sensitive
-        self._client: Redis | None = None
+        self._client: RedisClient | None = None
         self._scripts: dict[str, AsyncScript] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Connect and check the server answers. Idempotent."""
+        """Connect, check the server answers and move keys of the untagged layout of
+        earlier versions to their tagged names (single server only). Idempotent."""
         if self._client is not None:
             return
+        migration = KeyMigration(
+            f"{self._legacy_base}:*",
+            self._tagged_name,
+            script=_MIGRATE,
+            args=(self._legacy_base, self._base, self._retention_ms),
+        )
         client = await connect_redis(
-            self._url, password=self._password, label="job queue", store=_STORE
+            self._url,
+            password=self._password,
+            label="job queue",
+            store=_STORE,
+            migration=migration,
         )
         self._client = client
         self._scripts = {
@@ -313,6 +422,7 @@ class RedisJobQueue(Lifecycle):
                 ("complete", _COMPLETE),
                 ("fail", _FAIL),
                 ("replay", _REPLAY),
+                ("purge", _PURGE),
             )
         }
 
@@ -372,7 +482,7 @@ class RedisJobQueue(Lifecycle):
             str(round(delay_seconds * 1000)),
         ]
         with _translate("enqueue a job", write=True):
-            reply = await self._script("enqueue")(args=args)
+            reply = await self._run("enqueue", args)
         return _job(reply[1])
 
     # ------------------------------------------------------------------ worker side
@@ -392,13 +502,13 @@ class RedisJobQueue(Lifecycle):
             return None
         args = [self._base, worker, str(max(1, round(lease_seconds * 1000))), *(kinds or ())]
         with _translate("claim a job", write=True):
-            reply = await self._script("claim")(args=args)
+            reply = await self._run("claim", args)
         return _job(reply) if reply else None
 
     async def complete(self, job_id: str, worker: str) -> Job:
         """Mark the job ``done``; :class:`ConflictError` unless ``worker`` holds its lease."""
         with _translate("complete a job", write=True):
-            reply = await self._script("complete")(args=[self._base, job_id, worker])
+            reply = await self._run("complete", [self._base, job_id, worker, self._retention_ms])
         return _checked(reply, job_id, worker)
 
     async def fail(self, job_id: str, worker: str, error: str) -> Job:
@@ -414,7 +524,7 @@ class RedisJobQueue(Lifecycle):
             repr(self._backoff_max_ms),
         ]
         with _translate("fail a job", write=True):
-            reply = await self._script("fail")(args=args)
+            reply = await self._run("fail", args)
         return _checked(reply, job_id, worker)
 
     # ------------------------------------------------------------------ inspection
@@ -424,7 +534,7 @@ class RedisJobQueue(Lifecycle):
         client = self._require_client()
         with _translate("read a job"):
             fields = cast(dict[str, str], await client.hgetall(self._job_key(job_id)))
-        if not fields or fields.get("owner") != self._owner(scope):
+        if not fields or fields.get("owner") != self._owner(scope) or _expired(fields):
             return None
         return _job_of(fields)
 
@@ -446,7 +556,7 @@ class RedisJobQueue(Lifecycle):
                 rows: list[dict[str, str]] = await pipe.execute()
         return [
             job
-            for job in (_job_of(row) for row in rows if row)
+            for job in (_job_of(row) for row in rows if row and not _expired(row))
             if status is None or job.status == status
         ]
 
@@ -454,7 +564,7 @@ class RedisJobQueue(Lifecycle):
         """Requeue the user's dead job with attempts reset (``last_error`` is kept).
         :class:`NotFoundError` outside its scope, :class:`ConflictError` when not dead."""
         with _translate("replay a job", write=True):
-            reply = await self._script("replay")(args=[self._base, job_id, self._owner(scope)])
+            reply = await self._run("replay", [self._base, job_id, self._owner(scope)])
         code = int(reply[0])
         if code == -1:
             raise NotFoundError(f"job {job_id!r} not found")
@@ -462,7 +572,48 @@ class RedisJobQueue(Lifecycle):
             raise ConflictError(f"job {job_id!r} is {reply[1]}, only dead jobs can be replayed")
         return _job(reply[1])
 
+    async def purge_dead(self, scope: Scope, job_id: str | None = None) -> int:
+        """Delete the user's dead job ``job_id``, or every dead job of the user; how many
+        were deleted. :class:`NotFoundError` when ``job_id`` is not the user's,
+        :class:`ConflictError` when it is not dead."""
+        owner = self._owner(scope)
+        if job_id is not None:
+            with _translate("purge a dead job", write=True):
+                reply = await self._run("purge", [self._base, owner, job_id, "1"])
+            code = int(reply[0])
+            if code == -1:
+                raise NotFoundError(f"job {job_id!r} not found")
+            if code == -2:
+                raise ConflictError(f"job {job_id!r} is {reply[1]}, only dead jobs can be purged")
+            return 1
+        purged = 0
+        while True:
+            with _translate("purge dead jobs", write=True):
+                reply = await self._run("purge", [self._base, owner, "", str(_PURGE_BATCH)])
+            purged += int(reply[0])
+            if int(reply[0]) < _PURGE_BATCH:
+                return purged
+
     # ------------------------------------------------------------------ plumbing
+
+    def _tagged_name(self, key: str) -> str | None:
+        """The current name of a key of the untagged layout, or ``None`` for a key that is
+        not one of the queue's (``seq``, ``kinds``, ``running``, ``job:<id>``,
+        ``queued:<kind>``, ``u:<tenant>:<org>:<project>:<user>:<index>``)."""
+        head = f"{self._legacy_base}:"
+        if not key.startswith(head):
+            return None
+        parts = key[len(head) :].split(":")
+        shaped = (
+            (len(parts) == 1 and parts[0] in ("seq", "kinds", "running"))
+            or (len(parts) == 2 and parts[0] in ("job", "queued"))
+            or (len(parts) == 6 and parts[0] == "u" and parts[5] in ("idem", "all", *_STATUSES))
+        )
+        return f"{self._base}:{':'.join(parts)}" if shaped else None
+
+    async def _run(self, name: str, args: Sequence[str]) -> Any:
+        """Run script ``name`` with ``P:seq`` as its one declared key (the slot to use)."""
+        return await self._script(name)(keys=[f"{self._base}:seq"], args=list(args))
 
     def _owner(self, scope: Scope) -> str:
         return f"{self._base}:u:{scope.tenant}:{scope.org_id}:{scope.project_id}:{scope.user_id}"
@@ -470,7 +621,7 @@ class RedisJobQueue(Lifecycle):
     def _job_key(self, job_id: str) -> str:
         return f"{self._base}:job:{job_id}"
 
-    def _require_client(self) -> Redis:
+    def _require_client(self) -> RedisClient:
         if self._client is None:
             raise StoreError("job queue is not started", store=_STORE)
         return self._client
@@ -526,6 +677,12 @@ def _job_of(fields: dict[str, str]) -> Job:
 
 def _time(ms: str) -> datetime:
     return datetime.fromtimestamp(int(ms) / 1000, UTC)
+
+
+def _expired(fields: dict[str, str]) -> bool:
+    """A done job past its retention (removed by the next sweep; never shown meanwhile)."""
+    expires = fields.get("expires")
+    return expires is not None and int(expires) <= time.time() * 1000
 
 
 @contextmanager

@@ -1,18 +1,20 @@
 """Agent state on Redis (or any Redis-protocol server), one hash per (scope, name).
 
-Key layout (ids never contain ``:`` and are never empty, see ``memmachine.models.ID_PATTERN``;
-an unset agent, session or group id is the empty string; the name comes last)::
+Key layout (ids never contain ``:``, ``{`` or ``}`` and are never empty, see
+``memmachine.models.ID_PATTERN``; an unset agent, session or group id is the empty string;
+the name comes last); ``U`` is the user's hash tag ``{tenant:org:project:user}``::
 
-    {prefix}:state:{tenant}:{org}:{project}:{user}                            set of the
-                                                                               user's keys
-    {prefix}:state:{tenant}:{org}:{project}:{user}:{agent}:{session}:{group}:{name}
-                                                              hash: revision, envelope,
-                                                                    updated_at
+    {prefix}:state:U                                   set of the user's record keys
+    {prefix}:state:U:{agent}:{session}:{group}:{name}  hash: revision, envelope, updated_at
 
 Every write is one Lua script (compare the revision, write, index the key in the user's
 set), so concurrent writers are serialised by the server. ``delete_user`` walks the user's
-set. Records never expire. Like the working-memory store, the scripts touch keys derived
-from the user's key, so the backend targets standalone Redis, not Redis Cluster.
+set. Records never expire. Every key of a user carries the user's hash tag, so on a Redis
+Cluster (``redis+cluster://``) each script touches one slot.
+
+Upgrading: earlier versions wrote the keys without the hash tag
+(``{prefix}:state:{tenant}:{org}:{project}:{user}...``); on a single server :meth:`start`
+renames them, rewriting the members of each user's set.
 """
 
 from __future__ import annotations
@@ -20,12 +22,17 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from memmachine.adapters.redis_common import connect_redis, translate_errors
+from memmachine.adapters.redis_common import (
+    MOVE_KEY_FUNCTION,
+    KeyMigration,
+    RedisClient,
+    check_redis_url,
+    connect_redis,
+    translate_errors,
+)
 from memmachine.agent_state import (
     JsonStateBackend,
     StoredState,
@@ -39,7 +46,6 @@ from memmachine.models import ID_PATTERN, Scope, utc_now
 __all__ = ["RedisStateBackend"]
 
 _STORE = "state"
-_SCHEMES = ("redis", "rediss", "unix")
 
 # KEYS[1] = the record, KEYS[2] = the user's set. ARGV[1] = expected revision ('' = none),
 # ARGV[2] = envelope JSON, ARGV[3] = updated_at. Returns {new revision} or {-1, current}.
@@ -70,39 +76,63 @@ return removed
 """
 
 
+# Moves one key of the untagged layout (KEYS = old, new); a user's set also has its
+# members (record keys) renamed.
+_MIGRATE = (
+    MOVE_KEY_FUNCTION
+    + """
+local moved = move_key(KEYS[1], KEYS[2])
+if moved == 1 and redis.call('TYPE', KEYS[2]).ok == 'set' then
+  local head = KEYS[1] .. ':'
+  for _, member in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    if string.sub(member, 1, #head) == head then
+      redis.call('SREM', KEYS[2], member)
+      redis.call('SADD', KEYS[2], KEYS[2] .. ':' .. string.sub(member, #head + 1))
+    end
+  end
+end
+return moved
+"""
+)
+
+
 class RedisStateBackend(JsonStateBackend):
     """A :class:`~memmachine.agent_state.StateBackend` on Redis.
 
-    ``url`` is ``redis://``, ``rediss://`` or ``unix:///path.sock``; ``password`` overrides
-    one in the URL; ``key_prefix`` (an id) starts every key so deployments and tests can
-    share a server.
+    ``url`` is ``redis://``, ``rediss://``, ``unix:///path.sock`` or ``redis+cluster://`` /
+    ``rediss+cluster://`` (a Redis Cluster); ``password`` overrides one in the URL;
+    ``key_prefix`` (an id) starts every key so deployments and tests can share a server.
     """
 
     name = _STORE
     kind = "redis"
 
     def __init__(self, url: str, *, key_prefix: str = "mm", password: str | None = None) -> None:
-        scheme = urlsplit(url).scheme
-        if scheme not in _SCHEMES:
-            raise ConfigurationError(
-                f"state store URL must start with redis://, rediss:// or unix://, not {scheme!r}"
-            )
+        check_redis_url(url, "state store")
         if not re.fullmatch(ID_PATTERN, key_prefix):
             raise ConfigurationError(f"state key prefix {key_prefix!r} must match {ID_PATTERN}")
         self._url = url
         self._password = password
         self.key_prefix = key_prefix
-        self._client: Redis | None = None
+        self._client: RedisClient | None = None
         self._put: AsyncScript | None = None
         self._delete: AsyncScript | None = None
         self._delete_user: AsyncScript | None = None
 
     async def start(self) -> None:
-        """Connect and check the server answers. Idempotent."""
+        """Connect, check the server answers and move keys of the untagged layout of
+        earlier versions to their tagged names (single server only). Idempotent."""
         if self._client is not None:
             return
+        migration = KeyMigration(
+            f"{self.key_prefix}:state:[^{{]*", self._tagged_name, script=_MIGRATE
+        )
         client = await connect_redis(
-            self._url, password=self._password, label="state store", store=_STORE
+            self._url,
+            password=self._password,
+            label="state store",
+            store=_STORE,
+            migration=migration,
         )
         self._client = client
         self._put = client.register_script(_PUT)
@@ -119,10 +149,22 @@ class RedisStateBackend(JsonStateBackend):
     # ------------------------------------------------------------------ keys
 
     def _user_key(self, scope: Scope) -> str:
-        return ":".join((self.key_prefix, "state", *scope_fields(scope)[:4]))
+        tag = ":".join(field or "" for field in scope_fields(scope)[:4])
+        return f"{self.key_prefix}:state:{{{tag}}}"
 
     def _key(self, scope: Scope, name: str) -> str:
-        return ":".join((self.key_prefix, "state", *record_key(scope, name)))
+        return ":".join((self._user_key(scope), *record_key(scope, name)[4:]))
+
+    def _tagged_name(self, key: str) -> str | None:
+        """The current name of a key of the untagged layout (a user's set: tenant, org,
+        project, user; a record: those, agent, session, group, name), else ``None``."""
+        head = f"{self.key_prefix}:state:"
+        if not key.startswith(head) or "{" in key:
+            return None
+        parts = key[len(head) :].split(":")
+        if len(parts) not in (4, 8):
+            return None
+        return ":".join((f"{head}{{{':'.join(parts[:4])}}}", *parts[4:]))
 
     # ------------------------------------------------------------------ operations
 

@@ -1,12 +1,15 @@
 """Working memory on Redis (redis-py asyncio): Redis, or the embedded FalkorDB's redis-server.
 
-Key layout (ids never contain ``:``, see ``memmachine.models.ID_PATTERN``)::
+Key layout (ids never contain ``:``, ``{`` or ``}``, see ``memmachine.models.ID_PATTERN``);
+``U`` is the user's hash tag ``{tenant:org:project:wm:user}``::
 
-    {prefix}:{tenant}:{org}:{project}:wm:{user}:{session}:messages   list of message JSON
-    {prefix}:{tenant}:{org}:{project}:wm:{user}:{session}:meta       hash: version, state,
-                                                                      summary, updated_at
-    {prefix}:{tenant}:{org}:{project}:wm:{user}:sessions             set of the user's
-                                                                      session ids
+    {prefix}:U:{session}:messages   list of message JSON
+    {prefix}:U:{session}:meta       hash: version, state, summary, updated_at
+    {prefix}:U:sessions             set of the user's session ids
+
+Every key of a user carries the user's hash tag, so on a Redis Cluster
+(``redis+cluster://``) all of a user's sessions live in one slot and every script and
+transaction below touches one slot only; users spread over the cluster's nodes.
 
 A session exists while its ``meta`` hash does (every write sets ``version`` there). Every write
 is one Lua script: it bumps ``version``, sets ``updated_at``, applies the change, adds the
@@ -16,8 +19,11 @@ that expired on their own stay listed in the set until ``delete_user`` or the se
 expiry; they cost a few bytes and are never counted.
 
 ``agent_id`` and ``group_id`` of the scope are not part of a session's identity: a session is
-(tenant, org, project, user, session). The scripts touch keys derived from the user's key
-(``delete_user`` walks the set), so the store targets standalone Redis, not Redis Cluster.
+(tenant, org, project, user, session).
+
+Upgrading: earlier versions wrote the same keys without the hash tag
+(``{prefix}:{tenant}:{org}:{project}:wm:{user}:...``). On a single server, :meth:`start`
+renames every such key to its tagged name (TTLs kept; see ``redis_common.migrate_keys``).
 """
 
 from __future__ import annotations
@@ -29,13 +35,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from memmachine.adapters.redis_common import (
     DEFAULT_SOCKET_TIMEOUT_SECONDS,
+    KeyMigration,
+    RedisClient,
+    check_redis_url,
     connect_redis,
     describe_error,
     redis_health,
@@ -60,7 +67,6 @@ from memmachine.ports import Lifecycle
 __all__ = ["RedisWorkingMemoryStore"]
 
 _STORE = "working"
-_SCHEMES = ("redis", "rediss", "unix")
 
 # Shared tail of every write script. KEYS: meta, messages, user's session set.
 # ARGV[1] = TTL in ms ('' = persistent), ARGV[2] = updated_at, ARGV[3] = session id.
@@ -140,8 +146,9 @@ return removed
 class RedisWorkingMemoryStore(Lifecycle):
     """:class:`~memmachine.ports.WorkingMemoryStore` on Redis.
 
-    ``url`` is ``redis://``, ``rediss://`` or ``unix:///path.sock`` (the embedded FalkorDB
-    server); ``password`` overrides one in the URL. ``key_prefix`` starts every key so that
+    ``url`` is ``redis://``, ``rediss://``, ``unix:///path.sock`` (the embedded FalkorDB
+    server) or ``redis+cluster://`` / ``rediss+cluster://`` (a Redis Cluster through any
+    of its nodes); ``password`` overrides one in the URL. ``key_prefix`` starts every key so that
     deployments can share a server. ``max_connections`` bounds the connection pool.
     """
 
@@ -157,11 +164,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         password: str | None = None,
         timeout_seconds: float = DEFAULT_SOCKET_TIMEOUT_SECONDS,
     ) -> None:
-        scheme = urlsplit(url).scheme
-        if scheme not in _SCHEMES:
-            raise ConfigurationError(
-                f"working store URL must start with redis://, rediss:// or unix://, not {scheme!r}"
-            )
+        check_redis_url(url, "working store")
         if not re.fullmatch(ID_PATTERN, key_prefix):
             raise ConfigurationError(
                 f"working store key prefix {key_prefix!r} must match {ID_PATTERN}"
@@ -173,7 +176,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         self._max_connections = max_connections
         self._password = password
         self._timeout = timeout_seconds
-        self._client: Redis | None = None
+        self._client: RedisClient | None = None
         self._append: AsyncScript | None = None
         self._put: AsyncScript | None = None
         self._delete_user: AsyncScript | None = None
@@ -181,7 +184,8 @@ class RedisWorkingMemoryStore(Lifecycle):
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Connect and check the server answers. Idempotent."""
+        """Connect, check the server answers and move keys of the untagged layout of
+        earlier versions to their tagged names (single server only). Idempotent."""
         if self._client is not None:
             return
         client = await connect_redis(
@@ -191,6 +195,7 @@ class RedisWorkingMemoryStore(Lifecycle):
             store=_STORE,
             max_connections=self._max_connections,
             socket_timeout=self._timeout,
+            migration=KeyMigration(f"{self._prefix}:[^{{]*:wm:*", self._tagged_name),
         )
         self._client = client
         self._append = client.register_script(_APPEND)
@@ -323,7 +328,22 @@ class RedisWorkingMemoryStore(Lifecycle):
     # ------------------------------------------------------------------ keys
 
     def _user_key(self, scope: Scope) -> str:
-        return f"{self._prefix}:{scope.tenant}:{scope.org_id}:{scope.project_id}:wm:{scope.user_id}"
+        tag = f"{scope.tenant}:{scope.org_id}:{scope.project_id}:wm:{scope.user_id}"
+        return f"{self._prefix}:{{{tag}}}"
+
+    def _tagged_name(self, key: str) -> str | None:
+        """The current name of a key of the untagged layout, or ``None`` for any other key
+        (``{prefix}:{t}:{o}:{p}:wm:{u}:sessions`` or ``...:wm:{u}:{session}:meta|messages``)."""
+        head = f"{self._prefix}:"
+        if not key.startswith(head):
+            return None
+        parts = key[len(head) :].split(":")
+        shaped = (len(parts) == 6 and parts[5] == "sessions") or (
+            len(parts) == 7 and parts[6] in ("meta", "messages")
+        )
+        if not shaped or parts[3] != "wm" or "{" in key:
+            return None
+        return f"{head}{{{':'.join(parts[:5])}}}:{':'.join(parts[5:])}"
 
     def _index_key(self, scope: Scope) -> str:
         return f"{self._user_key(scope)}:sessions"
@@ -351,7 +371,7 @@ class RedisWorkingMemoryStore(Lifecycle):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _require_client(self) -> Redis:
+    def _require_client(self) -> RedisClient:
         if self._client is None:
             raise StoreError("working store is not started", store=_STORE)
         return self._client

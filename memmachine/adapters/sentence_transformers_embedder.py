@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memmachine.adapters.torch_runtime import choose_device, import_torch_runtime
+from memmachine.adapters.torch_runtime import choose_device, import_torch_runtime, log_device
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
 from memmachine.ports import Lifecycle
 
@@ -28,7 +28,8 @@ class SentenceTransformersEmbedder(Lifecycle):
     * ``model`` is a local model directory or a hub name (downloaded by sentence-transformers
       into ``cache_dir`` or its own cache; ``HF_HUB_OFFLINE=1`` forbids it).
     * ``device``: ``cuda``, ``cuda:1``, ``cpu``, ...; ``None`` = CUDA when available, else
-      CPU. After ``start()`` the attribute holds the device in use.
+      CPU. After ``start()`` the attribute holds the device in use (``cuda:0``...), which
+      is also logged (a WARNING when a CUDA build of torch sees no GPU).
     * ``embed`` runs the model in a worker thread (one call at a time per embedder) in
       batches of ``batch_size`` and returns L2-normalised vectors in input order.
     * ``model`` (the attribute) is the hub name, or the directory's name for a local
@@ -92,6 +93,7 @@ class SentenceTransformersEmbedder(Lifecycle):
                     f"the sentence-transformers model {self.source!r} does not state its "
                     "embedding dimension"
                 )
+            device = log_device(torch, f"torch embedder {self.model}", model, device)
             self._model, self.device, self.dimensions = model, device, dimensions
 
     async def close(self) -> None:

@@ -336,10 +336,21 @@ class Client(_Base):
         return self._get(call).facts
 
     def get_profile(
-        self, *, user_id: str | None = None, tag: str | None = None, feature: str | None = None
+        self,
+        *,
+        user_id: str | None = None,
+        tag: str | None = None,
+        feature: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
     ) -> list[m.FactOut]:
-        """The user's current facts, all or those with ``tag`` (and ``feature``)."""
-        return self._get(self._calls.get_profile(user_id=user_id, tag=tag, feature=feature)).facts
+        """The user's current facts, all or those with ``tag`` (and ``feature``), ordered by
+        tag and feature; ``limit`` / ``offset`` page them (the server's default page is
+        1000 facts)."""
+        call = self._calls.get_profile(
+            user_id=user_id, tag=tag, feature=feature, limit=limit, offset=offset
+        )
+        return self._get(call).facts
 
     def profile_history(
         self, tag: str, feature: str, *, user_id: str | None = None
@@ -683,9 +694,17 @@ class AsyncClient(_Base):
         return (await self._get(call)).facts
 
     async def get_profile(
-        self, *, user_id: str | None = None, tag: str | None = None, feature: str | None = None
+        self,
+        *,
+        user_id: str | None = None,
+        tag: str | None = None,
+        feature: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
     ) -> list[m.FactOut]:
-        call = self._calls.get_profile(user_id=user_id, tag=tag, feature=feature)
+        call = self._calls.get_profile(
+            user_id=user_id, tag=tag, feature=feature, limit=limit, offset=offset
+        )
         return (await self._get(call)).facts
 
     async def profile_history(

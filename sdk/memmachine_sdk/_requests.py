@@ -178,9 +178,17 @@ class Requests:
         return Call("POST", "/v1/profile", m.ProfileResponse, json=_body(request))
 
     def get_profile(
-        self, *, user_id: str | None, tag: str | None, feature: str | None
+        self,
+        *,
+        user_id: str | None,
+        tag: str | None,
+        feature: str | None,
+        limit: int | None = None,
+        offset: int | None = None,
     ) -> Call[m.ProfileResponse]:
-        params = _params(**self._scope(user_id=user_id), tag=tag, feature=feature)
+        params = _params(
+            **self._scope(user_id=user_id), tag=tag, feature=feature, limit=limit, offset=offset
+        )
         return Call("GET", "/v1/profile", m.ProfileResponse, params=params)
 
     def profile_history(

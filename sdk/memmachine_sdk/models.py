@@ -418,7 +418,7 @@ class ErrorBody(_Model):
 
 # ----------------------------------------------------------------- jobs
 
-__all__ += ["JobListResponse", "JobOut"]
+__all__ += ["JobListResponse", "JobOut", "JobPurgeResponse"]
 
 
 class JobOut(_Model):
@@ -447,6 +447,12 @@ class JobOut(_Model):
 
 class JobListResponse(_Model):
     jobs: list[JobOut]
+
+
+class JobPurgeResponse(_Model):
+    """How many of the user's dead jobs were deleted."""
+
+    purged: int
 
 
 # ----------------------------------------------------------------- memory prompt and tools

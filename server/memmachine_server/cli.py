@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
-from memmachine_server import cli_data, cli_keys, cli_mcp
+from memmachine_server import cli_data, cli_jobs, cli_keys, cli_mcp
 
 if TYPE_CHECKING:
     from memmachine.manager import MemoryManager
@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_mcp.register(commands)
     cli_data.register(commands)
     cli_keys.register(commands)
+    cli_jobs.register(commands)
     show_version = commands.add_parser("version", help="print the version")
     show_version.set_defaults(run=_version)
     return parser

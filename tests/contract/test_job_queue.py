@@ -1,8 +1,8 @@
 """Contract suite of :class:`memmachine.ports.JobQueue`, run against every Redis-protocol server.
 
-Backends: the machine's Redis service, the embedded FalkorDB server and a FalkorDB server.
-Every queue a test opens uses the prefix ``mmtest-<unique>`` and every key under it is
-deleted afterwards.
+Backends: the machine's Redis service, the embedded FalkorDB server, a FalkorDB server and a
+three-node Redis Cluster. Every queue a test opens uses the prefix ``mmtest-<unique>`` and
+every key of it is deleted afterwards.
 """
 
 from __future__ import annotations
@@ -10,15 +10,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
-import redis
-import redis.asyncio
+from redis.crc import key_slot
 
+from memmachine.adapters import redis_job_queue
 from memmachine.adapters.redis_job_queue import RedisJobQueue, backoff_ceiling_seconds
-from memmachine.errors import ConflictError, InvalidInputError, NotFoundError
+from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
 from memmachine.models import Scope, utc_now
-from memmachine.ports import JobQueue
+from memmachine.ports import Job, JobQueue
+from tests.conftest import async_redis_client, drop_redis_keys
 
 OpenQueue = Callable[..., Awaitable[RedisJobQueue]]
 
@@ -28,6 +30,7 @@ OpenQueue = Callable[..., Awaitable[RedisJobQueue]]
         pytest.param("redis_service_url", id="redis-service"),
         pytest.param("embedded_falkordb_url", id="embedded-falkordb"),
         pytest.param("falkordb_server_url", id="falkordb-server"),
+        pytest.param("redis_cluster_url", id="redis-cluster"),
     ]
 )
 def backend_url(request: pytest.FixtureRequest) -> str:
@@ -42,7 +45,7 @@ async def open_queue(backend_url: str, unique: str) -> AsyncIterator[OpenQueue]:
     closed and every key of the prefix deleted after the test."""
     queues: list[RedisJobQueue] = []
 
-    async def open_one(**options: float) -> RedisJobQueue:
+    async def open_one(**options: Any) -> RedisJobQueue:
         queue = RedisJobQueue(backend_url, key_prefix=f"mmtest-{unique}", **options)
         await queue.start()
         queues.append(queue)
@@ -51,13 +54,7 @@ async def open_queue(backend_url: str, unique: str) -> AsyncIterator[OpenQueue]:
     yield open_one
     for queue in queues:
         await queue.close()
-    client = redis.asyncio.Redis.from_url(backend_url)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"mmtest-{unique}:*", count=500)]
-        if keys:
-            await client.delete(*keys)
-    finally:
-        await client.aclose()
+    drop_redis_keys(backend_url, f"{{mmtest-{unique}:jobs}}:*")
 
 
 @pytest.fixture
@@ -316,3 +313,208 @@ async def test_jobs_survive_reopening_the_queue(open_queue: OpenQueue) -> None:
     claimed = await second.claim("w")
     assert claimed is not None
     assert claimed.id == job.id
+
+
+# --------------------------------------------------------------------------- retention
+
+
+async def _dead(queue: RedisJobQueue, scope: Scope, key: str) -> Job:
+    job = await queue.enqueue(scope, "extract", {}, idempotency_key=key, max_attempts=1)
+    claimed = await queue.claim("w", kinds=["extract"])
+    assert claimed is not None
+    assert claimed.id == job.id
+    return await queue.fail(job.id, "w", "boom")
+
+
+async def _done(queue: RedisJobQueue, scope: Scope, key: str) -> Job:
+    job = await queue.enqueue(scope, "compact", {}, idempotency_key=key)
+    claimed = await queue.claim("w", kinds=["compact"])
+    assert claimed is not None
+    assert claimed.id == job.id
+    return await queue.complete(job.id, "w")
+
+
+async def test_done_jobs_expire_after_the_retention_and_free_their_key(
+    open_queue: OpenQueue, backend_url: str, unique: str
+) -> None:
+    short = await open_queue(done_retention_seconds=0.3)
+    keeper = await open_queue()
+    expiring = await _done(short, ALICE, "short")
+    kept = await _done(keeper, ALICE, "kept")
+    dead = await _dead(short, ALICE, "dead")
+    queued = await short.enqueue(ALICE, "later", {}, idempotency_key="queued")
+    assert await short.get(ALICE, expiring.id) is not None
+
+    await asyncio.sleep(0.5)
+    assert await short.get(ALICE, expiring.id) is None
+    listed = {job.id for job in await short.list_jobs(ALICE)}
+    assert listed == {kept.id, dead.id, queued.id}
+    assert [job.id for job in await short.list_jobs(ALICE, status="done")] == [kept.id]
+
+    # The next claim sweeps it away for good: the job and its index entries.
+    assert await short.claim("w", kinds=["nothing-queued"]) is None
+    raw = async_redis_client(backend_url, decode_responses=True)
+    try:
+        base = f"{{mmtest-{unique}:jobs}}"
+        owner = f"{base}:u:acme:default:default:alice"
+        assert await raw.exists(f"{base}:job:{expiring.id}") == 0
+        assert await raw.zscore(f"{owner}:all", expiring.id) is None
+        assert await raw.zscore(f"{owner}:done", expiring.id) is None
+        assert await raw.hget(f"{owner}:idem", "short") is None
+        assert await raw.exists(f"{base}:job:{kept.id}") == 1
+    finally:
+        await raw.aclose()
+    again = await short.enqueue(ALICE, "compact", {}, idempotency_key="short")
+    assert (again.status, again.id != expiring.id) == ("queued", True)
+
+
+async def test_an_expired_done_job_frees_its_key_even_before_a_sweep(
+    open_queue: OpenQueue,
+) -> None:
+    queue = await open_queue(done_retention_seconds=0.2)
+    done = await _done(queue, ALICE, "k")
+    await asyncio.sleep(0.3)
+    again = await queue.enqueue(ALICE, "compact", {"n": 2}, idempotency_key="k")
+    assert again.id != done.id
+    assert again.payload == {"n": 2}
+    assert await queue.get(ALICE, done.id) is None
+
+
+def test_retention_must_be_positive() -> None:
+    with pytest.raises(ConfigurationError):
+        RedisJobQueue("redis://localhost", done_retention_seconds=0)
+
+
+# --------------------------------------------------------------------------- purge
+
+
+async def test_purge_dead_removes_only_the_users_dead_jobs(queue: RedisJobQueue) -> None:
+    first, second = await _dead(queue, ALICE, "d1"), await _dead(queue, ALICE, "d2")
+    bobs = await _dead(queue, BOB, "d1")
+    done = await _done(queue, ALICE, "done")
+    queued = await queue.enqueue(ALICE, "later", {}, idempotency_key="queued")
+
+    assert await queue.purge_dead(MALLORY) == 0
+    with pytest.raises(NotFoundError):
+        await queue.purge_dead(BOB, first.id)
+    with pytest.raises(NotFoundError):
+        await queue.purge_dead(MALLORY, first.id)
+    for alive in (done, queued):
+        with pytest.raises(ConflictError):
+            await queue.purge_dead(ALICE, alive.id)
+
+    assert await queue.purge_dead(ALICE, first.id) == 1
+    assert await queue.get(ALICE, first.id) is None
+    with pytest.raises(NotFoundError):
+        await queue.replay(ALICE, first.id)
+    assert [job.id for job in await queue.list_jobs(ALICE, status="dead")] == [second.id]
+
+    assert await queue.purge_dead(ALICE) == 1
+    assert await queue.list_jobs(ALICE, status="dead") == []
+    assert {job.id for job in await queue.list_jobs(ALICE)} == {done.id, queued.id}
+    assert [job.id for job in await queue.list_jobs(BOB, status="dead")] == [bobs.id]
+    # A purged job's idempotency key is free again.
+    again = await queue.enqueue(ALICE, "extract", {}, idempotency_key="d1")
+    assert again.id not in (first.id, bobs.id)
+    assert again.status == "queued"
+
+
+async def test_purge_dead_empties_a_dead_list_longer_than_one_batch(
+    queue: RedisJobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_job_queue, "_PURGE_BATCH", 2)
+    dead = [await _dead(queue, ALICE, f"d{n}") for n in range(5)]
+    assert len(await queue.list_jobs(ALICE, status="dead")) == len(dead)
+    assert await queue.purge_dead(ALICE) == 5
+    assert await queue.list_jobs(ALICE) == []
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+async def test_every_key_of_a_queue_shares_one_slot(
+    queue: RedisJobQueue, backend_url: str, unique: str
+) -> None:
+    """The queue's hash tag keeps all its keys in one slot, so every script runs on the
+    one cluster node that holds them."""
+    await _dead(queue, ALICE, "d")
+    await _done(queue, BOB, "done")
+    await queue.enqueue(MALLORY, "later", {}, idempotency_key="q", delay_seconds=60)
+    raw = async_redis_client(backend_url, decode_responses=True)
+    try:
+        keys = [key async for key in raw.scan_iter(match=f"{{mmtest-{unique}:jobs}}:*")]
+    finally:
+        await raw.aclose()
+    assert len(keys) >= 12
+    assert len({key_slot(key.encode()) for key in keys}) == 1
+
+
+# --------------------------------------------------------------------------- upgrade
+
+
+async def test_start_moves_a_queue_of_the_untagged_layout(
+    redis_service_url: str, unique: str
+) -> None:
+    """Jobs an earlier version left on a single server (keys ``<prefix>:jobs:...``) carry
+    over: the queued one is claimed and completed, the dead one replayed, the done one
+    keeps its key taken, and new ids continue the old sequence."""
+    prefix = f"mmtest-{unique}-old"
+    old = f"{prefix}:jobs"
+    owner = f"{old}:u:acme:default:default:alice"
+    raw = async_redis_client(redis_service_url, decode_responses=True)
+    now = round(utc_now().timestamp() * 1000)
+
+    def job(seq: int, kind: str, status: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "id": f"j{seq:015d}", "kind": kind, "scope": ALICE.model_dump_json(),
+            "payload": "{}", "idem": f"k{seq}", "status": status, "attempts": 0,
+            "max_attempts": 5, "created": now - 10_000, "updated": now - 10_000,
+            "available": now - 10_000, "owner": owner, "seq": seq, **extra,
+        }  # fmt: skip
+
+    try:
+        await raw.set(f"{old}:seq", 3)
+        await raw.sadd(f"{old}:kinds", "extract", "compact")
+        await raw.hset(f"{old}:job:j000000000000001", mapping=job(1, "extract", "queued"))
+        await raw.hset(
+            f"{old}:job:j000000000000002",
+            mapping=job(2, "extract", "dead", attempts=5, last_error="boom"),
+        )
+        await raw.hset(f"{old}:job:j000000000000003", mapping=job(3, "compact", "done"))
+        await raw.zadd(f"{old}:queued:extract", {"j000000000000001": now - 10_000})
+        await raw.hset(
+            f"{owner}:idem",
+            mapping={f"k{n}": f"j{n:015d}" for n in (1, 2, 3)},
+        )
+        await raw.zadd(f"{owner}:all", {f"j{n:015d}": n for n in (1, 2, 3)})
+        await raw.zadd(f"{owner}:queued", {"j000000000000001": 1})
+        await raw.zadd(f"{owner}:dead", {"j000000000000002": 2})
+        await raw.zadd(f"{owner}:done", {"j000000000000003": 3})
+
+        queue = RedisJobQueue(redis_service_url, key_prefix=prefix, done_retention_seconds=3600)
+        async with queue:
+            assert [key async for key in raw.scan_iter(match=f"{old}:*")] == []
+            assert [j.id for j in await queue.list_jobs(ALICE)] == [
+                "j000000000000003",
+                "j000000000000002",
+                "j000000000000001",
+            ]
+            claimed = await queue.claim("w")
+            assert claimed is not None
+            assert claimed.id == "j000000000000001"
+            await queue.complete(claimed.id, "w")
+            assert {j.id for j in await queue.list_jobs(ALICE, status="done")} == {
+                "j000000000000001",
+                "j000000000000003",
+            }
+            replayed = await queue.replay(ALICE, "j000000000000002")
+            assert (replayed.status, replayed.last_error) == ("queued", "boom")
+            kept = await queue.enqueue(ALICE, "compact", {}, idempotency_key="k3")
+            assert (kept.id, kept.status) == ("j000000000000003", "done")
+            fresh = await queue.enqueue(ALICE, "compact", {}, idempotency_key="k4")
+            assert fresh.id == "j000000000000004"
+            expires = await raw.hget(f"{{{old}}}:job:j000000000000003", "expires")
+            assert int(expires) == now - 10_000 + 3_600_000
+    finally:
+        drop_redis_keys(redis_service_url, f"*{prefix}*")
+        await raw.aclose()

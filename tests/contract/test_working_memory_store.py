@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import redis
-import redis.asyncio
+from redis.crc import key_slot
 
 from memmachine.adapters.redis_working_memory_store import RedisWorkingMemoryStore
 from memmachine.errors import (
@@ -26,6 +26,7 @@ from memmachine.errors import (
 )
 from memmachine.models import Scope, WorkingMessage
 from memmachine.ports import WorkingMemoryStore
+from tests.conftest import async_redis_client, drop_redis_keys
 
 MakeStore = Callable[[str], Awaitable[RedisWorkingMemoryStore]]
 
@@ -33,11 +34,13 @@ MakeStore = Callable[[str], Awaitable[RedisWorkingMemoryStore]]
 
 
 #: Fixture names returning a Redis-protocol URL, one per backend under test: the machine's
-#: Redis service and the embedded FalkorDB server (a redis-server reached over a unix socket).
+#: Redis service, the embedded FalkorDB server (a redis-server reached over a unix socket),
+#: a FalkorDB server and a three-node Redis Cluster (``redis+cluster://``).
 WORKING_STORE_URLS = [
     pytest.param("redis_service_url", id="redis-service"),
     pytest.param("embedded_falkordb_url", id="embedded-falkordb"),
     pytest.param("falkordb_server_url", id="falkordb-server"),
+    pytest.param("redis_cluster_url", id="redis-cluster"),
 ]
 
 
@@ -53,13 +56,7 @@ async def working_url(backend_url: str, unique: str) -> AsyncIterator[str]:
     """The adapter's URL; afterwards every key of the test's prefixes is deleted."""
     url = backend_url
     yield url
-    client = redis.asyncio.Redis.from_url(url)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"mmtest-{unique}-*", count=500)]
-        if keys:
-            await client.delete(*keys)
-    finally:
-        await client.aclose()
+    drop_redis_keys(url, f"mmtest-{unique}-*")
 
 
 @pytest.fixture
@@ -84,9 +81,9 @@ async def working_store(make_store: MakeStore) -> RedisWorkingMemoryStore:
 
 
 @pytest.fixture
-async def raw(working_url: str) -> AsyncIterator[redis.asyncio.Redis]:
-    """A plain client on the adapter's server, to look at keys and TTLs."""
-    client = redis.asyncio.Redis.from_url(working_url, decode_responses=True)
+async def raw(working_url: str) -> AsyncIterator[Any]:
+    """A plain client on the adapter's server (or cluster), to look at keys and TTLs."""
+    client = async_redis_client(working_url, decode_responses=True)
     yield client
     await client.aclose()
 
@@ -160,10 +157,25 @@ async def test_unreachable_server_is_store_unavailable() -> None:
     assert (await store.health()).status == "down"
 
 
+async def test_unreachable_cluster_is_store_unavailable() -> None:
+    store = RedisWorkingMemoryStore("redis+cluster://127.0.0.1:1")
+    with pytest.raises(StoreUnavailableError) as caught:
+        await store.start()
+    assert caught.value.store == "working"
+
+
 @pytest.mark.parametrize("url", ["http://localhost:6379", "falkordb://localhost", ""])
 def test_bad_url_is_a_configuration_error(url: str) -> None:
     with pytest.raises(ConfigurationError):
         RedisWorkingMemoryStore(url)
+
+
+async def test_a_cluster_url_with_a_database_is_a_configuration_error() -> None:
+    store = RedisWorkingMemoryStore("redis+cluster://secret@127.0.0.1:7000/2")
+    with pytest.raises(ConfigurationError) as caught:
+        await store.start()
+    assert "one database" in caught.value.message
+    assert "secret" not in caught.value.message
 
 
 @pytest.mark.parametrize("prefix", ["", "a:b", "has space"])
@@ -511,9 +523,9 @@ async def test_a_session_expires_and_starts_over(
 
 
 async def test_redis_keys_share_the_ttl_and_the_user_index_outlives_them(
-    working_store: RedisWorkingMemoryStore, raw: redis.asyncio.Redis, scope: Scope, unique: str
+    working_store: RedisWorkingMemoryStore, raw: Any, scope: Scope, unique: str
 ) -> None:
-    user_key = f"mmtest-{unique}-a:acme:sales:crm:wm:alice"
+    user_key = f"mmtest-{unique}-a:{{acme:sales:crm:wm:alice}}"
     await working_store.append(scope, msgs("a"), ttl_seconds=100)
     await working_store.put(scope.for_session("s2"), state={}, ttl_seconds=50)
     meta, messages, index = f"{user_key}:s1:meta", f"{user_key}:s1:messages", f"{user_key}:sessions"
@@ -530,6 +542,120 @@ async def test_redis_keys_share_the_ttl_and_the_user_index_outlives_them(
 
     await working_store.put(scope.for_session("s3"), state={}, ttl_seconds=None)
     assert await raw.pttl(index) == -1
+
+
+async def test_every_key_of_a_user_shares_one_cluster_slot(
+    working_store: RedisWorkingMemoryStore, raw: Any, scope: Scope, unique: str
+) -> None:
+    """The user's hash tag keeps a user's sessions in one slot (so scripts and
+    transactions stay on one cluster node), and other users hash elsewhere."""
+    for session in ("s1", "s2", "s3"):
+        await working_store.append(scope.for_session(session), msgs("x"), ttl_seconds=TTL)
+    bob = scope.model_copy(update={"user_id": "bob"})
+    await working_store.append(bob, msgs("y"), ttl_seconds=TTL)
+
+    prefix = f"mmtest-{unique}-a"
+    alice_keys = [key async for key in raw.scan_iter(match=f"{prefix}:*alice*")]
+    bob_keys = [key async for key in raw.scan_iter(match=f"{prefix}:*bob*")]
+    assert len(alice_keys) == 7  # three sessions x (meta, messages) + the session set
+    assert len({key_slot(key.encode()) for key in alice_keys}) == 1
+    assert len(bob_keys) == 3
+    assert {key_slot(key.encode()) for key in bob_keys} != {key_slot(alice_keys[0].encode())}
+    assert await working_store.delete_user(scope) == 3
+    assert await working_store.get(bob) is not None
+
+
+# --------------------------------------------------------------------------- upgrade
+
+
+@dataclass
+class Upgrade:
+    """A single Redis server and a key prefix of the test's own, to write what an earlier
+    version (keys without the user's hash tag) left there."""
+
+    url: str
+    prefix: str
+    raw: Any
+
+    #: Alice's user key in the untagged layout (scope ``acme/sales/crm/alice``).
+    @property
+    def old_user(self) -> str:
+        return f"{self.prefix}:acme:sales:crm:wm:alice"
+
+    def store(self) -> RedisWorkingMemoryStore:
+        return RedisWorkingMemoryStore(self.url, key_prefix=self.prefix)
+
+
+@pytest.fixture
+async def upgrade(redis_service_url: str, unique: str) -> AsyncIterator[Upgrade]:
+    raw = async_redis_client(redis_service_url, decode_responses=True)
+    prefix = f"mmtest-{unique}-old"
+    yield Upgrade(redis_service_url, prefix, raw)
+    drop_redis_keys(redis_service_url, f"{prefix}:*")
+    await raw.aclose()
+
+
+async def test_start_moves_sessions_of_the_untagged_layout_with_their_ttl(
+    upgrade: Upgrade, scope: Scope
+) -> None:
+    """What an earlier version left on a single server is found after the upgrade: same
+    messages, state, summary, version and TTL."""
+    raw, old = upgrade.raw, upgrade.old_user
+    await raw.hset(
+        f"{old}:s1:meta",
+        mapping={"version": 3, "state": '{"step":2}', "summary": "so far", "updated_at": ""},
+    )
+    await raw.rpush(f"{old}:s1:messages", *(m.model_dump_json() for m in msgs("a", "b")))
+    await raw.hset(f"{old}:s2:meta", mapping={"version": 1})
+    await raw.sadd(f"{old}:sessions", "s1", "s2")
+    for key in (f"{old}:s1:meta", f"{old}:s1:messages", f"{old}:sessions"):
+        await raw.pexpire(key, 100_000)
+
+    async with upgrade.store() as store:
+        loaded = await store.get(scope, last_n=10)
+        assert loaded is not None
+        assert (contents(loaded), loaded.state, loaded.summary, loaded.version) == (
+            ["a", "b"],
+            {"step": 2},
+            "so far",
+            3,
+        )
+        assert loaded.ttl_seconds == 100
+        persistent = await store.get(scope.for_session("s2"))
+        assert persistent is not None
+        assert (persistent.version, persistent.ttl_seconds) == (1, None)
+        assert [key async for key in raw.scan_iter(match=f"{old}:*")] == []
+
+        assert (await store.append(scope, msgs("c"), ttl_seconds=TTL)).version == 4
+        assert await store.delete_user(scope) == 2
+
+
+async def test_an_old_key_whose_new_name_is_taken_is_kept_not_overwritten(
+    upgrade: Upgrade, scope: Scope
+) -> None:
+    old_meta = f"{upgrade.old_user}:s1:meta"
+    async with upgrade.store() as store:
+        await store.put(scope, summary="written by this version", ttl_seconds=TTL)
+    await upgrade.raw.hset(old_meta, mapping={"version": 7, "summary": "left by an old process"})
+    async with upgrade.store() as store:
+        loaded = await store.get(scope)
+        assert loaded is not None
+        assert (loaded.summary, loaded.version) == ("written by this version", 1)
+    assert await upgrade.raw.hget(old_meta, "summary") == "left by an old process"
+
+
+async def test_a_session_set_of_both_layouts_is_merged_so_forget_reaches_all(
+    upgrade: Upgrade, scope: Scope
+) -> None:
+    """A session written by an old process after the upgrade began is still forgotten."""
+    async with upgrade.store() as store:
+        await store.append(scope, msgs("new"), ttl_seconds=TTL)
+    await upgrade.raw.hset(f"{upgrade.old_user}:s-old:meta", mapping={"version": 1})
+    await upgrade.raw.sadd(f"{upgrade.old_user}:sessions", "s-old")
+    async with upgrade.store() as store:
+        assert await store.get(scope.for_session("s-old")) is not None
+        assert await store.delete_user(scope) == 2
+    assert [key async for key in upgrade.raw.scan_iter(match=f"{upgrade.prefix}:*")] == []
 
 
 # --------------------------------------------------------------------------- delete

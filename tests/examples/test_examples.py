@@ -84,6 +84,45 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
 }
 
 
+#: The framework examples (each starts its own memmachine server and uses one adapter of
+#: ``memmachine_sdk.integrations`` with the real framework): the closing line, and patterns
+#: that must appear in the output.
+FRAMEWORKS: dict[str, tuple[str, list[str]]] = {
+    "langgraph_memory": (
+        "RESULT langgraph_memory: 4/4 recall checks passed",
+        [
+            r"\[ana-2\] assistant: From memory: I am allergic to peanuts",
+            r"\[ben-1\] assistant: I don't know anything about that yet\.",
+            r"memories / \w{8}…: I am allergic to peanuts  \(source langgraph\)",
+        ],
+    ),
+    "langchain_history": (
+        "RESULT langchain_history: 4/4 recall checks passed",
+        [
+            r"\[trip-42\] ana: Where do I live\?  \(2 earlier messages\)",
+            r"\[trip-42\] assistant: You told me you live in Porto\.",
+            r"\[trip-7\] assistant: You haven't told me where you live yet\.",
+        ],
+    ),
+    "openai_agents_memory": (
+        "RESULT openai_agents_memory: 4/4 recall checks passed",
+        [
+            r"\[ana-2\] assistant: From memory: I always travel with my folding bike",
+            r"\[ben-1\] assistant: I don't have anything on that\.",
+            r"pop_item\(\) removed the message at the end: 3 left",
+        ],
+    ),
+    "llama_index_memory": (
+        "RESULT llama_index_memory: 5/5 recall checks passed",
+        [
+            r"system \| - home / city: Porto",
+            r"system \| - \[\d{4}-\d\d-\d\d\] user: I'm vegetarian and allergic to peanuts",
+            r"episode in memmachine: user: Our flight to Madeira leaves Saturday",
+        ],
+    ),
+}
+
+
 def example_env(model_dir: Path | None, **extra: str) -> dict[str, str]:
     """The caller's environment without memmachine or LLM settings, plus the local model."""
     env = {
@@ -258,3 +297,28 @@ async def test_with_a_language_model_the_replies_and_extracted_facts_come_from_i
     assert [(f.feature, f.value, f.source) for f in facts] == [
         ("pilot_site", "Rotterdam depot pilot", "user-explicit")
     ]
+
+
+@pytest.mark.parametrize("with_model", [True, False], ids=["hybrid", "lexical-only"])
+@pytest.mark.parametrize("name", sorted(FRAMEWORKS))
+def test_framework_example_runs_on_the_real_framework(
+    name: str, with_model: bool, request: pytest.FixtureRequest
+) -> None:
+    """Each framework example, run as documented, passes its checks with and without an
+    embedding model, and leaves neither its data directory nor a FalkorDB child behind."""
+    if with_model:
+        env = example_env(request.getfixturevalue("model_dir"))
+    else:
+        env = example_env(None, MEMMACHINE_EMBEDDING_PROVIDER="none")
+    result = run(name, env)
+    out = result.stdout
+    assert result.returncode == 0, f"{out}\n{result.stderr}"
+    assert "Traceback" not in result.stderr, result.stderr
+    closing, patterns = FRAMEWORKS[name]
+    assert out.rstrip().splitlines()[-1] == closing, out
+    assert ("search hybrid" if with_model else "search lexical-only") in out
+    for pattern in patterns:
+        assert re.search(pattern, out), f"{pattern!r} not found in:\n{out}"
+    data_dir = data_dir_of(out)
+    assert not data_dir.exists()
+    assert processes_in(data_dir) == []

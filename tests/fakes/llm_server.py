@@ -22,7 +22,8 @@ or without pytest: ``with ScriptedChatServer() as server: ...``.
 Script
     Each request takes the next item queued by :meth:`ScriptedChatServer.reply`. An item is
     a ``str`` (the assistant's text), a :class:`Reply` (status, delay, headers, finish
-    reason, ``content=None``), or a function of the :class:`ChatRequest` returning either.
+    reason, ``content=None``, ``tool_calls``), or a function of the :class:`ChatRequest`
+    returning either.
     When the queue is empty, ``default`` answers (set it in the constructor or assign it,
     e.g. ``server.default = Reply(status=500)`` for "fails forever"); with no default the
     server answers HTTP 418 "script exhausted", which the client does not retry, so an
@@ -110,6 +111,9 @@ class Reply:
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     finish_reason: str = "stop"
+    #: Function calls the assistant makes, ``(name, arguments as a JSON string)``; with
+    #: them the finish reason is ``tool_calls`` and each call gets an id ``call_<n>``.
+    tool_calls: tuple[tuple[str, str], ...] = ()
 
 
 ScriptItem = str | Reply | Callable[[ChatRequest], "str | Reply"]
@@ -269,6 +273,16 @@ def _error(message: str, kind: str, param: str | None = None) -> dict[str, Any]:
 def _completion(request: ChatRequest, reply: Reply) -> dict[str, Any]:
     prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request.messages)
     completion_tokens = len((reply.content or "").split())
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{len(request.messages)}_{index}",
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+            for index, (name, arguments) in enumerate(reply.tool_calls)
+        ]
     return {
         "id": f"chatcmpl-scripted-{len(request.messages)}",
         "object": "chat.completion",
@@ -277,8 +291,8 @@ def _completion(request: ChatRequest, reply: Reply) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply.content},
-                "finish_reason": reply.finish_reason,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.tool_calls else reply.finish_reason,
                 "logprobs": None,
             }
         ],

@@ -21,9 +21,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import Unsatisfiable
 
 from memmachine.config import EmbeddingSettings
-from memmachine_server.app import create_app
+from memmachine_server.background import serve_in_background
 from tests.faults.conftest import Report
-from tests.sdk.conftest import serving
 from tests.server.conftest import make_settings
 
 #: Requests per operation and generation mode (valid / invalid input).
@@ -91,7 +90,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Answers:
         memory_types=["examples.custom_memory_type:ReadingList"],
     )
     found = Answers()
-    with serving(create_app(settings)) as url:
+    with serve_in_background(settings) as url:
         schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
         for result in schema.get_all_operations():
             _exercise(result.ok(), url, found)

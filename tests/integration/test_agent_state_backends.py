@@ -1,7 +1,7 @@
 """Every agent-state backend against the StateBackend contract, through one parametrized
-suite: files, SQLite, the machine's Redis (a unique key prefix, removed afterwards) and the
-session's working memory on the embedded stores. Then what is particular to working memory
-and the blocking ``MemoryLayer.state`` API.
+suite: files, SQLite, the machine's Redis and a three-node Redis Cluster (a unique key
+prefix, removed afterwards) and the session's working memory on the embedded stores. Then
+what is particular to working memory and the blocking ``MemoryLayer.state`` API.
 
 Every scope a test writes under has the tenant ``t<unique>``, so tests sharing a server or
 a manager never see each other's records.
@@ -10,6 +10,7 @@ a manager never see each other's records.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
@@ -19,7 +20,6 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
-import redis
 from pydantic import BaseModel, Field
 
 from memmachine import MemoryLayer, open_manager
@@ -29,8 +29,11 @@ from memmachine.config import EmbeddingSettings, Settings
 from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
 from memmachine.manager import MemoryManager
 from memmachine.models import Scope, WorkingMessage, utc_now
+from tests.conftest import async_redis_client, drop_redis_keys
 
-KINDS = ["file", "sqlite", "redis", "working"]
+KINDS = ["file", "sqlite", "redis", "redis-cluster", "working"]
+#: Where the Redis kinds run: the fixture returning their server's URL.
+REDIS_URL_FIXTURES = {"redis": "redis_service_url", "redis-cluster": "redis_cluster_url"}
 
 
 class Mood(StrEnum):
@@ -109,22 +112,20 @@ def backends(
     location: str | None = None
     if kind == "working":
         manager = request.getfixturevalue("manager")
-    elif kind == "redis":
-        location = str(request.getfixturevalue("redis_service_url"))
+    elif kind in REDIS_URL_FIXTURES:
+        location = str(request.getfixturevalue(REDIS_URL_FIXTURES[kind]))
         settings = settings.model_copy(update={"working_key_prefix": prefix})
 
     async def open_backend() -> StateBackend:
-        backend = build_state_backend(settings, kind, manager=manager, location=location)
+        built = "redis" if kind in REDIS_URL_FIXTURES else kind
+        backend = build_state_backend(settings, built, manager=manager, location=location)
         await backend.start()
         opened.append(backend)
         return backend
 
     yield Backends(kind, open_backend)
     if location is not None:
-        with redis.Redis.from_url(location) as client:
-            keys = list(client.scan_iter(match=f"{prefix}:*"))
-            if keys:
-                client.delete(*keys)
+        drop_redis_keys(location, f"{prefix}:*")
 
 
 def scope_of(unique: str, **ids: str | None) -> Scope:
@@ -291,6 +292,43 @@ async def test_user_wide_state_without_a_session(backends: Backends, unique: str
     await states.save_state(user_wide, AgentState(turns=5))
     assert (await states.load_state(user_wide)).turns == 5
     assert (await states.load(scope_of(unique))).revision == 0
+
+
+# ---------------------------------------------------------------------- Redis upgrade
+
+
+async def test_redis_start_moves_records_of_the_untagged_layout(
+    redis_service_url: str, unique: str
+) -> None:
+    """Records an earlier version wrote without the user's hash tag load after the upgrade,
+    and forgetting the user still removes every one of them."""
+    from memmachine.adapters.redis_state_backend import RedisStateBackend
+
+    prefix = f"state-old-{unique}"
+    tenant = f"t{unique}"
+    user = f"{prefix}:state:{tenant}:default:default:ana"
+    envelope = json.dumps({"schema": "AgentState", "version": 1, "data": {"turns": 4}})
+    raw = async_redis_client(redis_service_url, decode_responses=True)
+    try:
+        for record in (f"{user}::s1::AgentState", f"{user}:planner:s2::AgentState"):
+            await raw.hset(record, mapping={"revision": 2, "envelope": envelope})
+            await raw.sadd(user, record)
+        backend = RedisStateBackend(redis_service_url, key_prefix=prefix)
+        await backend.start()
+        try:
+            states = AgentStateStore(AgentState, backend)
+            loaded = await states.load(scope_of(unique))
+            assert (loaded.state.turns, loaded.revision) == (4, 2)
+            planner = scope_of(unique, session_id="s2", agent_id="planner")
+            assert (await states.load_state(planner)).turns == 4
+            assert [key async for key in raw.scan_iter(match=f"{user}*")] == []
+            assert await states.forget_user(planner) == 2
+            assert [key async for key in raw.scan_iter(match=f"{prefix}:*")] == []
+        finally:
+            await backend.close()
+    finally:
+        drop_redis_keys(redis_service_url, f"{prefix}:*")
+        await raw.aclose()
 
 
 # ---------------------------------------------------------------------- working memory

@@ -138,11 +138,11 @@ def production_backend(
         counts = graph.episodes_of(present + absent)
         for user in present:
             assert rows.get(user, 0) >= 1, rows
-            assert any(f":wm:{user}:" in key for key in found), found
+            assert any(f":wm:{user}}}:" in key for key in found), found
             assert counts[user] >= 1, counts
         for user in absent:
             assert user not in rows, rows
-            assert not any(f":wm:{user}:" in key for key in found), found
+            assert not any(f":wm:{user}}}:" in key for key in found), found
             assert counts[user] == 0, counts
 
     return Backend(

@@ -4,9 +4,15 @@ with a fake command."""
 
 from __future__ import annotations
 
+import http.server
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
+import sys
+import threading
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +21,7 @@ import yaml
 
 from memmachine.config import CONFIG_FILE_VARIABLE, Settings, resolve_credentials
 from tests.conftest import REPO_ROOT
-from tests.services import NEO4J_VERSION
+from tests.services import NEO4J_VERSION, free_port
 
 DOCKER = REPO_ROOT / "docker"
 ENTRYPOINT = DOCKER / "entrypoint.sh"
@@ -161,6 +167,31 @@ def test_neo4j_health_check_queries_bolt_with_the_password_from_its_environment(
     assert _seconds(check["interval"]) * check["retries"] >= 120
 
 
+def _docker_match(pattern: str, path: str) -> bool:
+    """Docker's .dockerignore matching of one pattern against one path: Go's
+    ``filepath.Match`` (``*`` and ``?`` stay within a path segment) plus ``**`` for any
+    number of segments."""
+    regex = ""
+    index = 0
+    while index < len(pattern):
+        if pattern.startswith("**/", index):
+            regex += "(?:.*/)?"
+            index += 3
+        elif pattern.startswith("**", index):
+            regex += ".*"
+            index += 2
+        elif pattern[index] == "*":
+            regex += "[^/]*"
+            index += 1
+        elif pattern[index] == "?":
+            regex += "[^/]"
+            index += 1
+        else:
+            regex += re.escape(pattern[index])
+            index += 1
+    return re.fullmatch(regex, path) is not None
+
+
 def _seconds(duration: str) -> float:
     units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
     for unit in sorted(units, key=len, reverse=True):
@@ -183,7 +214,137 @@ def test_images_install_the_server_from_the_lock_and_use_the_entrypoint() -> Non
         assert "COPY docker/entrypoint.sh /usr/local/bin/memmachine-entrypoint" in text
         assert 'ENTRYPOINT ["memmachine-entrypoint"]' in text
         assert 'CMD ["memmachine", "serve"]' in text
-        assert "HEALTHCHECK" in text
+
+
+def test_the_health_checks_follow_the_configured_port() -> None:
+    """Neither image nor compose hard-codes the port: both run the image's check, which
+    asks MEMMACHINE_PORT (the images set it; compose sets the same value)."""
+    for name in ("Dockerfile", "Dockerfile.gpu"):
+        text = (DOCKER / name).read_text()
+        check = [line for line in text.splitlines() if line.startswith("HEALTHCHECK")]
+        assert len(check) == 1, name
+        assert check[0].endswith('CMD ["memmachine-healthcheck"]'), name
+        assert "COPY docker/healthcheck.py /usr/local/bin/memmachine-healthcheck" in text
+        assert "MEMMACHINE_PORT=8080" in text
+        assert "8080/health" not in text
+    service = compose()["services"]["memmachine"]
+    assert service["healthcheck"]["test"] == ["CMD", "memmachine-healthcheck"]
+    assert service["ports"] == [f"127.0.0.1:8080:{service['environment']['MEMMACHINE_PORT']}"]
+
+
+@pytest.mark.parametrize(
+    ("environ", "url"),
+    [
+        ({}, "http://127.0.0.1:8080/health"),
+        ({"MEMMACHINE_HOST": "0.0.0.0", "MEMMACHINE_PORT": "9123"}, "http://127.0.0.1:9123/health"),
+        ({"MEMMACHINE_HOST": "::", "MEMMACHINE_PORT": "9"}, "http://127.0.0.1:9/health"),
+        ({"MEMMACHINE_HOST": "10.1.2.3"}, "http://10.1.2.3:8080/health"),
+        ({"MEMMACHINE_HOST": "::1", "MEMMACHINE_PORT": "81"}, "http://[::1]:81/health"),
+    ],
+)
+def test_health_check_url(environ: dict[str, str], url: str) -> None:
+    spec = importlib.util.spec_from_file_location("healthcheck", DOCKER / "healthcheck.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.health_url(environ) == url
+
+
+def test_health_check_passes_only_on_a_200_from_the_configured_port() -> None:
+    """The script run as the image runs it, against a loopback server on a free port."""
+    statuses = {"code": 200}
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            code = statuses["code"] if self.path == "/health" else 404
+            self.send_response(code)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def check(port: int) -> int:
+        env = {"PATH": os.environ["PATH"], "MEMMACHINE_HOST": "0.0.0.0"}
+        env["MEMMACHINE_PORT"] = str(port)
+        done = subprocess.run(
+            [sys.executable, str(DOCKER / "healthcheck.py")], env=env, timeout=30, check=False
+        )
+        return done.returncode
+
+    try:
+        port = server.server_address[1]
+        assert check(port) == 0
+        statuses["code"] = 503
+        assert check(port) == 1
+        statuses["code"] = 200
+        assert check(free_port()) == 1  # nothing listens there
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_gpu_base_image_has_the_cuda_major_the_locked_torch_is_built_for() -> None:
+    """torch from PyPI brings CUDA libraries of one major (nvidia-cuda-runtime in the lock);
+    the base image declares the CUDA it needs from the driver. They must agree, or a host
+    with an older driver runs torch on the CPU without a word."""
+    lock = tomllib.loads((REPO_ROOT / "uv.lock").read_text())
+    packages = {package["name"]: package for package in lock["package"]}
+    torch_deps = {dep["name"] for dep in packages["torch"].get("dependencies", [])}
+    assert "cuda-toolkit" in torch_deps or any(name.startswith("nvidia-") for name in torch_deps)
+    runtime = packages["nvidia-cuda-runtime"]["version"]
+    gpu = (DOCKER / "Dockerfile.gpu").read_text()
+    match = re.search(r"ARG CUDA_IMAGE=nvidia/cuda:(\d+)\.(\d+)\.\d+-runtime-ubuntu", gpu)
+    assert match is not None
+    assert match.group(1) == runtime.split(".")[0], (match.group(0), runtime)
+
+
+def test_the_build_context_holds_only_what_the_images_copy() -> None:
+    """.dockerignore (read with Docker's rules: the last matching line wins, a line that
+    matches a directory covers what is under it) lets in exactly the files the Dockerfiles
+    COPY, without caches; the git history, environments, data and tests stay out."""
+    rules = []
+    for line in (REPO_ROOT / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            rules.append((line.startswith("!"), line.lstrip("!")))
+
+    def ignored(path: str) -> bool:
+        parts = path.split("/")
+        prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+        verdict = False
+        for negated, pattern in rules:
+            if any(_docker_match(pattern, prefix) for prefix in prefixes):
+                verdict = not negated
+        return verdict
+
+    copied: list[str] = []
+    for name in ("Dockerfile", "Dockerfile.gpu"):
+        for line in (DOCKER / name).read_text().splitlines():
+            if line.startswith("COPY "):
+                copied += line.split()[1:-1]
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    sent = {path for path in tracked if not ignored(path)}
+    wanted = {
+        path for path in tracked if any(path == c or path.startswith(f"{c}/") for c in copied)
+    }
+    assert sent == wanted
+    for path in (
+        ".git/config",
+        ".venv/bin/python",
+        ".memmachine/profile.db",
+        "memmachine/__pycache__/x.cpython-311.pyc",
+        "tests/conftest.py",
+        "server/.venv/lib/x.py",
+    ):
+        assert ignored(path), path
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH")

@@ -88,7 +88,7 @@ def working_keys(data_dir: Path, user: str) -> dict[str, Any]:
         client = aioredis.Redis(unix_socket_path=str(socket), decode_responses=True)
         out: dict[str, Any] = {}
         try:
-            async for key in client.scan_iter(f"mm:*:wm:{user}:*"):
+            async for key in client.scan_iter(f"mm:*:wm:{user}}}:*"):
                 kind = await client.type(key)
                 if kind == "list":
                     out[key] = await client.lrange(key, 0, -1)

@@ -4,51 +4,19 @@ scripted loopback HTTP server for failures the real app does not produce on dema
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
-from memmachine import Settings
-from memmachine_server.app import create_app
+from memmachine_server.background import serve_in_background
 from tests.server.conftest import make_settings
 
-
-@contextmanager
-def live_server(settings: Settings) -> Iterator[str]:
-    """The real app served by uvicorn on a free loopback port, in a thread; its base URL."""
-    with serving(create_app(settings)) as url:
-        yield url
-
-
-@contextmanager
-def serving(app: FastAPI) -> Iterator[str]:
-    """``app`` served by uvicorn on a free loopback port, in a thread; its base URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+#: The real app served by uvicorn on a free loopback port, in a thread; yields its base URL.
+live_server = serve_in_background
 
 
 @pytest.fixture(scope="module")

@@ -136,3 +136,94 @@ def test_health_reports_the_queue_and_the_model(
     assert health["llm"] == {"enabled": True, "model": "x", "reason": None}
     plain = app_factory()
     assert plain.get("/health").json()["llm"]["enabled"] is False
+
+
+def test_dead_jobs_are_purged_per_user_and_never_across_tenants(
+    app_factory: AppFactory,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    api = app_factory(
+        api_keys="key-acme=acme,key-globex=globex",
+        llm=LlmSettings(base_url=llm_server.base_url, model="x", max_retries=0),
+        jobs=JobSettings(max_attempts=1, backoff_base_seconds=0.0, poll_interval_seconds=0.02),
+        compaction=CompactionSettings(keep_last_n=3, trigger_messages=0),
+    )
+    acme = {"Authorization": "Bearer key-acme"}
+    globex = {"Authorization": "Bearer key-globex"}
+    llm_server.default = "no json"
+
+    def dead_job(headers: dict[str, str], session: str) -> str:
+        response = api.post(
+            f"/v1/sessions/{session}/working/messages",
+            json={
+                "user_id": "carol",
+                "messages": [{"role": "user", "content": f"hello {n}"} for n in range(6)],
+            },
+            headers=headers,
+        )
+        assert response.status_code == 200, response.text
+        job = api.post(
+            f"/v1/sessions/{session}/compact", params={"user_id": "carol"}, headers=headers
+        ).json()["job"]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            got = api.get(f"/v1/jobs/{job['id']}", params={"user_id": "carol"}, headers=headers)
+            if got.json().get("status") == "dead":
+                return str(job["id"])
+            time.sleep(0.02)
+        raise AssertionError("the job never died")
+
+    first, second = dead_job(acme, "s1"), dead_job(acme, "s2")
+    theirs = dead_job(globex, "s1")
+
+    def dead_ids(headers: dict[str, str], user: str = "carol") -> set[str]:
+        listed = api.get("/v1/jobs", params={"user_id": user, "status": "dead"}, headers=headers)
+        return {job["id"] for job in listed.json()["jobs"]}
+
+    # Another tenant (same user id) and another user of the tenant reach none of them.
+    refused = api.delete(
+        "/v1/jobs/dead", params={"user_id": "carol", "job_id": first}, headers=globex
+    )
+    assert refused.status_code == 404, refused.text
+    assert api.delete("/v1/jobs/dead", params={"user_id": "dave"}, headers=acme).json() == {
+        "purged": 0
+    }
+    assert api.delete("/v1/jobs/dead", params={"user_id": "carol"}, headers=globex).json() == {
+        "purged": 1
+    }
+    assert dead_ids(globex) == set()
+    assert dead_ids(acme) == {first, second}
+
+    one = api.delete("/v1/jobs/dead", params={"user_id": "carol", "job_id": first}, headers=acme)
+    assert one.json() == {"purged": 1}
+    gone = api.get(f"/v1/jobs/{first}", params={"user_id": "carol"}, headers=acme)
+    assert gone.status_code == 404
+    again = api.delete("/v1/jobs/dead", params={"user_id": "carol", "job_id": first}, headers=acme)
+    assert again.status_code == 404
+    assert api.delete("/v1/jobs/dead", params={"user_id": "carol"}, headers=acme).json() == {
+        "purged": 1
+    }
+    assert dead_ids(acme) == set()
+    assert theirs not in dead_ids(acme)
+    assert api.delete("/v1/jobs/dead", params={"user_id": "carol"}).status_code == 401
+
+
+def test_done_jobs_are_gone_after_the_configured_retention(
+    app_factory: AppFactory,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    api = _app(app_factory, llm_server, done_retention_seconds=1.0)
+    _session(api, "fay", "s1")
+    llm_server.default = GOOD
+    job = api.post("/v1/sessions/s1/compact", params={"user_id": "fay"}).json()["job"]
+    assert _wait_for(api, "fay", job["id"], "done")["status"] == "done"
+    deadline = time.monotonic() + 20
+    while api.get(f"/v1/jobs/{job['id']}", params={"user_id": "fay"}).status_code == 200:
+        assert time.monotonic() < deadline, "the done job was never removed"
+        time.sleep(0.05)
+    assert api.get(f"/v1/jobs/{job['id']}", params={"user_id": "fay"}).status_code == 404
+    listed = api.get("/v1/jobs", params={"user_id": "fay"}).json()["jobs"]
+    assert job["id"] not in {item["id"] for item in listed}
+    assert all(item["status"] != "done" for item in listed)  # the idle check stays queued
+    summary = api.get("/v1/sessions/s1/working", params={"user_id": "fay"}).json()["summary"]
+    assert summary == "Bob is moving to Oslo."  # the job's work stays, only its record goes

@@ -290,3 +290,29 @@ def test_a_tiny_load_run(model_dir: Path, tmp_path: Path) -> None:
     assert check["acknowledged"] == check["stored"] > 0
     assert check["missing"] == check["unexpected"] == check["changed"] == 0
     assert results["child_left_running"] is False
+
+
+def test_graph_costs_takes_each_store_apart(tmp_path: Path) -> None:
+    """bench/graph_costs.py: the same episodes on FalkorDB and Neo4j, the store as
+    configured and without vectors, each search part timed; on Neo4j the profiled vector
+    scan reads exactly the scope's episodes through the index, no others."""
+    out = tmp_path / "costs.json"
+    _run_bench(
+        "graph_costs",
+        [
+            "--episodes", "50",
+            "--batch", "25",
+            "--queries", "2",
+            "--variants", "as configured,no vectors",
+            "--json", str(out),
+        ],
+    )  # fmt: skip
+    stores = json.loads(out.read_text())["stores"]
+    assert set(stores) == {"FalkorDB", "Neo4j"}
+    for rows in stores.values():
+        assert set(rows) == {"as configured", "no vectors"}
+        assert all(row["episodes"] == 50 for row in rows.values())
+        assert "scan the episodes' own vectors" in rows["as configured"]["searches"]
+    profile = stores["Neo4j"]["as configured"]["searches"]["profile"]
+    seeks = [op for op in profile["operators"] if op["operator"].startswith("NodeIndexSeek")]
+    assert [op["rows"] for op in seeks] == [50]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -281,3 +282,15 @@ async def test_span_lists_must_match_the_texts(embedder: OnnxEmbedder) -> None:
         await embedder.embed_spans(["one", "two"], [[[(0, 3)]]])
     assert raised.value.field == "spans"
     assert await embedder.embed_spans([], []) == []
+
+
+async def test_start_logs_the_device_it_runs_on(
+    model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    embedder = OnnxEmbedder(model_dir)
+    with caplog.at_level(logging.INFO, logger="memmachine.adapters.onnx_embedder"):
+        await embedder.start()
+    try:
+        assert "runs on the CPU (onnxruntime CPUExecutionProvider)" in caplog.text
+    finally:
+        await embedder.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import math
 import os
 import subprocess
@@ -22,6 +23,7 @@ import pytest
 
 from memmachine.adapters.cross_encoder_reranker import CrossEncoderReranker
 from memmachine.adapters.sentence_transformers_embedder import SentenceTransformersEmbedder
+from memmachine.adapters.torch_runtime import device_report
 from memmachine.bootstrap import open_manager
 from memmachine.config import EmbeddingSettings, RerankerSettings, Settings
 from memmachine.errors import ConfigurationError, StoreError
@@ -108,9 +110,14 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @needs_torch
-async def test_embedder_returns_unit_vectors_in_order_on_cpu(embedder_dir: Path) -> None:
+async def test_embedder_returns_unit_vectors_in_order_on_cpu(
+    embedder_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     embedder = SentenceTransformersEmbedder(str(embedder_dir), device="cpu", batch_size=2)
     assert isinstance(embedder, Embedder)
+    with caplog.at_level(logging.INFO, logger="memmachine.adapters.torch_runtime"):
+        await embedder.start()
+    assert "torch embedder tiny-embedder runs on cpu (torch " in caplog.text
     async with embedder:
         assert embedder.device == "cpu"
         assert embedder.dimensions == 32
@@ -137,7 +144,7 @@ async def test_embedder_default_device_is_cpu_without_cuda(embedder_dir: Path) -
     embedder = SentenceTransformersEmbedder(str(embedder_dir))
     await embedder.start()
     try:
-        assert embedder.device == ("cuda" if torch.cuda.is_available() else "cpu")
+        assert embedder.device.startswith("cuda" if torch.cuda.is_available() else "cpu")
     finally:
         await embedder.close()
     with pytest.raises(StoreError) as caught:
@@ -165,10 +172,15 @@ async def test_embedder_that_cannot_load_says_which_model(tmp_path: Path) -> Non
 
 
 @needs_torch
-async def test_reranker_scores_each_text_in_order(cross_encoder_dir: Path) -> None:
+async def test_reranker_scores_each_text_in_order(
+    cross_encoder_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     reranker = CrossEncoderReranker(str(cross_encoder_dir), device="cpu", batch_size=2)
     assert isinstance(reranker, Reranker)
     query = "when did Caroline go to the support group?"
+    with caplog.at_level(logging.INFO, logger="memmachine.adapters.torch_runtime"):
+        await reranker.start()
+    assert "cross-encoder reranker tiny-cross-encoder runs on cpu" in caplog.text
     async with reranker:
         assert reranker.device == "cpu"
         assert reranker.model == "tiny-cross-encoder"
@@ -281,3 +293,44 @@ async def test_torch_embedder_and_reranker_serve_a_whole_search(
     assert [hit.ranks["rerank"] for hit in found] == [1, 2, 3]
     assert all(0.0 <= hit.score <= 1.0 for hit in found)
     assert found[0].score == 1.0
+
+
+# ---------------------------------------------------------------------- the device log line
+
+
+def test_the_device_line_names_the_gpu_in_use() -> None:
+    level, line = device_report(
+        "torch embedder m",
+        "cuda:0",
+        torch_version="2.9.0",
+        cuda_build="13.0",
+        cuda_available=True,
+        gpu_name="NVIDIA L4",
+    )
+    assert level == logging.INFO
+    assert line == "torch embedder m runs on cuda:0 (NVIDIA L4, torch 2.9.0, CUDA 13.0)"
+
+
+def test_a_cuda_torch_that_sees_no_gpu_warns_that_it_runs_on_the_cpu() -> None:
+    """The GPU image on a host whose driver is too old for torch's CUDA: the one line an
+    operator needs, at WARNING."""
+    level, line = device_report(
+        "cross-encoder reranker r",
+        "cpu",
+        torch_version="2.9.0",
+        cuda_build="13.0",
+        cuda_available=False,
+    )
+    assert level == logging.WARNING
+    assert line.startswith("cross-encoder reranker r runs on the CPU: torch 2.9.0 is built ")
+    assert "a driver too old for CUDA 13.0" in line
+
+
+def test_a_cpu_build_of_torch_runs_on_the_cpu_quietly() -> None:
+    level, line = device_report(
+        "torch embedder m", "cpu", torch_version="2.9.0", cuda_build=None, cuda_available=False
+    )
+    assert (level, line) == (
+        logging.INFO,
+        "torch embedder m runs on cpu (torch 2.9.0, built without CUDA)",
+    )

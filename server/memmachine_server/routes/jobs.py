@@ -1,4 +1,4 @@
-"""Background jobs: /v1/jobs (status, the dead-letter list, replay)."""
+"""Background jobs: /v1/jobs (status, the dead-letter list, replay, purge)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,19 @@ async def list_jobs(
     scope = resolve_scope(request, tenant)
     jobs = await queue.list_jobs(scope, status=status, limit=limit)
     return wire.JobListResponse(jobs=[job_out(job) for job in jobs])
+
+
+@router.delete("/jobs/dead", response_model=wire.JobPurgeResponse)
+async def purge_dead_jobs(
+    request: Request,
+    tenant: WriteTenant,
+    queue: Queue,
+    job_id: str | None = None,
+) -> wire.JobPurgeResponse:
+    """Delete the user's dead jobs for good, or only ``job_id`` (404 when it is not the
+    user's, 409 when it is not dead). A tenant only ever reaches its own jobs."""
+    purged = await queue.purge_dead(resolve_scope(request, tenant), job_id)
+    return wire.JobPurgeResponse(purged=purged)
 
 
 @router.get("/jobs/{job_id}", response_model=wire.JobOut)
