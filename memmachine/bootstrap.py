@@ -310,6 +310,7 @@ def _episode_store(
         embedding_dimensions=embedder_dims,
         embedding_model=embedder_model,
         password=password,
+        timeout_seconds=settings.store_timeout_seconds,
     )
 
 
@@ -435,7 +436,12 @@ def _working_store(
         credentials = _credentials("WORKING", url, None, settings.working_store_password)
         if credentials.password is not None and resolve_credentials(url).password is None:
             password = credentials.password.get_secret_value()
-    return RedisWorkingMemoryStore(url, key_prefix=settings.working_key_prefix, password=password)
+    return RedisWorkingMemoryStore(
+        url,
+        key_prefix=settings.working_key_prefix,
+        password=password,
+        timeout_seconds=settings.store_timeout_seconds,
+    )
 
 
 def _job_queue(

@@ -20,8 +20,9 @@ from memmachine.manager import MemoryManager
 from memmachine_sdk import models as wire
 from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
+from memmachine_server.hosts import HostAllowList
 from memmachine_server.keyring import Keyring
-from memmachine_server.limits import BodySizeLimit
+from memmachine_server.limits import BodySizeLimit, UrlTextCheck
 from memmachine_server.mcp_server import MCP_PATH, McpHttpEndpoint, scope_defaults
 from memmachine_server.openapi import errors, openapi_document, operation_id
 from memmachine_server.routes import (
@@ -97,6 +98,8 @@ def create_app(
     )
     app.openapi = openapi_document(app)  # type: ignore[method-assign]
     app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_request_bytes)
+    app.add_middleware(UrlTextCheck)
+    app.add_middleware(HostAllowList)  # added last: it runs first
     install_error_handlers(app)
 
     @app.get("/health", response_model=wire.HealthResponse, tags=["health"], responses=errors(500))

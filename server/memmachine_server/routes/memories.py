@@ -47,7 +47,7 @@ async def list_memories(
     tenant: ReadTenant,
     manager: Manager,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[wire.Offset, Query()] = 0,
     order: Literal["oldest", "newest"] = "oldest",
 ) -> wire.EpisodeListResponse:
     """A page of the user's episodes (optionally one session, agent or group)."""

@@ -47,7 +47,7 @@ async def get_profile(
     tag: str | None = None,
     feature: str | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[wire.Offset, Query()] = 0,
 ) -> wire.ProfileResponse:
     scope = resolve_scope(request, tenant)
     facts = await manager.list_facts(scope, tag=tag, feature=feature, limit=limit, offset=offset)

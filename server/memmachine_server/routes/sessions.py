@@ -31,7 +31,7 @@ async def get_working(
     tenant: ReadTenant,
     manager: Manager,
     last_n: Annotated[int | None, Query(ge=0, le=100_000)] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[wire.Offset, Query()] = 0,
     limit: Annotated[int | None, Query(ge=0, le=100_000)] = None,
 ) -> wire.WorkingMemoryOut:
     """The session's messages — all, the newest ``last_n``, or the page ``offset``/``limit``
