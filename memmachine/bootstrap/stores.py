@@ -144,6 +144,7 @@ def _episode_store_of(
         embedding_dimensions=embedder_dims,
         embedding_model=embedder_model,
         password=password,
+        timeout_seconds=settings.store_timeout_seconds,
     )
 
 
@@ -271,7 +272,12 @@ def working_store(
         credentials = store_credentials("WORKING", url, None, settings.working_store_password)
         if credentials.password is not None and resolve_credentials(url).password is None:
             password = credentials.password.get_secret_value()
-    return RedisWorkingMemoryStore(url, key_prefix=settings.working_key_prefix, password=password)
+    return RedisWorkingMemoryStore(
+        url,
+        key_prefix=settings.working_key_prefix,
+        password=password,
+        timeout_seconds=settings.store_timeout_seconds,
+    )
 
 
 def job_queue(

@@ -64,6 +64,10 @@ class Settings(Section):
     working_ttl_seconds: int | None = Field(default=86_400, ge=1)
     #: Name of the graph holding episodes.
     graph_name: str = "memmachine"
+    #: How long a command to the episode store on FalkorDB or the working store on Redis
+    #: may wait for its answer. A write that gets none is reported as "outcome unknown"
+    #: (HTTP 504) and never resent by the client.
+    store_timeout_seconds: float = Field(default=10.0, gt=0)
 
     #: ``key=tenant`` pairs, comma separated. When set, every /v1 request needs
     #: ``Authorization: Bearer <key>`` and is confined to that key's tenant.
@@ -80,6 +84,12 @@ class Settings(Section):
     #: How often a running server re-reads the key store (keys created or revoked by the
     #: ``memmachine keys`` command take effect within this time).
     key_refresh_seconds: float = Field(default=2.0, gt=0)
+    #: Host names (``Host`` header, port ignored) and page origins the server answers, comma
+    #: separated or a JSON list; ``*`` = any. Unset: only loopback names (``localhost``,
+    #: ``127.0.0.1``, ``[::1]``) while the server is bound to a loopback address and serves
+    #: requests without a key, so a web page cannot reach it by DNS rebinding; any host
+    #: once keys are required or on other addresses.
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     #: How long startup keeps retrying a store that cannot be reached (all stores share the
     #: budget; 0 = one attempt each), and the exponential backoff between attempts.
@@ -106,9 +116,9 @@ class Settings(Section):
     #: ``redis`` (the working store's server, embedded or ``MEMMACHINE_WORKING_STORE_URL``).
     memory_types_store: Literal["sqlite", "redis"] = "sqlite"
 
-    @field_validator("memory_types", mode="before")
+    @field_validator("memory_types", "allowed_hosts", mode="before")
     @classmethod
-    def _split_memory_types(cls, value: Any) -> Any:
+    def _split_lists(cls, value: Any) -> Any:
         return split_list(value)
 
     def api_key_tenants(self) -> dict[str, str]:

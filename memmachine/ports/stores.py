@@ -202,6 +202,9 @@ class ProfileStore(Protocol):
       ``valid_from``; the same value again is a corroboration: no history, ``updated_at``
       moves and the record's ``source_episode_ids`` are added to the fact's. Current facts
       have ``valid_to`` ``None``.
+    * Concurrent writes of one (tag, feature) take turns: every value an upsert returned is
+      afterwards the current value or a closed version, exactly once, in the order the
+      writes committed, each version closing when the next opens (no lost update).
     * ``invalidate_fact(scope, fact_id, reason)`` closes a fact inside the user's scope: its
       version is recorded with ``valid_to`` = now and ``reason``, and it no longer appears in
       ``get_fact`` / ``list_facts`` / ``search_facts``. Returns whether it existed.

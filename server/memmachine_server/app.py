@@ -20,9 +20,11 @@ from memmachine.manager import MemoryManager
 from memmachine_sdk import models as wire
 from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
+from memmachine_server.hosts import HostAllowList
 from memmachine_server.keyring import Keyring
-from memmachine_server.limits import BodySizeLimit
+from memmachine_server.limits import BodySizeLimit, UrlTextCheck
 from memmachine_server.mcp_server import MCP_PATH, McpHttpEndpoint, scope_defaults
+from memmachine_server.openapi import errors, openapi_document, operation_id
 from memmachine_server.routes import (
     admin,
     custom,
@@ -43,7 +45,7 @@ ManagerFactory = Callable[[Settings], Awaitable[MemoryManager]]
 
 def package_version() -> str:
     try:
-        return version("memmachine")
+        return version("memmachine-core")
     except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0.0.0"
 
@@ -92,12 +94,16 @@ def create_app(
         version=package_version(),
         summary="Working, episodic and profile memory for AI agents.",
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
+    app.openapi = openapi_document(app)  # type: ignore[method-assign]
     app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_request_bytes)
+    app.add_middleware(UrlTextCheck)
+    app.add_middleware(HostAllowList)  # added last: it runs first
     install_error_handlers(app)
 
-    @app.get("/health", response_model=wire.HealthResponse, tags=["health"])
-    async def health(
+    @app.get("/health", response_model=wire.HealthResponse, tags=["health"], responses=errors(500))
+    async def get_health(
         manager: MemoryManager = Depends(manager_of),  # noqa: B008
     ) -> wire.HealthResponse:
         """Liveness plus each store's state and the search mode (hybrid or lexical-only)."""

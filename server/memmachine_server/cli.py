@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -114,6 +116,20 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
+def _openapi(args: argparse.Namespace) -> int:
+    """Write the REST API's OpenAPI document (what ``/openapi.json`` serves). It does not
+    depend on the settings, which are not read; no store is opened."""
+    from memmachine_server.app import create_app
+
+    app = create_app(Settings.model_construct())
+    document = json.dumps(app.openapi(), indent=2, ensure_ascii=False) + "\n"
+    if args.out is None:
+        sys.stdout.write(document)
+    else:
+        args.out.write_text(document, encoding="utf-8")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memmachine", description="memmachine memory layer")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -133,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     cli_data.register(commands)
     cli_keys.register(commands)
     cli_jobs.register(commands)
+    openapi = commands.add_parser(
+        "openapi", help="print the REST API's OpenAPI document (as /openapi.json serves it)"
+    )
+    openapi.add_argument("--out", type=Path, help="write it to this file instead of stdout")
+    openapi.set_defaults(run=_openapi)
     show_version = commands.add_parser("version", help="print the version")
     show_version.set_defaults(run=_version)
     return parser

@@ -22,6 +22,7 @@ from memmachine.errors import (
     PermissionDeniedError,
     RateLimitedError,
     StoreError,
+    WriteOutcomeUnknownError,
 )
 from memmachine_sdk.models import ErrorBody, ErrorDetail
 
@@ -35,6 +36,7 @@ _STATUS: list[tuple[type[MemMachineError], int]] = [
     (RateLimitedError, 429),
     (NotFoundError, 404),
     (ConflictError, 409),
+    (WriteOutcomeUnknownError, 504),
     (StoreError, 503),
     (ConfigurationError, 500),
 ]
@@ -66,7 +68,19 @@ async def _on_memmachine_error(request: Request, exc: Exception) -> JSONResponse
         response = error_response(status, detail)
         response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
         return response
-    if isinstance(exc, StoreError):
+    if isinstance(exc, WriteOutcomeUnknownError):
+        log.warning(
+            "store %s gave no answer to a write on %s %s: %s",
+            exc.store,
+            request.method,
+            request.url.path,
+            exc.message,
+        )
+        detail.message = (
+            f"the {exc.store} store did not answer in time: the write may or may not have "
+            "been applied; repeat it only if it is safe to apply twice"
+        )
+    elif isinstance(exc, StoreError):
         log.warning(
             "store %s failed on %s %s: %s", exc.store, request.method, request.url.path, exc.message
         )

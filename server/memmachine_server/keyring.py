@@ -13,7 +13,9 @@ presents and it does not know, so a key made by the CLI works at once and a revo
 stops within that interval.
 
 ``MEMMACHINE_AUTH`` decides whether a request without a key is served (see
-:meth:`Keyring.requires_key`); a presented key is always checked, in every mode.
+:meth:`Keyring.requires_key`); a presented key is always checked, in every mode. Open mode
+is only ever a starting state: once a server has had a key (this run, or a revoked one in
+its key store), revoking the last key does not open it again.
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ class Keyring:
         admin = settings.admin_key.get_secret_value().strip() if settings.admin_key else ""
         self._admin_digest = _digest(admin) if admin else None
         self._active: dict[str, StoredKey] = {}
+        #: Whether a key was ever accepted: the server then never serves open again.
+        self._had_keys = bool(self._static or self._admin_digest)
         self._refresh_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
@@ -114,6 +118,8 @@ class Keyring:
         if self.store is not None:
             await self.store.start()
             await self.refresh()
+            if not self._had_keys and await self.store.list_keys():
+                self._had_keys = True  # only revoked keys: they were required once
             self._task = asyncio.create_task(self._refresh_forever(), name="memmachine-keyring")
         self._log_mode()
 
@@ -143,13 +149,17 @@ class Keyring:
             before = self.requires_key()
             keys = await self.store.active_keys()
             previous, self._active = self._active, {k.key.key_id: k for k in keys}
+            self._had_keys = self._had_keys or bool(self._active)
             for key_id in previous.keys() - self._active.keys():
                 self.limiter.forget(key_id)  # revoked elsewhere
             if self._task is not None and before != self.requires_key():
-                if self.requires_key():
-                    log.warning("an API key now exists: every /v1 request needs a key from now on")
-                else:
-                    log.warning("no API key is left: %s", self._open_reason())
+                log.warning("an API key now exists: every /v1 request needs a key from now on")
+            elif self._task is not None and previous and not self._active and self.mode == "auto":
+                log.warning(
+                    "no active API key is left: requests still need one (a server that had "
+                    "keys never serves open again; create a key with %s)",
+                    _CREATE_HINT,
+                )
 
     async def refresh_for(self, token: str) -> None:
         """Look ``token``'s key up in the store when it looks like a stored key this
@@ -163,6 +173,7 @@ class Keyring:
         if stored is not None and stored.key.active:
             was_open = not self.requires_key()
             self._active[parsed.key_id] = stored
+            self._had_keys = True
             if was_open and self.requires_key():
                 log.warning("an API key now exists: every /v1 request needs a key from now on")
 
@@ -175,14 +186,15 @@ class Keyring:
     def requires_key(self) -> bool:
         """Whether a request without a key is refused.
 
-        ``on``: always. ``off``: never. ``auto``: once any key exists; with none, only on a
-        loopback bind address (a server bound elsewhere with no key refuses every request
-        rather than serve it open; ``memmachine serve`` refuses to start that way)."""
+        ``on``: always. ``off``: never. ``auto``: once any key exists, and from then on even
+        when every key is revoked (open mode is only ever how a server starts); before any,
+        only on a loopback bind address (a server bound elsewhere with no key refuses every
+        request rather than serve it open; ``memmachine serve`` refuses to start that way)."""
         if self.mode == "on":
             return True
         if self.mode == "off":
             return False
-        return self.has_keys() or not self.loopback
+        return self._had_keys or self.has_keys() or not self.loopback
 
     def identify(self, token: str) -> Principal:
         """The principal behind a presented key, after spending one request of its rate
@@ -226,6 +238,7 @@ class Keyring:
     def remember(self, stored: StoredKey) -> None:
         """Accept a key created in this process at once."""
         self._active[stored.key.key_id] = stored
+        self._had_keys = True
 
     def _spend(self, key_id: str, own_limit: int | None) -> None:
         limit = self.settings.rate_limit_per_minute if own_limit is None else own_limit
@@ -254,7 +267,13 @@ class Keyring:
         if self.mode == "off":
             log.warning("%s", self._open_reason())
         elif not self.has_keys():
-            if self.mode == "on":
+            if self.mode == "auto" and self._had_keys:
+                log.warning(
+                    "every API key in the key store is revoked: requests still need a key "
+                    "(create one with %s, or set MEMMACHINE_AUTH=off to serve open)",
+                    _CREATE_HINT,
+                )
+            elif self.mode == "on":
                 log.warning(
                     "MEMMACHINE_AUTH=on but no API key exists: every /v1 request is refused "
                     "until one is created (%s)",

@@ -22,7 +22,7 @@ from memmachine.manager import MemoryManager
 from memmachine.models import RerankerStatus
 from memmachine.retrieval import episode_search_text
 from memmachine_server.app import create_app
-from tests.server.conftest import AppFactory, make_settings
+from tests.server.conftest import LOCAL, AppFactory, make_settings
 
 USER = "rr"
 POOL = 8
@@ -81,7 +81,9 @@ def client(tmp_path: Path, reranker: TagReranker) -> Iterator[TestClient]:
         retrieval=RetrievalSettings(rerank_candidates=POOL),
     )
     with TestClient(
-        create_app(settings, manager_factory=factory), raise_server_exceptions=False
+        create_app(settings, manager_factory=factory),
+        raise_server_exceptions=False,
+        base_url=LOCAL,
     ) as api:
         response = api.post(
             "/v1/memories",

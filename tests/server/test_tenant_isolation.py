@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memmachine_server.app import create_app
-from tests.server.conftest import make_settings
+from tests.server.conftest import LOCAL, make_settings
 
 ADMIN = "isolation-admin-key-42"
 #: A word only tenant B ever writes; it must never appear in an answer to tenant A.
@@ -43,7 +43,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """Tenant B holds episodes, a profile fact, working memory and a job for
     ``shared-user`` / ``shared-session``; tenant A holds nothing yet."""
     settings = make_settings(tmp_path_factory.mktemp("isolation"), admin_key=ADMIN)
-    with TestClient(create_app(settings), raise_server_exceptions=False) as app:
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as app:
         a, b = _key(app, "tenant-a"), _key(app, "tenant-b")
         added = app.post(
             "/v1/memories",

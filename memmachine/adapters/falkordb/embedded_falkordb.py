@@ -168,7 +168,7 @@ class EmbeddedFalkorDBServer(Lifecycle):
         exits or stays silent during startup (with the tail of its log). A child that died
         since is replaced."""
         if self._process is not None:
-            if self._process.returncode is None:
+            if not await _exited(self._process):
                 return
             await self.close()
         self._prepare_directories()
@@ -366,6 +366,18 @@ def _socket_path_for(home: Path) -> Path:
             "(set TMPDIR to a shorter directory)"
         )
     return fallback
+
+
+async def _exited(process: asyncio.subprocess.Process) -> bool:
+    """Whether the child has exited. Its ``returncode`` is set a moment after the process is
+    gone (once the event loop hears of it), so a child that looks alive gets that moment."""
+    if process.returncode is not None:
+        return True
+    try:
+        await asyncio.wait_for(asyncio.shield(process.wait()), _POLL_INTERVAL)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _ensure_private_dir(path: Path) -> None:

@@ -26,6 +26,7 @@ through the client's compact-format decoder.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
@@ -34,18 +35,23 @@ from typing import Any
 import redis.asyncio as aioredis
 from falkordb.helpers import stringify_param_value
 from redis import exceptions as redis_errors
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 
 from memmachine.adapters.cypher.cypher_dialect import FalkorDBDialect
 from memmachine.adapters.cypher.cypher_episode_store import FULLTEXT_INDEX, CypherEpisodeStore
 from memmachine.adapters.health import health_of
+from memmachine.adapters.redis.redis_common import (
+    DEFAULT_SOCKET_TIMEOUT_SECONDS,
+    redis_client,
+    translate_errors,
+)
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import StoreHealth
 
 __all__ = ["FalkorDBEpisodeStore"]
 
 _STORE = "episodic"
+#: How long ``start()`` waits for FalkorDB to finish filling new indexes.
+_INDEX_WAIT_SECONDS = 120.0
 _RANGE_INDEXES = (
     ("Episode", "id"),
     ("Episode", "user_id"),
@@ -66,7 +72,8 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
     embeddings are ignored and ``vector_search`` returns ``[]``. The graph remembers the
     dimensions and model it was built with, and ``start()`` refuses others with
     ``ConfigurationError`` rather than mixing vectors (a lexical-only store may open a graph
-    with vectors; its new episodes simply have none).
+    with vectors; its new episodes simply have none). A query waits ``timeout_seconds`` for
+    its answer; the client never resends one (see :mod:`memmachine.adapters.redis.redis_common`).
     """
 
     kind = "falkordb"
@@ -79,6 +86,7 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
         embedding_dimensions: int | None = None,
         embedding_model: str | None = None,
         password: str | None = None,
+        timeout_seconds: float = DEFAULT_SOCKET_TIMEOUT_SECONDS,
     ) -> None:
         if not graph_name:
             raise ConfigurationError("graph_name must not be empty")
@@ -90,6 +98,7 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
         self._url = _redis_url(url)
         self._password = password
         self._graph = graph_name
+        self._timeout = timeout_seconds
         self._client: aioredis.Redis | None = None
 
     @property
@@ -103,17 +112,16 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Connect, check the graph's embedding settings and create indexes (idempotent)."""
+        """Connect, check the graph's embedding settings, create indexes and wait until
+        FalkorDB has filled them (idempotent)."""
         if self._client is not None:
             return
         try:
-            self._client = aioredis.Redis.from_url(
-                self._url,
-                password=self._password,
-                decode_responses=True,
-                socket_connect_timeout=5.0,
-                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 1),
-            )
+            client = redis_client(self._url, password=self._password, socket_timeout=self._timeout)
+            if not isinstance(client, aioredis.Redis):  # a cluster URL: FalkorDB has none
+                await client.aclose()
+                raise ConfigurationError("the episode store URL names a Redis Cluster")
+            self._client = client
         except (ValueError, redis_errors.RedisError) as exc:
             raise ConfigurationError(f"invalid episode store URL: {exc}") from None
         try:
@@ -158,6 +166,29 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
             except StoreError as exc:
                 if not self._dialect.is_already_indexed(exc.message):
                     raise
+        await self._await_indexes()
+
+    async def _await_indexes(self) -> None:
+        """Return once FalkorDB reports every index of the graph operational. An index
+        created over existing nodes is filled in the background, and until then a query
+        through it misses those nodes (a full-text search finds nothing)."""
+        deadline = time.monotonic() + _INDEX_WAIT_SECONDS
+        delay = 0.01
+        while True:
+            rows = await self._run(
+                "CALL db.indexes() YIELD label, status RETURN label, status", read_only=True
+            )
+            building = sorted({str(label) for label, status in rows if status != "OPERATIONAL"})
+            if not building:
+                return
+            if time.monotonic() > deadline:
+                raise StoreUnavailableError(
+                    f"FalkorDB is still building the {', '.join(building)} indexes of "
+                    f"{self._location} after {_INDEX_WAIT_SECONDS:.0f} s",
+                    _STORE,
+                )
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 0.5)
 
     async def _version(self) -> str | None:
         client = self._require_client()
@@ -183,27 +214,20 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
     ) -> list[list[Any]]:
         """Run one parameterised query; the rows of its result (``[]`` when none).
 
-        Driver errors become ``StoreUnavailableError`` (cannot reach the server) or
-        ``StoreError`` (the server refused the query).
+        Driver errors become ``StoreUnavailableError`` (cannot reach the server, or a read
+        got no answer), ``WriteOutcomeUnknownError`` (a write got no answer: it may have
+        been applied) or ``StoreError`` (the server refused the query). Nothing is resent.
         """
         client = self._require_client()
         command = "GRAPH.RO_QUERY" if read_only else "GRAPH.QUERY"
-        try:
-            query = _with_params(cypher, params)
-            reply = await client.execute_command(command, self._graph, query)  # type: ignore[no-untyped-call]
-        except (
-            redis_errors.ConnectionError,  # includes BusyLoadingError and AuthenticationError
-            redis_errors.TimeoutError,
-        ) as exc:
-            raise StoreUnavailableError(
-                f"episode store unreachable ({type(exc).__name__})", _STORE
-            ) from exc
-        except redis_errors.ResponseError as exc:
-            raise StoreError(f"episode store query failed: {exc}", _STORE) from exc
-        except (redis_errors.RedisError, OSError) as exc:
-            raise StoreUnavailableError(
-                f"episode store unreachable ({type(exc).__name__})", _STORE
-            ) from exc
+        query = _with_params(cypher, params)
+        with translate_errors(
+            "episode store could not run a query", store=_STORE, write=not read_only
+        ):
+            try:
+                reply = await client.execute_command(command, self._graph, query)  # type: ignore[no-untyped-call]
+            except redis_errors.ResponseError as exc:
+                raise StoreError(f"episode store query failed: {exc}", _STORE) from exc
         if isinstance(reply, list) and len(reply) == 3 and isinstance(reply[1], list):
             return reply[1]
         return []

@@ -25,7 +25,12 @@ This module adds the connection, the schema and the error mapping.
 * Every query is parameterised and runs through ``AsyncDriver.execute_query``: one managed
   transaction, retried by the driver on transient errors (deadlocks, leader changes) for at
   most ``max_transaction_retry_time`` seconds. Reads are routed to readers. A batch of
-  episodes is one ``UNWIND`` query, so it is stored entirely or not at all.
+  episodes is one ``UNWIND`` query, so it is stored entirely or not at all. The driver
+  retries only transactions that did not commit (a failure before ``COMMIT`` was sent rolls
+  the transaction back on the server), so a retried add is a first add; a connection lost
+  during the commit is not retried and is reported as "outcome unknown". Even a replayed
+  add would store nothing twice: it checks its ids first, and the uniqueness constraint
+  on the episode id backs that check.
 * Driver errors never escape: an unreachable server, refused credentials or exhausted
   retries raise ``StoreUnavailableError``; a refused query ``StoreError``; a uniqueness
   violation ``ConflictError`` (see :func:`store_error`).
@@ -51,6 +56,7 @@ from memmachine.errors import (
     MemMachineError,
     StoreError,
     StoreUnavailableError,
+    WriteOutcomeUnknownError,
 )
 from memmachine.models import StoreHealth
 
@@ -267,6 +273,8 @@ def store_error(exc: BaseException) -> MemMachineError:
     """The project's error for a driver exception (the caller raises it ``from exc``).
 
     * a uniqueness violation (``ConstraintError``) → ``ConflictError``;
+    * a connection lost while a commit was on its way (``IncompleteCommit``, which the
+      driver never retries) → ``WriteOutcomeUnknownError``;
     * refused credentials, an unreachable server or cluster, a pool that cannot hand out a
       connection, a transient error still failing after the driver's retries, a socket
       error → ``StoreUnavailableError``;
@@ -275,6 +283,12 @@ def store_error(exc: BaseException) -> MemMachineError:
     """
     if isinstance(exc, neo4j_errors.ConstraintError):
         return ConflictError("an episode with this id already exists")
+    if isinstance(exc, neo4j_errors.IncompleteCommit):
+        return WriteOutcomeUnknownError(
+            "episode store connection lost while committing: whether the write was applied "
+            "is unknown",
+            _STORE,
+        )
     if isinstance(exc, neo4j_errors.AuthError):
         return StoreUnavailableError(
             f"episode store refused the credentials ({type(exc).__name__})", _STORE

@@ -12,6 +12,18 @@ Cluster safety: every key a Lua script or a multi-key command touches carries th
 tag (``{...}``), so it lives in one slot, and every script declares at least one of those
 keys so a cluster client sends it to the node holding them. Each adapter's docstring names
 its tag.
+
+No command is ever sent twice by the client. redis-py retries a command after a timeout or
+a broken connection by default, resending it on a new connection: for a write that the
+server did receive (a frozen server runs it when it wakes up) that is a second write. Our
+clients are built with no retries (a connection that went stale in the pool is still
+replaced before a command is sent on it: the pool checks it when handing it out; a
+cluster client still follows MOVED / ASK redirections, which the server sends instead of
+running the command). A write that fails after a connection was handed out for it (on a
+cluster: after it was issued at all) may have reached the server, so it is reported as
+:class:`~memmachine.errors.WriteOutcomeUnknownError`; one that failed before (the server
+refused the connection) as :class:`~memmachine.errors.StoreUnavailableError`
+(:func:`translate_errors`).
 """
 
 from __future__ import annotations
@@ -19,13 +31,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import (
     ClusterDownError,
     MasterDownError,
@@ -37,11 +54,18 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memmachine.adapters.health import NamedStore, health_of
-from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
+from memmachine.errors import (
+    ConfigurationError,
+    MemMachineError,
+    StoreError,
+    StoreUnavailableError,
+    WriteOutcomeUnknownError,
+)
 from memmachine.models import StoreHealth
 
 __all__ = [
     "CLUSTER_SCHEMES",
+    "DEFAULT_SOCKET_TIMEOUT_SECONDS",
     "DRIVER_ERRORS",
     "MOVE_KEY",
     "MOVE_KEY_FUNCTION",
@@ -53,7 +77,9 @@ __all__ = [
     "describe_error",
     "driver_error",
     "migrate_keys",
+    "redis_client",
     "redis_health",
+    "translate_errors",
 ]
 
 #: Schemes that reach a Redis Cluster (the client learns every node from the one given).
@@ -78,7 +104,9 @@ _UNAVAILABLE = (
 
 _HEALTH_TIMEOUT_SECONDS = 5.0
 _CONNECT_TIMEOUT_SECONDS = 5.0
-_SOCKET_TIMEOUT_SECONDS = 10.0
+#: How long a command may wait for its answer before it fails (the store is frozen, or
+#: the network dropped it).
+DEFAULT_SOCKET_TIMEOUT_SECONDS = 10.0
 _MIGRATE_BATCH = 500
 
 log = logging.getLogger(__name__)
@@ -90,14 +118,101 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
 
 
-def driver_error(exc: BaseException, message: str, store: str) -> StoreError:
+def driver_error(
+    exc: BaseException, message: str, store: str, *, write: bool = False
+) -> StoreError:
     """The project's error for a driver exception: ``StoreUnavailableError`` when the
     server (or a shard) cannot be reached, else ``StoreError``; ``message`` comes first,
-    then :func:`describe_error` of ``exc``."""
+    then :func:`describe_error` of ``exc``. A ``write`` that timed out or lost its
+    connection after it may have been sent (see :func:`translate_errors`) is
+    ``WriteOutcomeUnknownError``."""
     text = f"{message}: {describe_error(exc)}"
+    if write and _handed_out.get() and isinstance(exc, _NO_ANSWER):
+        return WriteOutcomeUnknownError(
+            f"{message}: no answer, so whether it was applied is unknown ({describe_error(exc)})",
+            store=store,
+        )
     if isinstance(exc, _UNAVAILABLE):
         return StoreUnavailableError(text, store=store)
     return StoreError(text, store=store)
+
+
+#: Failures that leave a command's fate open (against a refusal the server sent).
+_NO_ANSWER = (RedisConnectionError, RedisTimeoutError, OSError)
+#: Set in a task once a command may be on its way: a pool handed it a connection, or (on a
+#: cluster, whose nodes keep their own connections) it was issued.
+_handed_out: ContextVar[bool] = ContextVar("memmachine_redis_handed_out", default=False)
+
+
+@contextmanager
+def translate_errors(failed: str, *, store: str, write: bool = False) -> Iterator[None]:
+    """Turn the driver exceptions of the block into the error tree, ours passing through
+    (:func:`driver_error`; ``failed`` starts each message). A ``write`` that times out or
+    loses its connection once a connection was handed out for it is
+    ``WriteOutcomeUnknownError``: it may have reached the server."""
+    token = _handed_out.set(False)
+    try:
+        yield
+    except MemMachineError:
+        raise
+    except (*DRIVER_ERRORS, OSError) as exc:
+        raise driver_error(exc, failed, store, write=write) from exc
+    finally:
+        _handed_out.reset(token)
+
+
+class _TrackedPool(ConnectionPool):
+    """A connection pool that notes, in the calling task, when it hands a connection out
+    (see :func:`translate_errors`)."""
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
+        connection: AbstractConnection = await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        _handed_out.set(True)
+        return connection
+
+
+class _TrackedCluster(RedisCluster):
+    """A cluster client that notes, in the calling task, that a command was issued (its
+    nodes' connections are not handed out by a pool)."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        _handed_out.set(True)
+        return await super().execute_command(*args, **kwargs)
+
+
+def redis_client(
+    url: str,
+    *,
+    password: str | None,
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_SECONDS,
+    max_connections: int | None = None,
+) -> RedisClient:
+    """A client on ``url`` that never resends a command (decoded replies, bounded
+    timeouts), nothing connected yet: a cluster client for the ``+cluster`` schemes
+    (``max_connections`` per node), else a single-server one. ``ConfigurationError`` for a
+    cluster URL with a database path; ``ValueError`` / ``TypeError`` / a driver error for
+    a URL redis-py cannot use."""
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": _CONNECT_TIMEOUT_SECONDS,
+        "socket_timeout": socket_timeout,
+        "retry": Retry(NoBackoff(), 0),
+    }
+    if max_connections is not None:
+        options["max_connections"] = max_connections
+    if password is not None:
+        options["password"] = password
+    parts = urlsplit(url)
+    if parts.scheme not in CLUSTER_SCHEMES:
+        return Redis.from_pool(_TrackedPool.from_url(url, **options))
+    if parts.path.strip("/"):
+        raise ConfigurationError(
+            f"a Redis Cluster has one database, so a {parts.scheme}:// URL takes no /db path"
+        )
+    plain = parts.scheme.removesuffix("+cluster")
+    return _TrackedCluster.from_url(
+        urlunsplit((plain, parts.netloc, "", parts.query, "")), **options
+    )
 
 
 def check_redis_url(url: str, label: str) -> None:
@@ -159,8 +274,9 @@ async def connect_redis(
     store: str,
     max_connections: int | None = None,
     migration: KeyMigration | None = None,
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_SECONDS,
 ) -> RedisClient:
-    """A client on ``url`` that has answered a PING (decoded replies, bounded timeouts): a
+    """A :func:`redis_client` on ``url`` that has answered a PING: a
     :class:`RedisCluster` for the ``+cluster`` schemes (``max_connections`` per node), else
     a :class:`Redis`; with ``migration``, the keys of the older layout are moved before it
     is returned (:func:`migrate_keys`; the client is closed when that fails).
@@ -168,30 +284,16 @@ async def connect_redis(
     A URL redis-py cannot use is a ``ConfigurationError`` that never quotes it (it may hold
     a password); a server that does not answer is ``StoreUnavailableError`` naming ``label``.
     """
-    options: dict[str, Any] = {
-        "decode_responses": True,
-        "socket_connect_timeout": _CONNECT_TIMEOUT_SECONDS,
-        "socket_timeout": _SOCKET_TIMEOUT_SECONDS,
-    }
-    if max_connections is not None:
-        options["max_connections"] = max_connections
-    if password is not None:
-        options["password"] = password
-    parts = urlsplit(url)
     client: RedisClient
     try:
-        if parts.scheme in CLUSTER_SCHEMES:
-            if parts.path.strip("/"):
-                raise ConfigurationError(
-                    f"{label} URL: a Redis Cluster has one database, so a "
-                    f"{parts.scheme}:// URL takes no /db path"
-                )
-            plain = parts.scheme.removesuffix("+cluster")
-            client = RedisCluster.from_url(
-                urlunsplit((plain, parts.netloc, "", parts.query, "")), **options
-            )
-        else:
-            client = Redis.from_url(url, **options)
+        client = redis_client(
+            url,
+            password=password,
+            socket_timeout=socket_timeout,
+            max_connections=max_connections,
+        )
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{label} URL: {exc.message}") from exc
     except (ValueError, TypeError, *DRIVER_ERRORS) as exc:
         raise ConfigurationError(f"{label} URL cannot be used ({type(exc).__name__})") from exc
     try:

@@ -74,20 +74,18 @@ from typing import Any, cast, get_args
 from redis.commands.core import AsyncScript
 
 from memmachine.adapters.redis.redis_common import (
-    DRIVER_ERRORS,
     KeyMigration,
     RedisClient,
     check_redis_url,
     connect_redis,
     describe_error,
-    driver_error,
     redis_health,
+    translate_errors,
 )
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
     InvalidInputError,
-    MemMachineError,
     NotFoundError,
     StoreError,
 )
@@ -483,7 +481,7 @@ class RedisJobQueue(Lifecycle):
             str(max_attempts),
             str(round(delay_seconds * 1000)),
         ]
-        with _translate("enqueue a job"):
+        with _translate("enqueue a job", write=True):
             reply = await self._run("enqueue", args)
         return _job(reply[1])
 
@@ -503,13 +501,13 @@ class RedisJobQueue(Lifecycle):
         if kinds is not None and not kinds:
             return None
         args = [self._base, worker, str(max(1, round(lease_seconds * 1000))), *(kinds or ())]
-        with _translate("claim a job"):
+        with _translate("claim a job", write=True):
             reply = await self._run("claim", args)
         return _job(reply) if reply else None
 
     async def complete(self, job_id: str, worker: str) -> Job:
         """Mark the job ``done``; :class:`ConflictError` unless ``worker`` holds its lease."""
-        with _translate("complete a job"):
+        with _translate("complete a job", write=True):
             reply = await self._run("complete", [self._base, job_id, worker, self._retention_ms])
         return _checked(reply, job_id, worker)
 
@@ -525,7 +523,7 @@ class RedisJobQueue(Lifecycle):
             repr(self._backoff_base_ms),
             repr(self._backoff_max_ms),
         ]
-        with _translate("fail a job"):
+        with _translate("fail a job", write=True):
             reply = await self._run("fail", args)
         return _checked(reply, job_id, worker)
 
@@ -579,7 +577,7 @@ class RedisJobQueue(Lifecycle):
     async def replay(self, scope: Scope, job_id: str) -> Job:
         """Requeue the user's dead job with attempts reset (``last_error`` is kept).
         :class:`NotFoundError` outside its scope, :class:`ConflictError` when not dead."""
-        with _translate("replay a job"):
+        with _translate("replay a job", write=True):
             reply = await self._run("replay", [self._base, job_id, self._owner(scope)])
         code = int(reply[0])
         if code == -1:
@@ -594,7 +592,7 @@ class RedisJobQueue(Lifecycle):
         :class:`ConflictError` when it is not dead."""
         owner = self._owner(scope)
         if job_id is not None:
-            with _translate("purge a dead job"):
+            with _translate("purge a dead job", write=True):
                 reply = await self._run("purge", [self._base, owner, job_id, "1"])
             code = int(reply[0])
             if code == -1:
@@ -604,7 +602,7 @@ class RedisJobQueue(Lifecycle):
             return 1
         purged = 0
         while True:
-            with _translate("purge dead jobs"):
+            with _translate("purge dead jobs", write=True):
                 reply = await self._run("purge", [self._base, owner, "", str(_PURGE_BATCH)])
             purged += int(reply[0])
             if int(reply[0]) < _PURGE_BATCH:
@@ -702,11 +700,8 @@ def _expired(fields: dict[str, str]) -> bool:
 
 
 @contextmanager
-def _translate(action: str) -> Iterator[None]:
-    """Turn redis-py exceptions into :class:`StoreError`; let ours through."""
-    try:
+def _translate(action: str, *, write: bool = False) -> Iterator[None]:
+    """Turn redis-py exceptions into the error tree (see
+    :func:`~memmachine.adapters.redis.redis_common.translate_errors`); let ours through."""
+    with translate_errors(f"job queue could not {action}", store=_STORE, write=write):
         yield
-    except MemMachineError:
-        raise
-    except DRIVER_ERRORS as exc:
-        raise driver_error(exc, f"job queue could not {action}", _STORE) from exc

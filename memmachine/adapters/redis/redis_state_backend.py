@@ -27,13 +27,12 @@ from redis.commands.core import AsyncScript
 
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.adapters.redis.redis_common import (
-    DRIVER_ERRORS,
     MOVE_KEY_FUNCTION,
     KeyMigration,
     RedisClient,
     check_redis_url,
     connect_redis,
-    driver_error,
+    translate_errors,
 )
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import ID_PATTERN, Scope, utc_now
@@ -166,10 +165,8 @@ class RedisStateBackend(JsonStateBackend):
 
     async def get(self, scope: Scope, name: str) -> StoredState | None:
         client = self._require(self._client)
-        try:
+        with translate_errors("reading state failed", store=_STORE):
             fields = await client.hmget(self._key(scope, name), ["revision", "envelope"])
-        except DRIVER_ERRORS as exc:
-            raise driver_error(exc, "reading state failed", _STORE) from exc
         revision, raw = fields
         if revision is None or raw is None:
             return None
@@ -185,13 +182,11 @@ class RedisStateBackend(JsonStateBackend):
     ) -> int:
         script = self._require(self._put)
         expected = "" if expected_revision is None else str(expected_revision)
-        try:
+        with translate_errors("writing state failed", store=_STORE, write=True):
             reply = await script(
                 keys=[self._key(scope, name), self._user_key(scope)],
                 args=[expected, text, utc_now().isoformat()],
             )
-        except DRIVER_ERRORS as exc:
-            raise driver_error(exc, "writing state failed", _STORE) from exc
         if int(reply[0]) == -1:
             assert expected_revision is not None
             raise stale_revision(name, expected_revision, int(reply[1]))
@@ -199,18 +194,14 @@ class RedisStateBackend(JsonStateBackend):
 
     async def delete(self, scope: Scope, name: str) -> bool:
         script = self._require(self._delete)
-        try:
+        with translate_errors("deleting state failed", store=_STORE, write=True):
             removed = await script(keys=[self._key(scope, name), self._user_key(scope)])
-        except DRIVER_ERRORS as exc:
-            raise driver_error(exc, "deleting state failed", _STORE) from exc
         return int(removed) > 0
 
     async def delete_user(self, scope: Scope) -> int:
         script = self._require(self._delete_user)
-        try:
+        with translate_errors("deleting a user's state failed", store=_STORE, write=True):
             removed = await script(keys=[self._user_key(scope)])
-        except DRIVER_ERRORS as exc:
-            raise driver_error(exc, "deleting a user's state failed", _STORE) from exc
         return int(removed)
 
     @staticmethod

@@ -43,20 +43,19 @@ from typing import Any, cast
 from redis.commands.core import AsyncScript
 
 from memmachine.adapters.redis.redis_common import (
-    DRIVER_ERRORS,
+    DEFAULT_SOCKET_TIMEOUT_SECONDS,
     KeyMigration,
     RedisClient,
     check_redis_url,
     connect_redis,
     describe_error,
-    driver_error,
     redis_health,
+    translate_errors,
 )
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
     InvalidInputError,
-    MemMachineError,
     StoreError,
 )
 from memmachine.models import (
@@ -169,6 +168,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         key_prefix: str = "mm",
         max_connections: int = 50,
         password: str | None = None,
+        timeout_seconds: float = DEFAULT_SOCKET_TIMEOUT_SECONDS,
     ) -> None:
         check_redis_url(url, "working store")
         if not re.fullmatch(ID_PATTERN, key_prefix):
@@ -181,6 +181,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         self._prefix = key_prefix
         self._max_connections = max_connections
         self._password = password
+        self._timeout = timeout_seconds
         self._client: RedisClient | None = None
         self._append: AsyncScript | None = None
         self._put: AsyncScript | None = None
@@ -199,6 +200,7 @@ class RedisWorkingMemoryStore(Lifecycle):
             label="working store",
             store=_STORE,
             max_connections=self._max_connections,
+            socket_timeout=self._timeout,
             migration=KeyMigration(f"{self._prefix}:[^{{]*:wm:*", self._tagged_name),
         )
         self._client = client
@@ -266,7 +268,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         keys = self._write_keys(scope)
         now = utc_now()
         args = [*self._write_args(scope, now, ttl_seconds), *_dump_messages(messages)]
-        with _translate("append to the session"):
+        with _translate("append to the session", write=True):
             reply = await script(keys=keys, args=args)
         with _corrupt_data_guard(scope):
             return _written(scope, now, reply)
@@ -299,7 +301,7 @@ class RedisWorkingMemoryStore(Lifecycle):
             "0" if messages is None else "1",
             *_dump_messages(messages or ()),
         ]
-        with _translate("write the session"):
+        with _translate("write the session", write=True):
             reply = await script(keys=keys, args=args)
         if int(reply[0]) < 0:
             current = int(reply[1])
@@ -314,7 +316,7 @@ class RedisWorkingMemoryStore(Lifecycle):
         """Remove the session; 1 when it existed, else 0."""
         client = self._require_client()
         meta_key, messages_key = self._session_keys(scope)
-        with _translate("delete the session"):
+        with _translate("delete the session", write=True):
             async with client.pipeline(transaction=True) as pipe:
                 pipe.delete(meta_key)
                 pipe.delete(messages_key)
@@ -325,7 +327,7 @@ class RedisWorkingMemoryStore(Lifecycle):
     async def delete_user(self, scope: Scope) -> int:
         """Remove every session of the user (one script); how many existed."""
         script = self._require_script(self._delete_user)
-        with _translate("delete the user's sessions"):
+        with _translate("delete the user's sessions", write=True):
             reply = await script(keys=[self._index_key(scope)], args=[self._user_key(scope)])
         return int(reply)
 
@@ -540,11 +542,8 @@ def _corrupt_data_guard(scope: Scope) -> Iterator[None]:
 
 
 @contextmanager
-def _translate(action: str) -> Iterator[None]:
-    """Turn redis-py exceptions into :class:`StoreError`; let ours through."""
-    try:
+def _translate(action: str, *, write: bool = False) -> Iterator[None]:
+    """Turn redis-py exceptions into the error tree (see
+    :func:`~memmachine.adapters.redis.redis_common.translate_errors`); let ours through."""
+    with translate_errors(f"working store could not {action}", store=_STORE, write=write):
         yield
-    except MemMachineError:
-        raise
-    except DRIVER_ERRORS as exc:
-        raise driver_error(exc, f"working store could not {action}", _STORE) from exc

@@ -13,6 +13,13 @@ no-op at head; PostgreSQL serialises concurrent starts with an advisory lock, SQ
 * Upserts run in one transaction. An update replaces value, confidence, source,
   source_session_id, metadata and embedding. When one batch names the same (tag, feature)
   twice the last record wins and both positions of the result carry the final fact.
+* No lost updates: every write that changes current facts (upsert, invalidate, detach)
+  reads them ``SELECT ... FOR UPDATE`` in (tag, feature) order on PostgreSQL, so concurrent
+  writers of one fact take turns and each sees the value the previous one committed (and
+  moves it to the history); SQLite gets the same from ``BEGIN IMMEDIATE``. Two first
+  inserts of one (tag, feature) meet at the unique constraint, and the loser runs again
+  and updates the winner's row; so does a transaction PostgreSQL rolls back to break a
+  deadlock. Either retry is safe: the failed attempt kept nothing.
 * History: ``profile_facts`` holds only current facts (``valid_to`` stays ``NULL``). A new
   value for an existing (tag, feature) first copies the old version into
   ``profile_fact_history`` (reason ``"superseded"``); ``invalidate_fact`` / ``apply_facts``
@@ -76,6 +83,7 @@ from sqlalchemy.exc import (
     DisconnectionError,
     IntegrityError,
     InterfaceError,
+    OperationalError,
     SQLAlchemyError,
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -212,10 +220,11 @@ class SqlProfileStore(Lifecycle):
                         conn = await session.connection()
                         await conn.run_sync(set_vectors, list(vectors.items()))
                 return [_to_fact(row) for row in rows]
-            except IntegrityError as exc:
-                # A concurrent upsert inserted one of our (tag, feature) first: retry, which
-                # now finds and updates it.
-                if attempt >= _UPSERT_ATTEMPTS:
+            except (IntegrityError, OperationalError) as exc:
+                # A concurrent upsert inserted one of our (tag, feature) first, or PostgreSQL
+                # broke a deadlock by rolling us back: the transaction left nothing behind,
+                # so it runs again, and now finds (and locks) the row the other one made.
+                if attempt >= _UPSERT_ATTEMPTS or not _worth_retrying(exc):
                     raise _store_error("upsert facts", exc) from exc
             except SQLAlchemyError as exc:
                 raise _store_error("upsert facts", exc) from exc
@@ -299,10 +308,13 @@ class SqlProfileStore(Lifecycle):
                         report.versions_erased += 1
                 await session.flush()
                 facts = await session.scalars(
-                    select(ProfileFactRow).where(
+                    select(ProfileFactRow)
+                    .where(
                         *_user_filter(user),
                         _mentions_any(ProfileFactRow.source_episode_ids, gone),
                     )
+                    .order_by(ProfileFactRow.tag, ProfileFactRow.feature)
+                    .with_for_update()
                 )
                 for row in facts:
                     before = list(row.source_episode_ids or [])
@@ -530,6 +542,20 @@ def _prepare(index: int, record: FactRecord) -> _Prepared:
     return _Prepared(record, vector.tobytes(), terms)
 
 
+#: SQLSTATEs of a transaction PostgreSQL rolled back to break a tie: serialization failure
+#: and deadlock. Running it again is safe: nothing of it was kept.
+_ROLLED_BACK_STATES = frozenset({"40001", "40P01"})
+
+
+def _worth_retrying(exc: SQLAlchemyError) -> bool:
+    """Whether an upsert that failed with ``exc`` left nothing behind and may run again: a
+    uniqueness clash with a concurrent insert, or a transaction rolled back by the server."""
+    if isinstance(exc, IntegrityError):
+        return True
+    state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    return isinstance(exc, OperationalError) and state in _ROLLED_BACK_STATES
+
+
 def _check_non_negative(**values: int) -> None:
     for field, value in values.items():
         if value < 0:
@@ -634,7 +660,10 @@ async def _invalidate_rows(
 ) -> int:
     """Move the facts ``fact_ids`` in ``scope`` to the history; how many there were."""
     found = await session.scalars(
-        select(ProfileFactRow).where(ProfileFactRow.id.in_(list(fact_ids)), *_scope_filter(scope))
+        select(ProfileFactRow)
+        .where(ProfileFactRow.id.in_(list(fact_ids)), *_scope_filter(scope))
+        .order_by(ProfileFactRow.tag, ProfileFactRow.feature)
+        .with_for_update()
     )
     now = utc_now()
     count = 0
@@ -649,17 +678,36 @@ async def _invalidate_rows(
 async def _upsert_rows(
     session: AsyncSession, scope: Scope, prepared: Sequence[_Prepared]
 ) -> list[ProfileFactRow]:
-    """Apply every record inside the session's transaction; rows in input order."""
+    """Apply every record inside the session's transaction; rows in input order.
+
+    The current rows are read ``FOR UPDATE`` (PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
+    already serialises writers), so a concurrent upsert of the same (tag, feature) waits
+    for this transaction and then reads the value it wrote: no value is overwritten without
+    reaching the history. Rows are locked and new ones inserted in (tag, feature) order, so
+    two batches wait for each other in one direction only."""
     tags = {item.record.tag for item in prepared}
     features = {item.record.feature for item in prepared}
-    statement = select(ProfileFactRow).where(
-        *_user_filter(scope), ProfileFactRow.tag.in_(tags), ProfileFactRow.feature.in_(features)
+    statement = (
+        select(ProfileFactRow)
+        .where(
+            *_user_filter(scope),
+            ProfileFactRow.tag.in_(tags),
+            ProfileFactRow.feature.in_(features),
+        )
+        .order_by(ProfileFactRow.tag, ProfileFactRow.feature)
+        .with_for_update()
     )
     existing = {(row.tag, row.feature): row for row in await session.scalars(statement)}
     now = utc_now()
     created: set[str] = set()
-    rows: list[ProfileFactRow] = []
-    for item in prepared:
+    rows: dict[int, ProfileFactRow] = {}
+    # A stable sort: records of one (tag, feature) keep their order, so the last one wins.
+    order = sorted(
+        range(len(prepared)),
+        key=lambda index: (prepared[index].record.tag, prepared[index].record.feature),
+    )
+    for index in order:
+        item = prepared[index]
         record = item.record
         row = existing.get((record.tag, record.feature))
         if row is None:
@@ -703,9 +751,9 @@ async def _upsert_rows(
         row.meta = dict(record.metadata)
         row.embedding = item.embedding
         row.search_terms = item.search_terms
-        rows.append(row)
+        rows[index] = row
     await session.flush()
-    return rows
+    return [rows[index] for index in range(len(prepared))]
 
 
 def _to_fact(row: ProfileFactRow) -> Fact:

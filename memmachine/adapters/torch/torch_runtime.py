@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 
 #: How to get the runtime, for every message that reports it missing.
 GPU_EXTRA_HINT = (
-    "install the server's gpu extra (uv sync --extra gpu, or pip install 'memmachine-server[gpu]')"
+    "install the gpu extra: uv sync --extra gpu in a checkout, or pip install "
+    "'memmachine-core[gpu]' --find-links <the wheels> (README, Install)"
 )
 
 

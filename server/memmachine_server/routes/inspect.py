@@ -19,6 +19,7 @@ from memmachine.models import ProjectScope, UserActivity
 from memmachine_sdk import models as wire
 from memmachine_server.convert import episode_out
 from memmachine_server.keyring import Principal
+from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import (
     ReadTenant,
     keyring_of,
@@ -30,7 +31,7 @@ from memmachine_server.state import app_state, manager_of
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1", tags=["inspection"])
+router = APIRouter(prefix="/v1", tags=["inspection"], responses=AUTH_ERRORS)
 
 #: What a user id may start with (see ``memmachine.models.ID_PATTERN``).
 _PARTIAL_ID = re.compile(r"[\w.@+\-=#~|]{0,128}")
@@ -80,7 +81,12 @@ async def whoami(
     )
 
 
-@router.get("/users", response_model=wire.UserListResponse)
+@router.get(
+    "/users",
+    response_model=wire.UserListResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters(only=("org_id", "project_id"))],
+)
 async def list_users(
     request: Request,
     tenant: ReadTenant,
@@ -104,7 +110,12 @@ async def list_users(
     )
 
 
-@router.get("/users/{user_id}", response_model=wire.UserOut)
+@router.get(
+    "/users/{user_id}",
+    response_model=wire.UserOut,
+    responses=errors(403, 404, 422),
+    dependencies=[scope_parameters(path="user_id")],
+)
 async def get_user(
     user_id: str, request: Request, tenant: ReadTenant, inspector: Inspect
 ) -> wire.UserOut:
@@ -116,7 +127,12 @@ async def get_user(
     return _user_out(user, scope.project_scope())
 
 
-@router.get("/users/{user_id}/sessions", response_model=wire.SessionListResponse)
+@router.get(
+    "/users/{user_id}/sessions",
+    response_model=wire.SessionListResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters(path="user_id")],
+)
 async def list_sessions(
     user_id: str,
     request: Request,
@@ -147,7 +163,12 @@ async def list_sessions(
     )
 
 
-@router.get("/users/{user_id}/timeline", response_model=wire.TimelineResponse)
+@router.get(
+    "/users/{user_id}/timeline",
+    response_model=wire.TimelineResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters(path="user_id")],
+)
 async def timeline(
     user_id: str,
     request: Request,
@@ -166,7 +187,12 @@ async def timeline(
     )
 
 
-@router.get("/users/{user_id}/forget-preview", response_model=wire.ForgetPreviewOut)
+@router.get(
+    "/users/{user_id}/forget-preview",
+    response_model=wire.ForgetPreviewOut,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters(path="user_id")],
+)
 async def forget_preview(
     user_id: str, request: Request, tenant: ReadTenant, inspector: Inspect
 ) -> wire.ForgetPreviewOut:
@@ -183,7 +209,12 @@ async def forget_preview(
     )
 
 
-@router.get("/users/{user_id}/job-counts", response_model=wire.JobCountsOut)
+@router.get(
+    "/users/{user_id}/job-counts",
+    response_model=wire.JobCountsOut,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters(path="user_id")],
+)
 async def job_counts(
     user_id: str, request: Request, tenant: ReadTenant, inspector: Inspect
 ) -> wire.JobCountsOut:
@@ -196,7 +227,12 @@ async def job_counts(
     return wire.JobCountsOut.model_validate(counts)
 
 
-@router.get("/memories/{episode_id}/neighbours", response_model=wire.EpisodeNeighboursResponse)
+@router.get(
+    "/memories/{episode_id}/neighbours",
+    response_model=wire.EpisodeNeighboursResponse,
+    responses=errors(403, 404, 422),
+    dependencies=[scope_parameters()],
+)
 async def neighbours(
     episode_id: str,
     request: Request,

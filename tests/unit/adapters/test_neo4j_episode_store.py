@@ -15,6 +15,7 @@ from memmachine.errors import (
     ConflictError,
     StoreError,
     StoreUnavailableError,
+    WriteOutcomeUnknownError,
 )
 from memmachine.models import Scope
 from memmachine.ports import EpisodeStore
@@ -111,6 +112,14 @@ def test_a_uniqueness_violation_is_a_conflict() -> None:
     error = store_error(neo4j_errors.ConstraintError("Node(7) already exists with label"))
     assert isinstance(error, ConflictError)
     assert "Node(7)" not in error.message  # nothing of the other node is repeated
+
+
+def test_a_connection_lost_during_commit_is_an_unknown_outcome() -> None:
+    # The driver does not retry it (the commit may have happened), and neither may we.
+    error = store_error(neo4j_errors.IncompleteCommit("connection lost during commit"))
+    assert isinstance(error, WriteOutcomeUnknownError)
+    assert error.code == "write_outcome_unknown"
+    assert not neo4j_errors.IncompleteCommit("x").is_retryable()
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ HAVE_TORCH = all(
 )
 needs_torch = pytest.mark.skipif(
     not HAVE_TORCH or not (TOKENIZER_DIR / "tokenizer.json").is_file(),
-    reason="torch and sentence-transformers are not installed (the server's gpu extra)"
+    reason="torch and sentence-transformers are not installed (the gpu extra)"
     if not HAVE_TORCH
     else f"no tokenizer files in {TOKENIZER_DIR}",
 )
@@ -268,7 +268,7 @@ def test_without_torch_start_says_to_install_the_gpu_extra(adapter: str, what: s
     message = out.stdout.strip()
     assert message.startswith(f"{what} needs torch and sentence-transformers")
     assert "uv sync --extra gpu" in message
-    assert "memmachine-server[gpu]" in message
+    assert "memmachine-core[gpu]" in message
 
 
 @needs_torch
