@@ -95,6 +95,12 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
     assert isinstance(exc, RequestValidationError)
     problems = []
     for error in exc.errors():
+        if error.get("type") == "json_invalid":  # its loc is the character position
+            position = error.get("loc", ("body", "?"))[-1]
+            problems.append(
+                {"field": "body", "message": f"not valid JSON (at character {position})"}
+            )
+            continue
         problems.append(
             {"field": _field_of(tuple(error.get("loc", ()))), "message": error.get("msg", "")}
         )
@@ -107,8 +113,23 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
     )
 
 
+#: What FastAPI says when a JSON body cannot even be decoded (bytes that are not UTF-8).
+_UNPARSABLE_BODY = "There was an error parsing the body"
+
+
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == _UNPARSABLE_BODY:
+        # bad input like any other: a 422 naming the body, as for JSON that does not parse
+        return error_response(
+            422,
+            ErrorDetail(
+                code="invalid_input",
+                message="body: not valid JSON in UTF-8",
+                field="body",
+                errors=[{"field": "body", "message": "not valid JSON in UTF-8"}],
+            ),
+        )
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
         exc.status_code, "http_error"
     )

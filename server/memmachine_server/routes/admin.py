@@ -79,7 +79,7 @@ async def create_key(
     return wire.CreatedKeyOut(key=issued.token, **key_out(record).model_dump())
 
 
-@router.get("/keys", response_model=wire.ApiKeyListResponse, responses=errors(403))
+@router.get("/keys", response_model=wire.ApiKeyListResponse, responses=errors(403, 422))
 async def list_keys(
     request: Request, principal: AdminPrincipal, tenant: str | None = None
 ) -> wire.ApiKeyListResponse:
