@@ -5,9 +5,10 @@ without the extra never loads OpenTelemetry. The tracer provider is this object'
 (``self.provider``), never the process-wide global one, so two apps in a process trace
 separately; the server hands it to the FastAPI instrumentation for the route spans.
 
-Outgoing HTTP calls made with httpx (the OpenAI-compatible language model and embedder) get
-spans from the standard httpx instrumentation, which patches httpx for the whole process:
-the first tracer to start in a process instruments it, and removes it when it closes.
+Outgoing HTTP calls made with httpx (the OpenAI-compatible embedder) or httpx2 (what the
+``openai`` client of the language model runs on) get spans from the standard httpx
+instrumentation, which patches those libraries for the whole process: the first tracer to
+start in a process instruments them, and removes that when it closes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 
-from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from opentelemetry.instrumentation import httpx as httpx_instrumentation
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -53,10 +55,15 @@ class OpenTelemetryTracer:
         else:
             self.provider.add_span_processor(BatchSpanProcessor(_exporter(exporter)))
         self._tracer = self.provider.get_tracer("memmachine")
-        self._httpx = HTTPXClientInstrumentor()
-        self._owns_httpx = not self._httpx.is_instrumented_by_opentelemetry
-        if self._owns_httpx:
-            self._httpx.instrument(tracer_provider=self.provider)
+        self._instrumented: list[BaseInstrumentor] = []
+        for name in ("HTTPXClientInstrumentor", "HTTPX2ClientInstrumentor"):
+            kind = getattr(httpx_instrumentation, name, None)
+            instrumentor = kind() if kind is not None else None
+            if instrumentor is None or instrumentor.is_instrumented_by_opentelemetry:
+                continue
+            instrumentor.instrument(tracer_provider=self.provider)
+            if instrumentor.is_instrumented_by_opentelemetry:  # its library is installed
+                self._instrumented.append(instrumentor)
         self._closed = False
 
     def span(
@@ -75,8 +82,8 @@ class OpenTelemetryTracer:
         if self._closed:
             return
         self._closed = True
-        if self._owns_httpx:
-            self._httpx.uninstrument()
+        for instrumentor in self._instrumented:
+            instrumentor.uninstrument()
         self.provider.shutdown()
 
 
