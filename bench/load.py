@@ -213,11 +213,14 @@ async def client_loop(
     outcome: Outcome,
     stop_at: float,
     queries: Sequence[str],
+    *,
+    user_prefix: str = "load-user",
 ) -> None:
-    """One client: adds and searches until the time or the request budget runs out."""
+    """One client: adds and searches until the time or the request budget runs out, as user
+    ``<user_prefix>-<number % users>``."""
     message_text = load_scale().message_text
     rng = random.Random(args.seed * 7919 + number)
-    user = f"load-user-{number % args.users}"
+    user = f"{user_prefix}-{number % args.users}"
     written = outcome.written.setdefault(user, {})
     async with httpx.AsyncClient(base_url=base, timeout=args.timeout) as client:
         while time.monotonic() < stop_at and outcome.requests < args.max_ops:

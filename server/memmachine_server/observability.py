@@ -28,31 +28,23 @@ import hmac
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memmachine.errors import AuthenticationError, PermissionDeniedError
 from memmachine.telemetry import Metrics, bind_request_id, new_request_id, valid_request_id
 from memmachine_sdk.models import ErrorDetail
-from memmachine_server.errors import error_response
+from memmachine_server.errors import error_response, route_of
 from memmachine_server.keyring import Keyring
 from memmachine_server.scope import presented_key
 
-__all__ = ["REQUEST_ID_HEADER", "RequestObserver", "metrics_access", "route_of"]
+__all__ = ["REQUEST_ID_HEADER", "RequestObserver", "metrics_access"]
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _QUIET_ROUTES = frozenset({"/health", "/metrics"})
 
 access_log = logging.getLogger("memmachine.access")
 log = logging.getLogger("memmachine.server")
-
-
-def route_of(scope: Mapping[str, Any]) -> str:
-    """The route template that served the request, or ``unmatched``."""
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    return path if isinstance(path, str) else "unmatched"
 
 
 class RequestObserver:
