@@ -329,31 +329,15 @@ def build_parser() -> argparse.ArgumentParser:
     load = load_module()
     parser = argparse.ArgumentParser(description="memmachine REST load across replicas")
     parser.add_argument("--phases", type=_phases, default=[1, 2, 1], help="replicas per phase")
-    parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
-    parser.add_argument("--users", type=int, default=4, help="users the clients share")
-    parser.add_argument("--sessions", type=int, default=3, help="sessions per user")
-    parser.add_argument("--duration", type=float, default=40.0, help="seconds per phase")
-    parser.add_argument("--max-ops", type=int, default=4_000, help="requests per phase")
-    parser.add_argument("--search-ratio", type=float, default=0.5, help="share of searches")
     parser.add_argument("--probe-pause", type=float, default=0.2, help="seconds between probes")
-    parser.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
-    parser.add_argument("--startup-timeout", type=float, default=180.0)
-    parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--model", type=Path, default=load.DEFAULT_MODEL, help="ONNX model dir")
-    load.load_scale().add_production_arguments(parser)
-    parser.add_argument("--json", type=Path, help="write the raw results here")
+    load.add_client_arguments(parser, duration=40.0, max_ops=4_000, per=" per phase")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.clients < 1 or args.users < 1 or args.sessions < 1 or args.max_ops < 1:
-        parser.error("--clients, --users, --sessions and --max-ops must be positive")
-    if args.duration <= 0:
-        parser.error("--duration must be positive")
-    if not (args.model / "onnx" / "model.onnx").is_file():
-        parser.error(f"--model: no onnx/model.onnx under {args.model}")
+    load_module().check_client_arguments(parser, args)
     results = asyncio.run(run(args))
     print(render(results))
     if args.json is not None:

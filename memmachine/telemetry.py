@@ -211,40 +211,27 @@ class Telemetry:
         request_id = current_request_id()
         if request_id is not None:
             attributes["memmachine.request_id"] = request_id
+        metrics = self.metrics
+
+        def record(seconds: float, error: str | None) -> None:
+            if metrics is not None:
+                metrics.observe_call(component, target, backend, operation, seconds, error)
+
         opened = self.span(f"{target}.{operation}", attributes) if span else nullcontext()
-        error: str | None = None
-        started = time.perf_counter()
-        with opened:
-            try:
-                yield
-            except BaseException as exc:
-                error = error_label(exc)
-                raise
-            finally:
-                if self.metrics is not None:
-                    self.metrics.observe_call(
-                        component,
-                        target,
-                        backend,
-                        operation,
-                        time.perf_counter() - started,
-                        error,
-                    )
+        with opened, _measured(record):
+            yield
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         """One stage of a search (see :mod:`memmachine.stage_observer`)."""
-        error: str | None = None
-        started = time.perf_counter()
-        with self.span(f"stage.{name}", {"memmachine.stage": name}):
-            try:
-                yield
-            except BaseException as exc:
-                error = error_label(exc)
-                raise
-            finally:
-                if self.metrics is not None:
-                    self.metrics.observe_stage(name, time.perf_counter() - started, error)
+        metrics = self.metrics
+
+        def record(seconds: float, error: str | None) -> None:
+            if metrics is not None:
+                metrics.observe_stage(name, seconds, error)
+
+        with self.span(f"stage.{name}", {"memmachine.stage": name}), _measured(record):
+            yield
 
     def count(self, kind: str, count: int) -> None:
         """``count`` more items of ``kind`` (episodes, facts, working_messages,
@@ -278,3 +265,18 @@ class Telemetry:
                 return await method(*args, **kwargs)
 
         return operation
+
+
+@contextmanager
+def _measured(record: Callable[[float, str | None], None]) -> Iterator[None]:
+    """Time the block and pass ``record`` its seconds and the :func:`error_label` of an
+    exception leaving it (``None`` when none did); the exception passes through."""
+    error: str | None = None
+    started = time.perf_counter()
+    try:
+        yield
+    except BaseException as exc:
+        error = error_label(exc)
+        raise
+    finally:
+        record(time.perf_counter() - started, error)

@@ -111,31 +111,11 @@ class PrometheusMetrics:
             buckets=_FAST,
             registry=registry,
         )
-        self._store_seconds = Histogram(
-            f"{_P}_store_operation_duration_seconds",
-            "Time of one call to a store.",
-            ["store", "backend", "operation"],
-            buckets=_FAST,
-            registry=registry,
+        self._store_calls = self._calls(
+            "store", "store_operation_duration_seconds", "store_errors_total", _FAST
         )
-        self._store_errors = Counter(
-            f"{_P}_store_errors_total",
-            "Store calls that raised, by error code.",
-            ["store", "backend", "operation", "error"],
-            registry=registry,
-        )
-        self._model_seconds = Histogram(
-            f"{_P}_model_call_duration_seconds",
-            "Time of one call to a model (embedder, reranker, language model).",
-            ["model", "backend", "operation"],
-            buckets=_SLOW,
-            registry=registry,
-        )
-        self._model_errors = Counter(
-            f"{_P}_model_errors_total",
-            "Model calls that raised, by error code.",
-            ["model", "backend", "operation", "error"],
-            registry=registry,
+        self._model_calls = self._calls(
+            "model", "model_call_duration_seconds", "model_errors_total", _SLOW
         )
         self._ingested = Counter(
             f"{_P}_ingested_items_total",
@@ -165,6 +145,27 @@ class PrometheusMetrics:
         self._gauges = _Gauges()
         registry.register(self._gauges)
 
+    def _calls(
+        self, what: str, timings: str, errors: str, buckets: tuple[float, ...]
+    ) -> tuple[Histogram, Counter]:
+        """The duration and error families of calls to a ``what`` (store or model)."""
+        labels = [what, "backend", "operation"]
+        return (
+            Histogram(
+                f"{_P}_{timings}",
+                f"Time of one call to a {what}.",
+                labels,
+                buckets=buckets,
+                registry=self.registry,
+            ),
+            Counter(
+                f"{_P}_{errors}",
+                f"Calls to a {what} that raised, by error code.",
+                [*labels, "error"],
+                registry=self.registry,
+            ),
+        )
+
     # ------------------------------------------------------------------ recording
 
     def observe_call(
@@ -181,11 +182,7 @@ class PrometheusMetrics:
             if operation in SEARCH_OPERATIONS and error is None:
                 self._search_seconds.labels(operation).observe(seconds)
             return
-        timings, errors = (
-            (self._store_seconds, self._store_errors)
-            if component == "store"
-            else (self._model_seconds, self._model_errors)
-        )
+        timings, errors = self._store_calls if component == "store" else self._model_calls
         timings.labels(target, backend, operation).observe(seconds)
         if error is not None:
             errors.labels(target, backend, operation, error).inc()
