@@ -295,8 +295,8 @@ def render(results: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "Read-after-write probe (add through one replica, search through the other at once; "
-        "delete, search again):",
+        "Read-after-write probe (add through one replica, search through the other at once, "
+        "the same one in a one-replica phase; delete, search again):",
         "",
         "| phase | replicas | probes | found by the first search | found later | never | "
         "ack → found p50 / max ms | deleted episodes returned | probe errors |",
