@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -38,9 +39,11 @@ from memmachine.ports import (
     KeyStore,
     LanguageModel,
     ProfileStore,
+    RateLimiter,
     Reranker,
     WorkingMemoryStore,
 )
+from memmachine.telemetry import Telemetry
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -55,7 +58,9 @@ if TYPE_CHECKING:
 __all__ = [
     "build_key_store",
     "build_manager",
+    "build_rate_limiter",
     "build_state_backend",
+    "build_telemetry",
     "open_manager",
     "start_manager",
 ]
@@ -70,10 +75,12 @@ REDIS_SCHEMES = frozenset({"redis", "rediss", "unix", "redis+cluster", "rediss+c
 _MIN_ATTEMPT_SECONDS = 10.0
 
 
-async def build_manager(settings: Settings) -> MemoryManager:
+async def build_manager(settings: Settings, *, telemetry: Telemetry | None = None) -> MemoryManager:
     """Wire adapters from settings. The embedder is loaded (and, for a remote one, probed)
     here because the episode store needs its dimensions, and the reranker is loaded here so
-    that one that cannot load leaves search unreranked; stores connect in ``start()``."""
+    that one that cannot load leaves search unreranked; stores connect in ``start()``.
+    With ``telemetry`` every store and model is observed and so are the manager's
+    operations (see :func:`_observed`)."""
     episode_url = _secret(settings.episode_store_url)
     profile_url = _secret(settings.profile_store_url)
     working_url = _secret(settings.working_store_url)
@@ -101,6 +108,7 @@ async def build_manager(settings: Settings) -> MemoryManager:
             episode_url,
             profile_url,
             working_url,
+            telemetry,
         )
     except BaseException:
         if reranker is not None:
@@ -119,6 +127,7 @@ def _wire(
     episode_url: str | None,
     profile_url: str | None,
     working_url: str | None,
+    telemetry: Telemetry | None = None,
 ) -> MemoryManager:
     from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
 
@@ -129,22 +138,30 @@ def _wire(
         embedded = EmbeddedFalkorDBServer(settings.data_dir.expanduser().resolve())
         resources.append(embedded)
 
-    episodes = _searched_in_memory(
-        _episode_store(
-            episode_url,
-            embedded,
-            settings,
-            embedder_dims=(embedder.dimensions if embedder else None),
-            embedder_model=(embedder.model if embedder else None),
+    parts = _observed(
+        telemetry,
+        _Parts(
+            episodes=_episode_store(
+                episode_url,
+                embedded,
+                settings,
+                embedder_dims=(embedder.dimensions if embedder else None),
+                embedder_model=(embedder.model if embedder else None),
+            ),
+            profile=_profile_store(profile_url, settings),
+            working=_working_store(working_url, embedded, settings),
+            jobs=_job_queue(working_url, embedded, settings),
+            embedder=embedder,
+            reranker=reranker,
+            language_model=build_language_model(settings.llm),
         ),
-        settings.search_index,
     )
-    profile = _profile_store(profile_url, settings)
-    working = _working_store(working_url, embedded, settings)
-    jobs = _job_queue(working_url, embedded, settings)
+    episodes = _searched_in_memory(parts.episodes, settings.search_index, telemetry)
+    profile, working, jobs = parts.profile, parts.working, parts.jobs
+    embedder, reranker = parts.embedder, parts.reranker
+    language_model, llm_off_reason = parts.language_model
     memory_types = _memory_types(settings, working_url, embedded)
-    language_model, llm_off_reason = build_language_model(settings.llm)
-    return MemoryManager(
+    manager = MemoryManager(
         episodes=episodes,
         profile=profile,
         working=working,
@@ -166,6 +183,9 @@ def _wire(
         extraction=settings.extraction,
         memory_types=memory_types,
     )
+    if telemetry is not None:
+        telemetry.instrument_operations(manager)
+    return manager
 
 
 def _memory_types(
@@ -314,19 +334,24 @@ def _episode_store(
     )
 
 
-def _searched_in_memory(store: EpisodeStore, settings: SearchIndexSettings) -> EpisodeStore:
+def _searched_in_memory(
+    store: EpisodeStore, settings: SearchIndexSettings, telemetry: Telemetry | None = None
+) -> EpisodeStore:
     """``store`` behind in-process search indexes, unless they are switched off."""
     if not settings.enabled:
         return store
     from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
 
-    return IndexedEpisodeStore(
+    indexed = IndexedEpisodeStore(
         store,
         memory_budget=settings.memory_mb << 20,
         min_episodes=settings.min_episodes,
         load_inline=settings.load_inline,
         episode_cache=settings.episode_cache,
     )
+    if telemetry is not None and telemetry.metrics is not None:
+        telemetry.metrics.watch_index(indexed.stats)
+    return indexed
 
 
 def _neo4j_episode_store(
@@ -685,3 +710,102 @@ def build_state_backend(
                 password = password or credentials.password.get_secret_value()
         return RedisStateBackend(url, key_prefix=settings.working_key_prefix, password=password)
     raise ConfigurationError(f"unknown state backend {kind!r} (use working, file, sqlite or redis)")
+
+
+# ---------------------------------------------------------------------- observability
+
+
+def build_telemetry(settings: Settings, *, service_name: str | None = None) -> Telemetry:
+    """The telemetry of one app or worker process: Prometheus metrics in a registry of its
+    own (unless ``MEMMACHINE_METRICS_ENABLED`` is off) and, with
+    ``MEMMACHINE_TRACING_ENABLED``, an OpenTelemetry tracer (the ``otel`` extra; without
+    it a ``ConfigurationError`` says so). OpenTelemetry is not imported otherwise. The
+    caller closes it (``telemetry.close()``) after the manager."""
+    from memmachine.adapters.prometheus_metrics import PrometheusMetrics
+
+    metrics = PrometheusMetrics() if settings.metrics.enabled else None
+    if not settings.tracing.enabled:
+        return Telemetry(metrics)
+    try:
+        from memmachine.adapters.opentelemetry_tracer import OpenTelemetryTracer
+    except ImportError as exc:
+        raise ConfigurationError(
+            "MEMMACHINE_TRACING_ENABLED needs OpenTelemetry: install the server's otel extra "
+            f"(pip install 'memmachine-service[otel]'); {type(exc).__name__}: {exc}"
+        ) from None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("memmachine")
+    except PackageNotFoundError:  # pragma: no cover - a bare checkout
+        release = ""
+    tracer = OpenTelemetryTracer(
+        settings.tracing.exporter,
+        service_name=service_name or settings.tracing.service_name,
+        service_version=release,
+    )
+    return Telemetry(metrics, tracer)
+
+
+@dataclass
+class _Parts:
+    """What :func:`_wire` builds before it makes the manager."""
+
+    episodes: EpisodeStore
+    profile: ProfileStore
+    working: WorkingMemoryStore
+    jobs: JobQueue
+    embedder: Embedder | None
+    reranker: Reranker | None
+    language_model: tuple[LanguageModel | None, str]
+
+
+def _observed(telemetry: Telemetry | None, parts: _Parts) -> _Parts:
+    """Every store and model of ``parts`` behind its ``Observed*`` wrapper (durations,
+    errors, spans, items counted), and the queue's counts watched by the metrics."""
+    if telemetry is None:
+        return parts
+    from memmachine.adapters.observed_embedder import ObservedEmbedder
+    from memmachine.adapters.observed_episode_store import ObservedEpisodeStore
+    from memmachine.adapters.observed_job_queue import ObservedJobQueue
+    from memmachine.adapters.observed_language_model import ObservedLanguageModel
+    from memmachine.adapters.observed_profile_store import ObservedProfileStore
+    from memmachine.adapters.observed_reranker import ObservedReranker
+    from memmachine.adapters.observed_working_memory_store import ObservedWorkingMemoryStore
+
+    jobs = ObservedJobQueue(parts.jobs, telemetry)
+    if telemetry.metrics is not None:
+        telemetry.metrics.watch_queue(jobs.stats)
+    model, off_reason = parts.language_model
+    return _Parts(
+        episodes=ObservedEpisodeStore(parts.episodes, telemetry),
+        profile=ObservedProfileStore(parts.profile, telemetry),
+        working=ObservedWorkingMemoryStore(parts.working, telemetry),
+        jobs=jobs,
+        embedder=ObservedEmbedder(parts.embedder, telemetry) if parts.embedder else None,
+        reranker=ObservedReranker(parts.reranker, telemetry) if parts.reranker else None,
+        language_model=(
+            ObservedLanguageModel(model, telemetry) if model else None,
+            off_reason,
+        ),
+    )
+
+
+def build_rate_limiter(settings: Settings) -> RateLimiter:
+    """The API keys' rate limiter (not yet started): on the working store's Redis when
+    ``MEMMACHINE_WORKING_STORE_URL`` is set, so every server process on it shares one
+    bucket per key (keys under ``MEMMACHINE_WORKING_KEY_PREFIX``); else in this process,
+    which is all the embedded mode (one process per data dir) needs."""
+    url = _secret(settings.working_store_url)
+    if url is None:
+        from memmachine.adapters.in_process_rate_limiter import InProcessRateLimiter
+
+        return InProcessRateLimiter()
+    from memmachine.adapters.redis_rate_limiter import RedisRateLimiter
+
+    _check_schemes(None, None, url)
+    password: str | None = None
+    credentials = _credentials("WORKING", url, None, settings.working_store_password)
+    if credentials.password is not None and resolve_credentials(url).password is None:
+        password = credentials.password.get_secret_value()
+    return RedisRateLimiter(url, key_prefix=settings.working_key_prefix, password=password)

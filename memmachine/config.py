@@ -52,10 +52,12 @@ __all__ = [
     "EmbeddingSettings",
     "ExtractionSettings",
     "LimitSettings",
+    "MetricsSettings",
     "RerankerSettings",
     "RetrievalSettings",
     "SearchIndexSettings",
     "Settings",
+    "TracingSettings",
     "redact_url",
     "resolve_credentials",
     "url_address",
@@ -497,6 +499,44 @@ class JobSettings(_Section):
     poll_interval_seconds: float = Field(default=0.5, gt=0, le=60)
 
 
+class MetricsSettings(_Section):
+    """Prometheus metrics (``MEMMACHINE_METRICS_*``; see the README's Observability).
+
+    ``memmachine serve`` serves them at ``/metrics``. When the server requires API keys,
+    a scrape presents ``key`` (a scrape-only secret that reads nothing else) or
+    ``MEMMACHINE_ADMIN_KEY``; when it serves open (loopback without keys, or auth off),
+    ``/metrics`` is open too. ``memmachine worker`` serves its own at ``worker_port``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_METRICS_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "metrics"
+
+    #: Off: no ``/metrics`` route (404) and no worker metrics server.
+    enabled: bool = True
+    #: The bearer token a Prometheus scrape presents (besides the admin key).
+    key: SecretStr | None = None
+    #: ``memmachine worker`` serves its metrics on this port (0 = not at all), without
+    #: authentication, so bind it where only the scraper reaches it.
+    worker_port: int = Field(default=0, ge=0, le=65535)
+    worker_host: str = "127.0.0.1"
+
+
+class TracingSettings(_Section):
+    """OpenTelemetry traces (``MEMMACHINE_TRACING_*``), off by default; they need the
+    server's ``otel`` extra (``pip install 'memmachine-service[otel]'``)."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_TRACING_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "tracing"
+
+    enabled: bool = False
+    #: ``otlp``: OTLP over HTTP to ``OTEL_EXPORTER_OTLP_ENDPOINT`` (default
+    #: ``http://localhost:4318``; the other standard ``OTEL_EXPORTER_OTLP_*`` variables
+    #: apply); ``console``: spans as JSON on stdout.
+    exporter: Literal["otlp", "console"] = "otlp"
+    #: ``service.name`` of the spans (a worker adds ``-worker``).
+    service_name: str = "memmachine"
+
+
 class CompactionSettings(_Section):
     """When and how a session's working memory is compacted (``MEMMACHINE_COMPACTION_*``).
 
@@ -578,6 +618,9 @@ class Settings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     log_level: str = "INFO"
+    #: ``json``: one JSON object per log line; ``text``: ``time level logger: message``;
+    #: ``auto``: text when stderr is a terminal, else JSON.
+    log_format: Literal["auto", "json", "text"] = "auto"
 
     #: Unset = embedded FalkorDB in the data dir; ``neo4j://``, ``neo4j+s://``,
     #: ``neo4j+ssc://``, ``bolt://``, ``bolt+s://`` = Neo4j (a path ``/name`` picks the
@@ -645,6 +688,8 @@ class Settings(_Section):
     jobs: JobSettings = Field(default_factory=JobSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
 
     #: Custom memory types to serve (:mod:`memmachine.memory_types`), besides those of the
     #: ``memmachine.memory_types`` entry points: ``module:Class`` references, a JSON list or
@@ -688,7 +733,8 @@ class Settings(_Section):
     def secrets(self) -> list[str]:
         """Every password this configuration knows, to scrub from messages."""
         found: list[str] = []
-        for url in (self.episode_store_url, self.profile_store_url, self.working_store_url):
+        urls = (self.episode_store_url, self.profile_store_url, self.working_store_url)
+        for url in (*urls, self.jobs.url):
             text = _plain(url)
             if text:
                 password = _url_password(text)
@@ -701,6 +747,9 @@ class Settings(_Section):
             self.api_keys,
             self.admin_key,
             self.embedding.api_key,
+            self.llm.api_key,
+            self.jobs.password,
+            self.metrics.key,
         ):
             text = _plain(secret)
             if text:

@@ -60,11 +60,13 @@ __all__ = [
     "EpisodeStore",
     "Job",
     "JobQueue",
+    "JobQueueStats",
     "JobStatus",
     "KeyStore",
     "LanguageModel",
     "Lifecycle",
     "ProfileStore",
+    "RateLimiter",
     "Reranker",
     "SpanEmbedder",
     "SpanSet",
@@ -542,6 +544,18 @@ class Job(BaseModel):
     updated_at: datetime
     #: A queued job is not claimed before this time (retry backoff).
     available_at: datetime
+    #: The id of the request that enqueued the job (``X-Request-ID``), for its logs.
+    request_id: str | None = None
+
+
+class JobQueueStats(BaseModel):
+    """What a queue holds right now, over every user: jobs waiting (``queued``, retries
+    waiting out their backoff included), being run (``running``) and dead-lettered
+    (``dead``)."""
+
+    queued: int = 0
+    running: int = 0
+    dead: int = 0
 
 
 @runtime_checkable
@@ -553,7 +567,9 @@ class JobQueue(Protocol):
     * ``enqueue(scope, kind, payload, idempotency_key, max_attempts, delay_seconds)`` stores
       a queued job and returns it; a key already enqueued (in any status) returns that job
       unchanged. With ``delay_seconds`` > 0 the job is not claimable before that much time
-      has passed (``available_at`` = now + delay).
+      has passed (``available_at`` = now + delay). ``request_id`` (an id of
+      :data:`memmachine.telemetry.REQUEST_ID_PATTERN`, or ``None``) is kept with the job and
+      returned with it, so the worker's log lines for the job can name the request.
     * ``claim(worker, kinds, lease_seconds)`` hands one available queued job (oldest first,
       ``available_at`` passed) to ``worker`` as ``running``, with ``attempts`` + 1, or
       returns ``None``. A running job whose lease expired (its worker died) becomes
@@ -571,6 +587,9 @@ class JobQueue(Protocol):
       until replayed or purged: ``purge_dead(scope, job_id=None)`` deletes that dead job
       of the user (``NotFoundError`` outside the user's scope, ``ConflictError`` when it
       is not dead), or every dead job of the user, and returns how many it deleted.
+    * ``stats()`` counts the queue's jobs by status over every user (a
+      :class:`JobQueueStats`; done jobs are not counted), for monitoring. It reads counters,
+      not the jobs: its cost does not grow with the queue.
     * Jobs survive a restart of the process and of the backing store's server when it
       persists (the embedded server does).
     """
@@ -591,6 +610,7 @@ class JobQueue(Protocol):
         idempotency_key: str,
         max_attempts: int = 5,
         delay_seconds: float = 0.0,
+        request_id: str | None = None,
     ) -> Job: ...
     async def claim(
         self, worker: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 60.0
@@ -604,6 +624,34 @@ class JobQueue(Protocol):
     async def replay(self, scope: Scope, job_id: str) -> Job: ...
     async def count_jobs(self, scope: Scope) -> dict[JobStatus, int]: ...
     async def purge_dead(self, scope: Scope, job_id: str | None = None) -> int: ...
+    async def stats(self) -> JobQueueStats: ...
+
+
+@runtime_checkable
+class RateLimiter(Protocol):
+    """Requests per minute per API key: a token bucket per key id.
+
+    Contract:
+
+    * ``check(key_id, per_minute)`` spends one request of the key's bucket or raises
+      :class:`~memmachine.errors.RateLimitedError` with ``retry_after`` > 0 (seconds until
+      a request is available again), spending nothing. ``per_minute`` <= 0 is unlimited and
+      records nothing. A bucket holds at most ``per_minute`` requests (the burst), starts
+      full and gains one request every ``60 / per_minute`` seconds; a key checked with
+      another limit than before starts from a full bucket of the new limit.
+    * ``forget(key_id)`` drops the key's bucket (a revoked key).
+    * Buckets of different keys are independent. Every process that uses the same backing
+      store shares each key's bucket (an in-process limiter is one process's own).
+    * A backend that fails raises ``StoreError`` naming the store.
+    """
+
+    name: str
+    kind: str
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def check(self, key_id: str, per_minute: int) -> None: ...
+    async def forget(self, key_id: str) -> None: ...
 
 
 @runtime_checkable

@@ -17,9 +17,11 @@ from pydantic import ValidationError
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
 from memmachine_server import cli_data, cli_jobs, cli_keys, cli_mcp
+from memmachine_server.logs import configure_logging
 
 if TYPE_CHECKING:
     from memmachine.manager import MemoryManager
+    from memmachine.telemetry import Telemetry
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -41,7 +43,7 @@ def _launch(overrides: dict[str, Any], run: Callable[[Settings], Awaitable[int]]
         return _fail(exc.message)
     except ValidationError as exc:
         return _fail(_settings_problem(exc))
-    _configure_logging(settings.log_level)
+    configure_logging(settings)
     log = logging.getLogger("memmachine")
     for store, where in settings.describe().items():
         log.info("%s store: %s", store, where)
@@ -55,8 +57,9 @@ def _launch(overrides: dict[str, Any], run: Callable[[Settings], Awaitable[int]]
         return 130
 
 
-async def _start(settings: Settings) -> MemoryManager | int:
-    """Build and start the manager, or return the exit status when that fails.
+async def _start(settings: Settings, telemetry: Telemetry | None = None) -> MemoryManager | int:
+    """Build and start the manager (observed through ``telemetry``), or return the exit
+    status when that fails.
 
     A SIGTERM while stores are still being waited for (``docker stop``) cancels startup,
     which closes what started (the embedded database child included) instead of dying."""
@@ -67,7 +70,7 @@ async def _start(settings: Settings) -> MemoryManager | int:
     assert task is not None
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
-        manager = await build_manager(settings)
+        manager = await build_manager(settings, telemetry=telemetry)
         await start_manager(manager, settings)  # closes whatever started when it fails
     except MemMachineError as exc:
         return _fail(exc.message)
@@ -82,34 +85,46 @@ async def _start(settings: Settings) -> MemoryManager | int:
 async def _run(settings: Settings) -> int:
     import uvicorn
 
+    from memmachine.bootstrap import build_telemetry
     from memmachine_server.app import create_app
 
-    manager = await _start(settings)
-    if isinstance(manager, int):
-        return manager
-    if refusal := await _auth_refusal(settings):
-        await manager.close()
-        return _fail(refusal)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings, manager=manager),
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
-            lifespan="on",
-        )
-    )
-    logging.getLogger("memmachine").info(
-        "memmachine serving on http://%s:%d (data in %s)",
-        settings.host,
-        settings.port,
-        settings.data_dir.resolve(),
-    )
     try:
-        await server.serve()
+        telemetry = build_telemetry(settings)
+    except MemMachineError as exc:
+        return _fail(exc.message)
+    try:
+        manager = await _start(settings, telemetry)
+        if isinstance(manager, int):
+            return manager
+        if refusal := await _auth_refusal(settings):
+            await manager.close()
+            return _fail(refusal)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings, manager=manager, telemetry=telemetry),
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level.lower(),
+                lifespan="on",
+                # Our handler and one line per request (memmachine.access) instead of
+                # uvicorn's own access log.
+                log_config=None,
+                access_log=False,
+            )
+        )
+        logging.getLogger("memmachine").info(
+            "memmachine serving on http://%s:%d (data in %s)",
+            settings.host,
+            settings.port,
+            settings.data_dir.resolve(),
+        )
+        try:
+            await server.serve()
+        finally:
+            await manager.close()  # the app closed it unless startup failed; idempotent
+        return 0 if server.started else 1
     finally:
-        await manager.close()  # the app closed it already unless startup failed; idempotent
-    return 0 if server.started else 1
+        telemetry.close()
 
 
 async def _auth_refusal(settings: Settings) -> str | None:
@@ -128,11 +143,19 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 async def _run_worker(settings: Settings) -> int:
+    from memmachine.bootstrap import build_telemetry
     from memmachine.jobs import Worker
     from memmachine.jobs.handlers import handlers_for
+    from memmachine_server.metrics_server import serve_metrics
 
-    manager = await _start(settings)
+    try:
+        name = f"{settings.tracing.service_name}-worker"
+        telemetry = build_telemetry(settings, service_name=name)
+    except MemMachineError as exc:
+        return _fail(exc.message)
+    manager = await _start(settings, telemetry)
     if isinstance(manager, int):
+        telemetry.close()
         return manager
     loop = asyncio.get_running_loop()
     log = logging.getLogger("memmachine")
@@ -146,13 +169,15 @@ async def _run_worker(settings: Settings) -> int:
             concurrency=config.concurrency,
             poll_interval=config.poll_interval_seconds,
             lease_seconds=config.lease_seconds,
+            telemetry=telemetry,
         )
         stop = asyncio.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         log.info("memmachine worker %s running (data in %s)", worker.worker_id, settings.data_dir)
         try:
-            await worker.run(stop)
+            async with serve_metrics(telemetry.metrics, settings.metrics):
+                await worker.run(stop)
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
@@ -160,6 +185,7 @@ async def _run_worker(settings: Settings) -> int:
         return 0
     finally:
         await manager.close()
+        telemetry.close()
 
 
 def _fail(message: str) -> int:
@@ -195,14 +221,6 @@ def _openapi(args: argparse.Namespace) -> int:
     else:
         args.out.write_text(document, encoding="utf-8")
     return 0
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -40,6 +41,13 @@ _STATUS: list[tuple[type[MemMachineError], int]] = [
     (StoreError, 503),
     (ConfigurationError, 500),
 ]
+
+
+def route_of(scope: Mapping[str, Any]) -> str:
+    """The route template that served a request (``/v1/users/{user_id}``), or
+    ``unmatched``: what logs and metrics name instead of the path, which holds ids."""
+    path = getattr(scope.get("route"), "path", None)
+    return path if isinstance(path, str) else "unmatched"
 
 
 def error_response(status: int, detail: ErrorDetail) -> JSONResponse:
@@ -82,11 +90,15 @@ async def _on_memmachine_error(request: Request, exc: Exception) -> JSONResponse
         )
     elif isinstance(exc, StoreError):
         log.warning(
-            "store %s failed on %s %s: %s", exc.store, request.method, request.url.path, exc.message
+            "store %s failed on %s %s: %s",
+            exc.store,
+            request.method,
+            route_of(request.scope),
+            exc.message,
         )
         detail.message = f"the {exc.store} store is unavailable"
     elif status >= 500:
-        log.error("%s on %s %s: %s", exc.code, request.method, request.url.path, exc.message)
+        log.error("%s on %s %s: %s", exc.code, request.method, route_of(request.scope), exc.message)
         detail.message = "internal error"
     return error_response(status, detail)
 
@@ -137,7 +149,7 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    log.exception("unhandled error on %s %s", request.method, route_of(request.scope))
     return error_response(500, ErrorDetail(code="internal_error", message="internal error"))
 
 

@@ -1247,6 +1247,8 @@ export interface components {
              * Format: date-time
              */
             available_at: string;
+            /** Request Id */
+            request_id: string | null;
         };
         /**
          * JobPurgeResponse

@@ -96,5 +96,5 @@ async def revoke_key(key_id: str, request: Request, principal: AdminPrincipal) -
     ``MEMMACHINE_KEY_REFRESH_SECONDS``)."""
     keyring, store = _keys(request)
     key = await store.revoke(key_id, None if principal.all_tenants else principal.tenant)
-    keyring.forget(key_id)
+    await keyring.forget(key_id)
     return key_out(key)
