@@ -16,6 +16,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+from memmachine.bootstrap.observability import (
+    StoreParts,
+    build_rate_limiter,
+    build_telemetry,
+    observed,
+)
 from memmachine.bootstrap.startup import start_manager
 from memmachine.bootstrap.stores import (
     FALKORDB_SCHEMES,
@@ -28,6 +34,7 @@ from memmachine.bootstrap.stores import (
     job_queue,
     profile_store,
     resolve_credentials,
+    searched_in_memory,
     secret,
     store_credentials,
     working_store,
@@ -37,6 +44,7 @@ from memmachine.errors import ConfigurationError, MemMachineError
 from memmachine.manager import MemoryManager, Resource
 from memmachine.models import EmbedderStatus, RerankerStatus
 from memmachine.ports import Embedder, LanguageModel, Reranker, StateBackend
+from memmachine.telemetry import Telemetry
 
 if TYPE_CHECKING:
     from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
@@ -52,7 +60,9 @@ __all__ = [
     "build_key_store",
     "build_language_model",
     "build_manager",
+    "build_rate_limiter",
     "build_state_backend",
+    "build_telemetry",
     "open_manager",
     "start_manager",
 ]
@@ -60,10 +70,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-async def build_manager(settings: Settings) -> MemoryManager:
+async def build_manager(settings: Settings, *, telemetry: Telemetry | None = None) -> MemoryManager:
     """Wire adapters from settings. The embedder is loaded (and, for a remote one, probed)
     here because the episode store needs its dimensions, and the reranker is loaded here so
-    that one that cannot load leaves search unreranked; stores connect in ``start()``."""
+    that one that cannot load leaves search unreranked; stores connect in ``start()``.
+    With ``telemetry`` every store and model is observed and so are the manager's
+    operations (see :func:`~memmachine.bootstrap.observability.observed`)."""
     episode_url = secret(settings.episode_store_url)
     profile_url = secret(settings.profile_store_url)
     working_url = secret(settings.working_store_url)
@@ -84,6 +96,7 @@ async def build_manager(settings: Settings) -> MemoryManager:
             episode_url,
             profile_url,
             working_url,
+            telemetry,
         )
     except BaseException:
         if reranker is not None:
@@ -102,6 +115,7 @@ def _wire(
     episode_url: str | None,
     profile_url: str | None,
     working_url: str | None,
+    telemetry: Telemetry | None = None,
 ) -> MemoryManager:
     from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 
@@ -112,19 +126,30 @@ def _wire(
         embedded = EmbeddedFalkorDBServer(settings.data_dir.expanduser().resolve())
         resources.append(embedded)
 
-    episodes = episode_store(
-        episode_url,
-        embedded,
-        settings,
-        embedder_dims=(embedder.dimensions if embedder else None),
-        embedder_model=(embedder.model if embedder else None),
+    parts = observed(
+        telemetry,
+        StoreParts(
+            episodes=episode_store(
+                episode_url,
+                embedded,
+                settings,
+                embedder_dims=(embedder.dimensions if embedder else None),
+                embedder_model=(embedder.model if embedder else None),
+            ),
+            profile=profile_store(profile_url, settings),
+            working=working_store(working_url, embedded, settings),
+            jobs=job_queue(working_url, embedded, settings),
+            embedder=embedder,
+            reranker=reranker,
+            language_model=build_language_model(settings.llm),
+        ),
     )
-    profile = profile_store(profile_url, settings)
-    working = working_store(working_url, embedded, settings)
-    jobs = job_queue(working_url, embedded, settings)
+    episodes = searched_in_memory(parts.episodes, settings.search_index, telemetry)
+    profile, working, jobs = parts.profile, parts.working, parts.jobs
+    embedder, reranker = parts.embedder, parts.reranker
+    language_model, llm_off_reason = parts.language_model
     memory_types = _memory_types(settings, working_url, embedded)
-    language_model, llm_off_reason = build_language_model(settings.llm)
-    return MemoryManager(
+    manager = MemoryManager(
         episodes=episodes,
         profile=profile,
         working=working,
@@ -146,6 +171,9 @@ def _wire(
         extraction=settings.extraction,
         memory_types=memory_types,
     )
+    if telemetry is not None:
+        telemetry.instrument_operations(manager)
+    return manager
 
 
 def _memory_types(

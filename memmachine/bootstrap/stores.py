@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pydantic import SecretStr
 
     from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
+    from memmachine.telemetry import Telemetry
 
 __all__ = [
     "build_key_store",
@@ -32,6 +33,7 @@ __all__ = [
     "job_queue",
     "profile_store",
     "resolve_credentials",
+    "searched_in_memory",
     "secret",
     "store_credentials",
     "working_store",
@@ -63,12 +65,10 @@ def episode_store(
     embedder_dims: int | None,
     embedder_model: str | None,
 ) -> EpisodeStore:
-    """The episode store at ``url`` (the embedded server when unset), behind in-process
-    search indexes unless they are switched off."""
-    store = _episode_store_of(
+    """The episode store at ``url`` (the embedded server when unset)."""
+    return _episode_store_of(
         url, embedded, settings, embedder_dims=embedder_dims, embedder_model=embedder_model
     )
-    return _searched_in_memory(store, settings.search_index)
 
 
 def check_schemes(episode: str | None, profile: str | None, working: str | None) -> None:
@@ -148,19 +148,25 @@ def _episode_store_of(
     )
 
 
-def _searched_in_memory(store: EpisodeStore, settings: SearchIndexSettings) -> EpisodeStore:
-    """``store`` behind in-process search indexes, unless they are switched off."""
+def searched_in_memory(
+    store: EpisodeStore, settings: SearchIndexSettings, telemetry: Telemetry | None = None
+) -> EpisodeStore:
+    """``store`` behind in-process search indexes, unless they are switched off (their
+    sizes watched by the metrics, with ``telemetry``)."""
     if not settings.enabled:
         return store
     from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 
-    return IndexedEpisodeStore(
+    indexed = IndexedEpisodeStore(
         store,
         memory_budget=settings.memory_mb << 20,
         min_episodes=settings.min_episodes,
         load_inline=settings.load_inline,
         episode_cache=settings.episode_cache,
     )
+    if telemetry is not None and telemetry.metrics is not None:
+        telemetry.metrics.watch_index(indexed.stats)
+    return indexed
 
 
 def _neo4j_episode_store(

@@ -37,10 +37,12 @@ from memmachine.config.sections import (
     JobSettings,
     LimitSettings,
     LlmSettings,
+    MetricsSettings,
     RerankerSettings,
     RetrievalSettings,
     SafetySettings,
     SearchIndexSettings,
+    TracingSettings,
 )
 from memmachine.config.settings import Settings
 from memmachine.config.sources import CONFIG_FILE_VARIABLE
@@ -65,11 +67,13 @@ __all__ = [
     "JobSettings",
     "LimitSettings",
     "LlmSettings",
+    "MetricsSettings",
     "RerankerSettings",
     "RetrievalSettings",
     "SafetySettings",
     "SearchIndexSettings",
     "Settings",
+    "TracingSettings",
     "redact_url",
     "resolve_credentials",
     "url_address",

@@ -26,10 +26,12 @@ __all__ = [
     "JobSettings",
     "LimitSettings",
     "LlmSettings",
+    "MetricsSettings",
     "RerankerSettings",
     "RetrievalSettings",
     "SafetySettings",
     "SearchIndexSettings",
+    "TracingSettings",
 ]
 
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -337,6 +339,44 @@ class JobSettings(Section):
     concurrency: int = Field(default=1, ge=1, le=64)
     #: Sleep between polls of an empty queue.
     poll_interval_seconds: float = Field(default=0.5, gt=0, le=60)
+
+
+class MetricsSettings(Section):
+    """Prometheus metrics (``MEMMACHINE_METRICS_*``; see the README's Observability).
+
+    ``memmachine serve`` serves them at ``/metrics``. When the server requires API keys,
+    a scrape presents ``key`` (a scrape-only secret that reads nothing else) or
+    ``MEMMACHINE_ADMIN_KEY``; when it serves open (loopback without keys, or auth off),
+    ``/metrics`` is open too. ``memmachine worker`` serves its own at ``worker_port``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_METRICS_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "metrics"
+
+    #: Off: no ``/metrics`` route (404) and no worker metrics server.
+    enabled: bool = True
+    #: The bearer token a Prometheus scrape presents (besides the admin key).
+    key: SecretStr | None = None
+    #: ``memmachine worker`` serves its metrics on this port (0 = not at all), without
+    #: authentication, so bind it where only the scraper reaches it.
+    worker_port: int = Field(default=0, ge=0, le=65535)
+    worker_host: str = "127.0.0.1"
+
+
+class TracingSettings(Section):
+    """OpenTelemetry traces (``MEMMACHINE_TRACING_*``), off by default; they need the
+    server's ``otel`` extra (``pip install 'memmachine-service[otel]'``)."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_TRACING_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "tracing"
+
+    enabled: bool = False
+    #: ``otlp``: OTLP over HTTP to ``OTEL_EXPORTER_OTLP_ENDPOINT`` (default
+    #: ``http://localhost:4318``; the other standard ``OTEL_EXPORTER_OTLP_*`` variables
+    #: apply); ``console``: spans as JSON on stdout.
+    exporter: Literal["otlp", "console"] = "otlp"
+    #: ``service.name`` of the spans (a worker adds ``-worker``).
+    service_name: str = "memmachine"
 
 
 class CompactionSettings(Section):

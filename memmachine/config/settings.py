@@ -18,10 +18,12 @@ from memmachine.config.sections import (
     JobSettings,
     LimitSettings,
     LlmSettings,
+    MetricsSettings,
     RerankerSettings,
     RetrievalSettings,
     SafetySettings,
     SearchIndexSettings,
+    TracingSettings,
 )
 from memmachine.config.sources import Section, split_list
 from memmachine.config.urls import plain, redact_url, url_password
@@ -40,6 +42,9 @@ class Settings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     log_level: str = "INFO"
+    #: ``json``: one JSON object per log line; ``text``: ``time level logger: message``;
+    #: ``auto``: text when stderr is a terminal, else JSON.
+    log_format: Literal["auto", "json", "text"] = "auto"
 
     #: Unset = embedded FalkorDB in the data dir; ``neo4j://``, ``neo4j+s://``,
     #: ``neo4j+ssc://``, ``bolt://``, ``bolt+s://`` = Neo4j (a path ``/name`` picks the
@@ -107,6 +112,8 @@ class Settings(Section):
     jobs: JobSettings = Field(default_factory=JobSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
 
     #: Custom memory types to serve (:mod:`memmachine.memory_types`), besides those of the
     #: ``memmachine.memory_types`` entry points: ``module:Class`` references, a JSON list or
@@ -150,7 +157,8 @@ class Settings(Section):
     def secrets(self) -> list[str]:
         """Every password this configuration knows, to scrub from messages."""
         found: list[str] = []
-        for url in (self.episode_store_url, self.profile_store_url, self.working_store_url):
+        urls = (self.episode_store_url, self.profile_store_url, self.working_store_url)
+        for url in (*urls, self.jobs.url):
             text = plain(url)
             if text:
                 password = url_password(text)
@@ -163,6 +171,9 @@ class Settings(Section):
             self.api_keys,
             self.admin_key,
             self.embedding.api_key,
+            self.llm.api_key,
+            self.jobs.password,
+            self.metrics.key,
         ):
             text = plain(secret)
             if text:

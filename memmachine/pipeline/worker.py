@@ -10,6 +10,12 @@ its job is claimed again once the lease passes.
 ``run(stop)`` polls until ``stop`` is set; a job already started is finished (and completed
 or failed) before it returns. Cancelling ``run`` instead abandons the jobs in hand to their
 leases.
+
+While a job runs, the id of the request that enqueued it is the current request id
+(:func:`memmachine.telemetry.bind_request_id`), so every log line of the job names that
+request. With ``telemetry`` each attempt is a span ``job.<kind>`` (the parent of the store
+and model calls it makes) and is counted by kind and outcome: ``done``, ``retry`` (failed,
+queued again) or ``dead`` (failed for the last time).
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
 from memmachine.errors import ConflictError, InvalidInputError, ModelOutputError, StoreError
 from memmachine.ports import Job, JobQueue
+from memmachine.telemetry import AttributeValue, Telemetry, bind_request_id
 
 __all__ = ["Handler", "Worker", "describe_failure"]
 
@@ -58,6 +66,7 @@ class Worker:
         concurrency: int = 1,
         poll_interval: float = 0.5,
         lease_seconds: float = 60.0,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if not handlers:
             raise InvalidInputError("a worker needs at least one handler", field="handlers")
@@ -74,6 +83,7 @@ class Worker:
         self._concurrency = concurrency
         self._poll_interval = poll_interval
         self._lease_seconds = lease_seconds
+        self._telemetry = telemetry or Telemetry()
 
     async def run_once(self) -> bool:
         """Claim one job and run it to completion or failure; ``False`` when none was
@@ -83,25 +93,38 @@ class Worker:
         )
         if job is None:
             return False
-        handler = self._handlers[job.kind]
-        try:
-            await handler(job)
-        except Exception as exc:
-            error = describe_failure(exc)
-            failed = await self._queue.fail(job.id, self.worker_id, error)
-            log.warning(
-                "job %s (%s) attempt %d/%d failed, now %s: %s",
-                job.id,
-                job.kind,
-                job.attempts,
-                job.max_attempts,
-                failed.status,
-                error.splitlines()[0] if error else "",
-            )
-            return True
-        await self._queue.complete(job.id, self.worker_id)
-        log.debug("job %s (%s) done", job.id, job.kind)
+        with bind_request_id(job.request_id):
+            await self._run_job(job)
         return True
+
+    async def _run_job(self, job: Job) -> None:
+        handler = self._handlers[job.kind]
+        started = time.perf_counter()
+        attributes: dict[str, AttributeValue] = {
+            "memmachine.job_id": job.id,
+            "memmachine.attempt": job.attempts,
+        }
+        with self._telemetry.span(f"job.{job.kind}", attributes):
+            try:
+                await handler(job)
+            except Exception as exc:
+                error = describe_failure(exc)
+                failed = await self._queue.fail(job.id, self.worker_id, error)
+                outcome = "dead" if failed.status == "dead" else "retry"
+                self._telemetry.job_finished(job.kind, outcome, time.perf_counter() - started)
+                log.warning(
+                    "job %s (%s) attempt %d/%d failed, now %s: %s",
+                    job.id,
+                    job.kind,
+                    job.attempts,
+                    job.max_attempts,
+                    failed.status,
+                    error.splitlines()[0] if error else "",
+                )
+                return
+            await self._queue.complete(job.id, self.worker_id)
+        self._telemetry.job_finished(job.kind, "done", time.perf_counter() - started)
+        log.info("job %s (%s) done after %d attempt(s)", job.id, job.kind, job.attempts)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run jobs until ``stop`` is set; jobs in hand are finished first."""

@@ -38,7 +38,7 @@ from memmachine.ports.inference import (
     SpanEmbedder,
     SpanSet,
 )
-from memmachine.ports.jobs import Job, JobQueue, JobStatus
+from memmachine.ports.jobs import Job, JobQueue, JobQueueStats, JobStatus
 from memmachine.ports.state import (
     STATE_NAME_PATTERN,
     StateBackend,
@@ -53,6 +53,7 @@ from memmachine.ports.stores import (
     KeyStore,
     Lifecycle,
     ProfileStore,
+    RateLimiter,
     WorkingMemoryStore,
 )
 
@@ -63,11 +64,13 @@ __all__ = [
     "EpisodeStore",
     "Job",
     "JobQueue",
+    "JobQueueStats",
     "JobStatus",
     "KeyStore",
     "LanguageModel",
     "Lifecycle",
     "ProfileStore",
+    "RateLimiter",
     "Reranker",
     "ResultT",
     "SpanEmbedder",

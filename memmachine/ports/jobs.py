@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from memmachine.models import Scope, StoreHealth
 
-__all__ = ["Job", "JobQueue", "JobStatus"]
+__all__ = ["Job", "JobQueue", "JobQueueStats", "JobStatus"]
 
 
 JobStatus = Literal["queued", "running", "done", "dead"]
@@ -34,6 +34,18 @@ class Job(BaseModel):
     updated_at: datetime
     #: A queued job is not claimed before this time (retry backoff).
     available_at: datetime
+    #: The id of the request that enqueued the job (``X-Request-ID``), for its logs.
+    request_id: str | None = None
+
+
+class JobQueueStats(BaseModel):
+    """What a queue holds right now, over every user: jobs waiting (``queued``, retries
+    waiting out their backoff included), being run (``running``) and dead-lettered
+    (``dead``)."""
+
+    queued: int = 0
+    running: int = 0
+    dead: int = 0
 
 
 @runtime_checkable
@@ -45,7 +57,9 @@ class JobQueue(Protocol):
     * ``enqueue(scope, kind, payload, idempotency_key, max_attempts, delay_seconds)`` stores
       a queued job and returns it; a key already enqueued (in any status) returns that job
       unchanged. With ``delay_seconds`` > 0 the job is not claimable before that much time
-      has passed (``available_at`` = now + delay).
+      has passed (``available_at`` = now + delay). ``request_id`` (an id of
+      :data:`memmachine.telemetry.REQUEST_ID_PATTERN`, or ``None``) is kept with the job and
+      returned with it, so the worker's log lines for the job can name the request.
     * ``claim(worker, kinds, lease_seconds)`` hands one available queued job (oldest first,
       ``available_at`` passed) to ``worker`` as ``running``, with ``attempts`` + 1, or
       returns ``None``. A running job whose lease expired (its worker died) becomes
@@ -63,6 +77,9 @@ class JobQueue(Protocol):
       until replayed or purged: ``purge_dead(scope, job_id=None)`` deletes that dead job
       of the user (``NotFoundError`` outside the user's scope, ``ConflictError`` when it
       is not dead), or every dead job of the user, and returns how many it deleted.
+    * ``stats()`` counts the queue's jobs by status over every user (a
+      :class:`JobQueueStats`; done jobs are not counted), for monitoring. It reads counters,
+      not the jobs: its cost does not grow with the queue.
     * Jobs survive a restart of the process and of the backing store's server when it
       persists (the embedded server does).
     """
@@ -83,6 +100,7 @@ class JobQueue(Protocol):
         idempotency_key: str,
         max_attempts: int = 5,
         delay_seconds: float = 0.0,
+        request_id: str | None = None,
     ) -> Job: ...
     async def claim(
         self, worker: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 60.0
@@ -96,3 +114,4 @@ class JobQueue(Protocol):
     async def replay(self, scope: Scope, job_id: str) -> Job: ...
     async def count_jobs(self, scope: Scope) -> dict[JobStatus, int]: ...
     async def purge_dead(self, scope: Scope, job_id: str | None = None) -> int: ...
+    async def stats(self) -> JobQueueStats: ...

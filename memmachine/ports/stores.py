@@ -27,7 +27,14 @@ from memmachine.models import (
     WorkingMessage,
 )
 
-__all__ = ["EpisodeStore", "KeyStore", "Lifecycle", "ProfileStore", "WorkingMemoryStore"]
+__all__ = [
+    "EpisodeStore",
+    "KeyStore",
+    "Lifecycle",
+    "ProfileStore",
+    "RateLimiter",
+    "WorkingMemoryStore",
+]
 
 
 class Lifecycle:
@@ -397,3 +404,30 @@ class KeyStore(Protocol):
     async def active_keys(self) -> list[StoredKey]: ...
     async def revoke(self, key_id: str, tenant: str | None = None) -> ApiKey: ...
     async def any_active(self) -> bool: ...
+
+
+@runtime_checkable
+class RateLimiter(Protocol):
+    """Requests per minute per API key: a token bucket per key id.
+
+    Contract:
+
+    * ``check(key_id, per_minute)`` spends one request of the key's bucket or raises
+      :class:`~memmachine.errors.RateLimitedError` with ``retry_after`` > 0 (seconds until
+      a request is available again), spending nothing. ``per_minute`` <= 0 is unlimited and
+      records nothing. A bucket holds at most ``per_minute`` requests (the burst), starts
+      full and gains one request every ``60 / per_minute`` seconds; a key checked with
+      another limit than before starts from a full bucket of the new limit.
+    * ``forget(key_id)`` drops the key's bucket (a revoked key).
+    * Buckets of different keys are independent. Every process that uses the same backing
+      store shares each key's bucket (an in-process limiter is one process's own).
+    * A backend that fails raises ``StoreError`` naming the store.
+    """
+
+    name: str
+    kind: str
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def check(self, key_id: str, per_minute: int) -> None: ...
+    async def forget(self, key_id: str) -> None: ...

@@ -448,6 +448,8 @@ class JobOut(_Model):
     updated_at: datetime
     #: A queued job is not started before this time (retry backoff).
     available_at: datetime
+    #: The ``X-Request-ID`` of the request that enqueued it (its log lines carry it too).
+    request_id: str | None = None
 
 
 class JobListResponse(_Model):

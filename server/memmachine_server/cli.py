@@ -10,10 +10,15 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memmachine.config import Settings
+from memmachine.errors import MemMachineError
 from memmachine_server import cli_data, cli_jobs, cli_keys, cli_mcp
 from memmachine_server.cli_common import fail, launch, start
+
+if TYPE_CHECKING:
+    pass
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -29,34 +34,46 @@ def _serve(args: argparse.Namespace) -> int:
 async def _run(settings: Settings) -> int:
     import uvicorn
 
+    from memmachine.bootstrap import build_telemetry
     from memmachine_server.app import create_app
 
-    manager = await start(settings)
-    if isinstance(manager, int):
-        return manager
-    if refusal := await _auth_refusal(settings):
-        await manager.close()
-        return fail(refusal)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings, manager=manager),
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
-            lifespan="on",
-        )
-    )
-    logging.getLogger("memmachine").info(
-        "memmachine serving on http://%s:%d (data in %s)",
-        settings.host,
-        settings.port,
-        settings.data_dir.resolve(),
-    )
     try:
-        await server.serve()
+        telemetry = build_telemetry(settings)
+    except MemMachineError as exc:
+        return fail(exc.message)
+    try:
+        manager = await start(settings, telemetry)
+        if isinstance(manager, int):
+            return manager
+        if refusal := await _auth_refusal(settings):
+            await manager.close()
+            return fail(refusal)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings, manager=manager, telemetry=telemetry),
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level.lower(),
+                lifespan="on",
+                # Our handler and one line per request (memmachine.access) instead of
+                # uvicorn's own access log.
+                log_config=None,
+                access_log=False,
+            )
+        )
+        logging.getLogger("memmachine").info(
+            "memmachine serving on http://%s:%d (data in %s)",
+            settings.host,
+            settings.port,
+            settings.data_dir.resolve(),
+        )
+        try:
+            await server.serve()
+        finally:
+            await manager.close()  # the app closed it unless startup failed; idempotent
+        return 0 if server.started else 1
     finally:
-        await manager.close()  # the app closed it already unless startup failed; idempotent
-    return 0 if server.started else 1
+        telemetry.close()
 
 
 async def _auth_refusal(settings: Settings) -> str | None:
@@ -75,11 +92,19 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 async def _run_worker(settings: Settings) -> int:
+    from memmachine.bootstrap import build_telemetry
     from memmachine.jobs import Worker
     from memmachine.jobs.handlers import handlers_for
+    from memmachine_server.metrics_server import serve_metrics
 
-    manager = await start(settings)
+    try:
+        name = f"{settings.tracing.service_name}-worker"
+        telemetry = build_telemetry(settings, service_name=name)
+    except MemMachineError as exc:
+        return fail(exc.message)
+    manager = await start(settings, telemetry)
     if isinstance(manager, int):
+        telemetry.close()
         return manager
     loop = asyncio.get_running_loop()
     log = logging.getLogger("memmachine")
@@ -93,13 +118,15 @@ async def _run_worker(settings: Settings) -> int:
             concurrency=config.concurrency,
             poll_interval=config.poll_interval_seconds,
             lease_seconds=config.lease_seconds,
+            telemetry=telemetry,
         )
         stop = asyncio.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         log.info("memmachine worker %s running (data in %s)", worker.worker_id, settings.data_dir)
         try:
-            await worker.run(stop)
+            async with serve_metrics(telemetry.metrics, settings.metrics):
+                await worker.run(stop)
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
@@ -107,6 +134,7 @@ async def _run_worker(settings: Settings) -> int:
         return 0
     finally:
         await manager.close()
+        telemetry.close()
 
 
 def _version(args: argparse.Namespace) -> int:

@@ -14,11 +14,13 @@ from pydantic import ValidationError
 
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
+from memmachine_server.logs import configure_logging
 
 if TYPE_CHECKING:
     from memmachine.manager import MemoryManager
+    from memmachine.telemetry import Telemetry
 
-__all__ = ["configure_logging", "fail", "launch", "settings_problem", "start"]
+__all__ = ["fail", "launch", "settings_problem", "start"]
 
 
 def launch(overrides: dict[str, Any], run: Callable[[Settings], Awaitable[int]]) -> int:
@@ -30,7 +32,7 @@ def launch(overrides: dict[str, Any], run: Callable[[Settings], Awaitable[int]])
         return fail(exc.message)
     except ValidationError as exc:
         return fail(settings_problem(exc))
-    configure_logging(settings.log_level)
+    configure_logging(settings)
     log = logging.getLogger("memmachine")
     for store, where in settings.describe().items():
         log.info("%s store: %s", store, where)
@@ -44,8 +46,9 @@ def launch(overrides: dict[str, Any], run: Callable[[Settings], Awaitable[int]])
         return 130
 
 
-async def start(settings: Settings) -> MemoryManager | int:
-    """Build and start the manager, or return the exit status when that fails.
+async def start(settings: Settings, telemetry: Telemetry | None = None) -> MemoryManager | int:
+    """Build and start the manager (observed through ``telemetry``), or return the exit
+    status when that fails.
 
     A SIGTERM while stores are still being waited for (``docker stop``) cancels startup,
     which closes what started (the embedded database child included) instead of dying."""
@@ -56,7 +59,7 @@ async def start(settings: Settings) -> MemoryManager | int:
     assert task is not None
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
-        manager = await build_manager(settings)
+        manager = await build_manager(settings, telemetry=telemetry)
         await start_manager(manager, settings)  # closes whatever started when it fails
     except MemMachineError as exc:
         return fail(exc.message)
@@ -80,11 +83,3 @@ def settings_problem(exc: ValidationError) -> str:
     name = "_".join(str(part) for part in error["loc"]).upper()
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"invalid setting MEMMACHINE_{name}: {error['msg']}{more}"
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )

@@ -16,6 +16,10 @@ stops within that interval.
 :meth:`Keyring.requires_key`); a presented key is always checked, in every mode. Open mode
 is only ever a starting state: once a server has had a key (this run, or a revoked one in
 its key store), revoking the last key does not open it again.
+
+Rate limits are spent through a :class:`~memmachine.ports.RateLimiter`: the composition
+root's choice (:func:`memmachine.bootstrap.build_rate_limiter`: on Redis when one is
+configured, so every replica spends from one bucket per key), else one in this process.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import ipaddress
 import logging
 from dataclasses import dataclass
 
-from memmachine.auth import RateLimiter, StoredKey, parse_key, secret_matches
+from memmachine.adapters.inprocess.in_process_rate_limiter import InProcessRateLimiter
+from memmachine.auth import StoredKey, parse_key, secret_matches
 from memmachine.config import Settings
 from memmachine.errors import AuthenticationError, MemMachineError
-from memmachine.ports import KeyStore
+from memmachine.ports import KeyStore, RateLimiter
 
 __all__ = ["Keyring", "Principal", "is_loopback", "open_mode_refusal"]
 
@@ -54,6 +59,8 @@ class Principal:
     can_write: bool = True
     is_admin: bool = False
     all_tenants: bool = False
+    #: The key's own requests per minute; ``None`` = the server's default.
+    rate_limit: int | None = None
 
 
 def is_loopback(host: str) -> bool:
@@ -80,9 +87,9 @@ class _StaticKey:
 class Keyring:
     """The keys a server accepts and the rule for requests without one.
 
-    ``store`` ``None`` = only the static and admin keys of ``settings``. Call
-    :meth:`start` (loads the store's keys, then re-reads them in the background) and
-    :meth:`close`."""
+    ``store`` ``None`` = only the static and admin keys of ``settings``; ``limiter``
+    ``None`` = rate limits in this process. Call :meth:`start` (starts the limiter, loads
+    the store's keys, then re-reads them in the background) and :meth:`close`."""
 
     def __init__(
         self,
@@ -93,7 +100,7 @@ class Keyring:
     ) -> None:
         self.settings = settings
         self.store = store
-        self.limiter = limiter or RateLimiter()
+        self.limiter: RateLimiter = limiter or InProcessRateLimiter()
         self.mode = settings.auth
         self.loopback = is_loopback(settings.host)
         self._static = [
@@ -115,6 +122,7 @@ class Keyring:
         """Start the store, load its active keys, log (loudly when open) how requests
         without a key are treated, and re-read the store every ``key_refresh_seconds``
         until :meth:`close`."""
+        await self.limiter.start()
         if self.store is not None:
             await self.store.start()
             await self.refresh()
@@ -132,6 +140,7 @@ class Keyring:
                 await task
         if self.store is not None:
             await self.store.close()
+        await self.limiter.close()
 
     async def _refresh_forever(self) -> None:
         while True:
@@ -151,7 +160,7 @@ class Keyring:
             previous, self._active = self._active, {k.key.key_id: k for k in keys}
             self._had_keys = self._had_keys or bool(self._active)
             for key_id in previous.keys() - self._active.keys():
-                self.limiter.forget(key_id)  # revoked elsewhere
+                await self.limiter.forget(key_id)  # revoked elsewhere
             if self._task is not None and before != self.requires_key():
                 log.warning("an API key now exists: every /v1 request needs a key from now on")
             elif self._task is not None and previous and not self._active and self.mode == "auto":
@@ -197,12 +206,10 @@ class Keyring:
         return self._had_keys or self.has_keys() or not self.loopback
 
     def identify(self, token: str) -> Principal:
-        """The principal behind a presented key, after spending one request of its rate
-        limit. Raises AuthenticationError for a key nobody issued or one revoked, and
-        RateLimitedError when the key is over its limit."""
+        """The principal behind a presented key (nothing is spent: see :meth:`spend`).
+        Raises AuthenticationError for a key nobody issued or one revoked."""
         digest = _digest(token)
         if self._admin_digest is not None and hmac.compare_digest(digest, self._admin_digest):
-            self._spend("admin", None)
             return Principal(
                 tenant="default",
                 key_id="admin",
@@ -216,33 +223,41 @@ class Keyring:
             stored = self._active.get(parsed.key_id)
             if stored is not None and secret_matches(parsed.secret, stored.secret_hash):
                 key = stored.key
-                self._spend(key.key_id, key.rate_limit_per_minute)
                 return Principal(
                     tenant=key.tenant,
                     key_id=key.key_id,
                     can_read=key.can_read,
                     can_write=key.can_write,
                     is_admin=key.is_admin,
+                    rate_limit=key.rate_limit_per_minute,
                 )
         for static in self._static:
             if hmac.compare_digest(digest, static.digest):
-                self._spend(static.key_id, None)
                 return Principal(tenant=static.tenant, key_id=static.key_id)
         raise AuthenticationError("unknown or revoked API key")
 
-    def forget(self, key_id: str) -> None:
+    async def spend(self, principal: Principal) -> None:
+        """Spend one request of the principal's key: its own limit, else
+        ``MEMMACHINE_RATE_LIMIT_PER_MINUTE``. RateLimitedError when it is over; a caller
+        without a key (open mode) is not limited."""
+        if principal.key_id is None:
+            return
+        limit = (
+            self.settings.rate_limit_per_minute
+            if principal.rate_limit is None
+            else principal.rate_limit
+        )
+        await self.limiter.check(principal.key_id, limit)
+
+    async def forget(self, key_id: str) -> None:
         """Stop accepting ``key_id`` in this process at once (it was just revoked)."""
         self._active.pop(key_id, None)
-        self.limiter.forget(key_id)
+        await self.limiter.forget(key_id)
 
     def remember(self, stored: StoredKey) -> None:
         """Accept a key created in this process at once."""
         self._active[stored.key.key_id] = stored
         self._had_keys = True
-
-    def _spend(self, key_id: str, own_limit: int | None) -> None:
-        limit = self.settings.rate_limit_per_minute if own_limit is None else own_limit
-        self.limiter.check(key_id, limit)
 
     # ------------------------------------------------------------------ logging
 

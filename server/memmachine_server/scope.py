@@ -31,6 +31,7 @@ __all__ = [
     "WriteTenant",
     "authenticate",
     "keyring_of",
+    "presented_key",
     "principal_of",
     "resolve_project",
     "resolve_scope",
@@ -64,7 +65,8 @@ API_KEY_HEADER = APIKeyHeader(
 )
 
 
-def _presented_key(headers: Mapping[str, str]) -> str:
+def presented_key(headers: Mapping[str, str]) -> str:
+    """The key of ``Authorization: Bearer <key>`` or ``X-API-Key``; ``""`` when none."""
     auth = headers.get("authorization", "")
     presented = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
     return presented or headers.get("x-api-key", "").strip()
@@ -78,7 +80,7 @@ def keyring_of(state: AppState) -> Keyring:
     return state.keyring
 
 
-def authenticate(state: AppState, headers: Mapping[str, str]) -> Principal:
+async def authenticate(state: AppState, headers: Mapping[str, str]) -> Principal:
     """The principal behind ``Authorization: Bearer <key>`` (or ``X-API-Key``).
 
     The one place every interface (REST, MCP over HTTP) turns credentials into a tenant.
@@ -88,9 +90,11 @@ def authenticate(state: AppState, headers: Mapping[str, str]) -> Principal:
     Raises AuthenticationError for a missing (when required), unknown or revoked key and
     RateLimitedError for a key over its limit."""
     keyring = keyring_of(state)
-    presented = _presented_key(headers)
+    presented = presented_key(headers)
     if presented:
-        return keyring.identify(presented)
+        principal = keyring.identify(presented)
+        await keyring.spend(principal)
+        return principal
     if keyring.requires_key():
         raise AuthenticationError("an API key is required (Authorization: Bearer <key>)")
     return Principal(tenant="default")
@@ -104,10 +108,10 @@ async def principal_of(
 ) -> Principal:
     """:func:`authenticate`, after re-reading the key store when the request presents a
     stored key this process has not seen yet (one the CLI made a moment ago)."""
-    presented = _presented_key(request.headers)
+    presented = presented_key(request.headers)
     if presented:
         await keyring_of(state).refresh_for(presented)
-    return authenticate(state, request.headers)
+    return await authenticate(state, request.headers)
 
 
 def tenant_of(principal: Annotated[Principal, Depends(principal_of)]) -> str:

@@ -233,3 +233,12 @@ def test_state_nested_too_deeply_is_refused(api: TestClient) -> None:
     error = error_of(response, 422)
     assert error["field"] == "state"
     assert api.get("/v1/sessions/s/working", params={"user_id": "u"}).json()["state"] == {}
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"user_id": "u",', b"\x80\x81 not utf-8"])
+def test_a_body_that_is_not_json_is_a_422_naming_the_body(api: TestClient, body: bytes) -> None:
+    """JSON that does not parse and bytes that are not even UTF-8 are the same mistake: a
+    422 that names the body, never a 400 or a character position posing as a field."""
+    for route in ("/v1/memories", "/v1/memories/search", "/v1/profile"):
+        response = api.post(route, content=body, headers={"Content-Type": "application/json"})
+        assert error_of(response, 422)["field"] == "body"

@@ -380,7 +380,7 @@ def bad_requests(
             kinds = {kind.get("type")} | {part.get("type") for part in kind.get("anyOf", [])}
             values = ["many", "-5"] if "integer" in kinds else ["not-an-option"]
             if kinds == {"string", None} or kinds == {"string", "null", None}:
-                values = ["", "x" * 300]
+                values = ["", "x" * 300, "nul\x00byte"]
             for value in values:
                 bad = replace(harmless, params={**harmless.params, name: value})
                 probes.append(replace(bad, what=f"query {name}={value[:10]}"))

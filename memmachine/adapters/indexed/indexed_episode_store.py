@@ -24,7 +24,18 @@ slow down, contending for the GIL with the loop.
 A user whose index is not ready (first use of a large user, loading in the background,
 over the memory budget, or a failed load) is searched by the wrapped store, with the same
 results, only slower. Indexes share one memory budget and the least recently searched are
-dropped first.
+dropped first. :meth:`IndexedEpisodeStore.stats` tells how much memory the indexes hold and
+how many searches each path answered (what the ``/metrics`` index families report).
+
+Several processes (API replicas, workers) on one store: each keeps its own indexes, and each
+search first reads the user's ledger (``index_state``), so a search in any process sees every
+write acknowledged before it began, whichever process made it. The store serialises a user's
+writes on that ledger and numbers them in commit order, so catching up by revision never
+skips a write that committed late. A deletion made elsewhere shows as a new ``deletions``
+count and makes the next search here reload the user's index from the store, so a deleted
+episode is never returned once the delete is acknowledged; a user written to from several
+processes in turn therefore reloads on every other process after each delete (additions
+only cost the small catch-up read).
 """
 
 from __future__ import annotations
@@ -54,6 +65,7 @@ from memmachine.models import (
     checked_vector,
 )
 from memmachine.ports import EpisodeStore, Lifecycle
+from memmachine.telemetry import SearchIndexStats
 
 __all__ = ["IndexedEpisodeStore"]
 
@@ -129,6 +141,9 @@ class IndexedEpisodeStore(Lifecycle):
         self._batches: dict[str, _Batch] = {}
         #: Users left to the store for the budget's sake, with their size then.
         self._too_big: dict[str, int] = {}
+        #: Searches answered from an index, and by the wrapped store, since start.
+        self._in_index = 0
+        self._in_store = 0
 
     @property
     def inner(self) -> EpisodeStore:
@@ -244,7 +259,7 @@ class IndexedEpisodeStore(Lifecycle):
     async def vector_search(
         self, scope: Scope, embedding: Sequence[float], k: int, *, derivatives: bool = True
     ) -> list[tuple[Episode, float]]:
-        index = await self._ready(scope) if self._dimensions is not None else None
+        index = self._tally(await self._ready(scope) if self._dimensions is not None else None)
         if index is None or k <= 0:
             return await self._inner.vector_search(scope, embedding, k, derivatives=derivatives)
         checked_vector(embedding, self._dimensions or 0, "embedding")
@@ -260,7 +275,7 @@ class IndexedEpisodeStore(Lifecycle):
         terms = query_terms(query)
         if not terms or k <= 0:
             return []
-        index = await self._ready(scope)
+        index = self._tally(await self._ready(scope))
         if index is None:
             return await self._inner.fulltext_search(scope, query, k)
         mask = index.mask(scope)
@@ -275,7 +290,7 @@ class IndexedEpisodeStore(Lifecycle):
         before, after = max(before, 0), max(after, 0)
         if before == 0 and after == 0:
             return []
-        index = await self._ready(scope, reuse=True)
+        index = self._tally(await self._ready(scope, reuse=True))
         if index is None:
             return await self._inner.neighbours(scope, episode_id, before=before, after=after)
         mask = index.mask(scope)
@@ -288,7 +303,7 @@ class IndexedEpisodeStore(Lifecycle):
     async def adjacent(self, scope: Scope, episode_ids: Sequence[str]) -> dict[str, list[Episode]]:
         if not episode_ids:
             return {}
-        index = await self._ready(scope, reuse=True)
+        index = self._tally(await self._ready(scope, reuse=True))
         if index is None:
             return await self._inner.adjacent(scope, episode_ids)
         mask = index.mask(scope)
@@ -305,6 +320,25 @@ class IndexedEpisodeStore(Lifecycle):
     def memory_held(self) -> int:
         """Bytes all loaded indexes hold (roughly)."""
         return sum(slot.index.nbytes for slot in self._slots.values() if slot.index is not None)
+
+    def stats(self) -> SearchIndexStats:
+        """Users and bytes the indexes hold now, the budget, and the searches each path
+        answered since start."""
+        return SearchIndexStats(
+            users=sum(slot.index is not None for slot in self._slots.values()),
+            bytes=self.memory_held,
+            budget_bytes=self._budget,
+            searches_in_index=self._in_index,
+            searches_in_store=self._in_store,
+        )
+
+    def _tally(self, index: ScopeIndex | None) -> ScopeIndex | None:
+        """Count a search as answered by ``index``, or by the store when ``None``."""
+        if index is None:
+            self._in_store += 1
+        else:
+            self._in_index += 1
+        return index
 
     async def warm(self, scope: Scope) -> bool:
         """Load (or bring up to date) the index of ``scope``'s user now, whatever its size,

@@ -16,6 +16,9 @@ Key layout (``P`` = ``{<key_prefix>:jobs}``, the queue's hash tag; ids never con
     P:queued:{kind}                         zset id -> available_at (ms): claimable from then
     P:running                               zset id -> lease deadline (ms)
     P:expiring                              zset id -> when the done job is removed (ms)
+    P:dead                                  zset id -> seq: every dead job (for ``stats``)
+    P:dead_indexed                          set once ``P:dead`` holds the dead jobs of
+                                            versions that did not keep it (see ``start``)
     P:u:{tenant}:{org}:{project}:{user}:idem           hash idempotency key -> id
     P:u:{tenant}:{org}:{project}:{user}:all            zset id -> seq (every job of the user)
     P:u:{tenant}:{org}:{project}:{user}:{status}       zset id -> seq, one per status
@@ -38,6 +41,10 @@ is needed. A worker still holds its lease after the deadline until another ``cla
 it; once reclaimed, its ``complete``/``fail`` is refused with :class:`ConflictError`, so a
 job is completed at most once. Backoff after the n-th failed attempt is full jitter:
 uniform in ``[0, min(backoff_max, backoff_base * 2**(n-1))]``.
+
+``stats`` counts without reading jobs: ``ZCARD`` of each kind's ``queued`` set, of
+``running`` and of ``dead``. Every status change goes through the scripts' ``move`` (and
+every removal through ``forget``), which keep ``P:dead`` in step.
 
 Jobs are confined to the user key of their scope (tenant, org, project, user): an
 idempotency key is unique per user, and ``get``/``list_jobs``/``replay``/``purge_dead``
@@ -90,7 +97,8 @@ from memmachine.errors import (
     StoreError,
 )
 from memmachine.models import ID_PATTERN, Scope, StoreHealth
-from memmachine.ports import Job, JobStatus, Lifecycle
+from memmachine.ports import Job, JobQueueStats, JobStatus, Lifecycle
+from memmachine.telemetry import REQUEST_ID_PATTERN
 
 __all__ = ["RedisJobQueue", "backoff_ceiling_seconds"]
 
@@ -123,6 +131,7 @@ local function forget(id)
       redis.call('HDEL', f[1] .. ':idem', f[2])
     end
   end
+  redis.call('ZREM', P .. ':dead', id)
   redis.call('DEL', job_key(id))
   redis.call('ZREM', P .. ':expiring', id)
 end
@@ -136,6 +145,8 @@ local function move(id, from, to)
   redis.call('ZREM', f[1] .. ':' .. from, id)
   redis.call('ZADD', f[1] .. ':' .. to, f[2], id)
   redis.call('HSET', job_key(id), 'status', to)
+  if from == 'dead' then redis.call('ZREM', P .. ':dead', id) end
+  if to == 'dead' then redis.call('ZADD', P .. ':dead', f[2], id) end
 end
 local function requeue(id, available)
   local kind = redis.call('HGET', job_key(id), 'kind')
@@ -150,7 +161,8 @@ end
 """
 
 # ARGV[2] = owner key, [3] = idempotency key, [4] = kind, [5] = scope JSON,
-# [6] = payload JSON, [7] = max_attempts, [8] = delay (ms). Returns {created (0/1), job hash}.
+# [6] = payload JSON, [7] = max_attempts, [8] = delay (ms), [9] = request id ('' = none).
+# Returns {created (0/1), job hash}.
 _ENQUEUE = (
     _COMMON
     + """
@@ -172,6 +184,7 @@ local available = now + tonumber(ARGV[8])
 redis.call('HSET', job_key(id), 'id', id, 'kind', kind, 'scope', ARGV[5], 'payload', ARGV[6],
   'idem', idem, 'status', 'queued', 'attempts', 0, 'max_attempts', ARGV[7],
   'created', now, 'updated', now, 'available', available, 'owner', owner, 'seq', seq)
+if ARGV[9] ~= '' then redis.call('HSET', job_key(id), 'request_id', ARGV[9]) end
 redis.call('HSET', owner .. ':idem', idem, id)
 redis.call('ZADD', owner .. ':all', seq, id)
 redis.call('ZADD', owner .. ':queued', seq, id)
@@ -322,6 +335,25 @@ return {#dead}
 """
 )
 
+# Counts for stats(): {queued (every kind), running, dead}.
+_STATS = (
+    _COMMON
+    + """
+local queued = 0
+for _, kind in ipairs(redis.call('SMEMBERS', P .. ':kinds')) do
+  queued = queued + redis.call('ZCARD', P .. ':queued:' .. kind)
+end
+return {queued, redis.call('ZCARD', P .. ':running'), redis.call('ZCARD', P .. ':dead')}
+"""
+)
+
+# Adds the dead jobs of one user (KEYS[2] = the user's dead set) to P:dead, once per
+# deployment (KEYS[3] = P:dead_indexed is set by the caller after the last user).
+_INDEX_DEAD = """
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+return redis.call('ZUNIONSTORE', ARGV[1] .. ':dead', 2, ARGV[1] .. ':dead', KEYS[2])
+"""
+
 # Moves one key of the untagged layout (KEYS = old, new); ARGV[1] = old base
 # ('{prefix}:jobs'), [2] = new base, [3] = retention of done jobs in ms ('' = kept).
 # A job hash gets its owner key rewritten, and a done one its expiry.
@@ -423,8 +455,31 @@ class RedisJobQueue(Lifecycle):
                 ("fail", _FAIL),
                 ("replay", _REPLAY),
                 ("purge", _PURGE),
+                ("stats", _STATS),
+                ("index_dead", _INDEX_DEAD),
             )
         }
+        try:
+            await self._index_dead_jobs()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _index_dead_jobs(self) -> None:
+        """Fill ``P:dead`` with the dead jobs of a queue written by a version that did not
+        keep it: every user's dead set is merged in (one script per user), then
+        ``P:dead_indexed`` is set. Done once per queue; later starts only check the flag."""
+        client = self._require_client()
+        flag = f"{self._base}:dead_indexed"
+        with _translate("index dead jobs"):
+            if await client.exists(flag):
+                return
+            pattern = f"{self._base}:u:*:dead"
+            async for key in client.scan_iter(match=pattern, count=500):
+                await self._script("index_dead")(
+                    keys=[f"{self._base}:seq", key, flag], args=[self._base]
+                )
+            await client.set(flag, "1")
 
     async def close(self) -> None:
         """Close the client and its pool. Safe to call twice."""
@@ -448,9 +503,10 @@ class RedisJobQueue(Lifecycle):
         idempotency_key: str,
         max_attempts: int = 5,
         delay_seconds: float = 0.0,
+        request_id: str | None = None,
     ) -> Job:
-        """Store a queued job, claimable after ``delay_seconds``; a key already enqueued by
-        this user returns that job as is."""
+        """Store a queued job, claimable after ``delay_seconds``, with the id of the request
+        that enqueued it; a key already enqueued by this user returns that job as is."""
         if not re.fullmatch(ID_PATTERN, kind):
             raise InvalidInputError(f"job kind {kind!r} must match {ID_PATTERN}", field="kind")
         if not idempotency_key or len(idempotency_key) > _MAX_IDEMPOTENCY_KEY_CHARS:
@@ -467,6 +523,10 @@ class RedisJobQueue(Lifecycle):
                 f"delay_seconds must be within 0-{_MAX_DELAY_SECONDS}, got {delay_seconds}",
                 field="delay_seconds",
             )
+        if request_id is not None and not re.fullmatch(REQUEST_ID_PATTERN, request_id):
+            raise InvalidInputError(
+                f"request_id must match {REQUEST_ID_PATTERN}", field="request_id"
+            )
         try:
             payload_json = json.dumps(payload, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -480,6 +540,7 @@ class RedisJobQueue(Lifecycle):
             payload_json,
             str(max_attempts),
             str(round(delay_seconds * 1000)),
+            request_id or "",
         ]
         with _translate("enqueue a job", write=True):
             reply = await self._run("enqueue", args)
@@ -608,6 +669,12 @@ class RedisJobQueue(Lifecycle):
             if int(reply[0]) < _PURGE_BATCH:
                 return purged
 
+    async def stats(self) -> JobQueueStats:
+        """Queued, running and dead jobs over every user (counters only)."""
+        with _translate("count jobs"):
+            queued, running, dead = await self._run("stats", [self._base])
+        return JobQueueStats(queued=int(queued), running=int(running), dead=int(dead))
+
     # ------------------------------------------------------------------ plumbing
 
     def _tagged_name(self, key: str) -> str | None:
@@ -682,6 +749,7 @@ def _job_of(fields: dict[str, str]) -> Job:
             created_at=_time(fields["created"]),
             updated_at=_time(fields["updated"]),
             available_at=_time(fields["available"]),
+            request_id=fields.get("request_id"),
         )
     except (KeyError, ValueError) as exc:
         raise StoreError(

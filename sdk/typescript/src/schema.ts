@@ -1247,6 +1247,8 @@ export interface components {
              * Format: date-time
              */
             available_at: string;
+            /** Request Id */
+            request_id: string | null;
         };
         /**
          * JobPurgeResponse
@@ -7255,6 +7257,24 @@ export interface operations {
                      *       "error": {
                      *         "code": "permission_denied",
                      *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
                      *       }
                      *     }
                      */

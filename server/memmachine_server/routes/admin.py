@@ -79,7 +79,7 @@ async def create_key(
     return wire.CreatedKeyOut(key=issued.token, **key_out(record).model_dump())
 
 
-@router.get("/keys", response_model=wire.ApiKeyListResponse, responses=errors(403))
+@router.get("/keys", response_model=wire.ApiKeyListResponse, responses=errors(403, 422))
 async def list_keys(
     request: Request, principal: AdminPrincipal, tenant: str | None = None
 ) -> wire.ApiKeyListResponse:
@@ -96,5 +96,5 @@ async def revoke_key(key_id: str, request: Request, principal: AdminPrincipal) -
     ``MEMMACHINE_KEY_REFRESH_SECONDS``)."""
     keyring, store = _keys(request)
     key = await store.revoke(key_id, None if principal.all_tenants else principal.tenant)
-    keyring.forget(key_id)
+    await keyring.forget(key_id)
     return key_out(key)

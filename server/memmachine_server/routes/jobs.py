@@ -51,6 +51,7 @@ def job_out(job: Job) -> wire.JobOut:
         created_at=job.created_at,
         updated_at=job.updated_at,
         available_at=job.available_at,
+        request_id=job.request_id,
     )
 
 

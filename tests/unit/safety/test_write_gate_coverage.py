@@ -84,6 +84,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "list_jobs",
         "purge_dead",
         "replay",
+        "stats",
     },
 }
 LIFECYCLE = {"start", "close", "health"}
