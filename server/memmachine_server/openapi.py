@@ -273,6 +273,7 @@ _JOB = {
     "created_at": "2026-05-04T09:32:00Z",
     "updated_at": "2026-05-04T09:32:00Z",
     "available_at": "2026-05-04T09:32:00Z",
+    "request_id": "9b2f4c1e7a0d4e6f",
 }
 _KEY = {
     "id": "3f9c0a7d2b1e4c55",

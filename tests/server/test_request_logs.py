@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from memmachine.config import CompactionSettings, EmbeddingSettings, JobSettings, Settings
 from memmachine_server.app import create_app
 from memmachine_server.logs import configure_logging, wants_json
-from tests.server.conftest import make_settings
+from tests.server.conftest import LOCAL, make_settings
 
 SECRET = "s3cret-admin-key-0123456789"
 
@@ -73,7 +73,7 @@ def test_one_line_per_request_with_the_id_the_response_returns(
     )
     configure_logging(settings, captured)
     user = "ana@example.com"
-    with TestClient(create_app(settings)) as app:
+    with TestClient(create_app(settings), base_url=LOCAL) as app:
         captured.truncate(0)
         captured.seek(0)
         given = app.post(

@@ -33,7 +33,7 @@ from memmachine_server.app import create_app
 from tests.conftest import REPO_ROOT
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
 from tests.fakes.llm_server import ScriptedChatServer
-from tests.server.conftest import make_settings
+from tests.server.conftest import LOCAL, make_settings
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def traced(tmp_path: Path, exporter: InMemorySpanExporter, model_dir: Path) -> I
         tmp_path, embedding=EmbeddingSettings(provider="local", model=str(model_dir))
     )
     try:
-        with TestClient(create_app(settings, telemetry=telemetry)) as client:
+        with TestClient(create_app(settings, telemetry=telemetry), base_url=LOCAL) as client:
             yield client
     finally:
         telemetry.close()
@@ -142,7 +142,7 @@ def test_a_jobs_span_carries_its_request_and_the_llms_http_request(
     llm_server.default = '{"text": "Ana has a dog.", "covered_ids": []}'
     messages = [{"role": "user", "content": f"note {n} about the dog"} for n in range(5)]
     try:
-        with TestClient(create_app(settings, telemetry=telemetry)) as app:
+        with TestClient(create_app(settings, telemetry=telemetry), base_url=LOCAL) as app:
             app.post(
                 "/v1/sessions/s1/working/messages", json={"user_id": "ana", "messages": messages}
             )
@@ -197,7 +197,7 @@ def test_with_tracing_off_opentelemetry_is_never_imported(tmp_path: Path) -> Non
         "from memmachine_server.app import create_app\n"
         f"settings = Settings(data_dir={str(tmp_path)!r},\n"
         "    embedding=EmbeddingSettings(provider='none'))\n"
-        "with TestClient(create_app(settings)) as app:\n"
+        'with TestClient(create_app(settings), base_url="http://localhost") as app:\n'
         "    found = app.post('/v1/memories/search', json={'user_id': 'a', 'query': 'x'})\n"
         "    assert found.status_code == 200\n"
         "    assert app.get('/metrics').status_code == 200\n"

@@ -5249,7 +5249,8 @@ export interface operations {
                      *         "last_error": null,
                      *         "created_at": "2026-05-04T09:32:00Z",
                      *         "updated_at": "2026-05-04T09:32:00Z",
-                     *         "available_at": "2026-05-04T09:32:00Z"
+                     *         "available_at": "2026-05-04T09:32:00Z",
+                     *         "request_id": "9b2f4c1e7a0d4e6f"
                      *       },
                      *       "result": null
                      *     }
@@ -6470,7 +6471,8 @@ export interface operations {
                      *           "last_error": null,
                      *           "created_at": "2026-05-04T09:32:00Z",
                      *           "updated_at": "2026-05-04T09:32:00Z",
-                     *           "available_at": "2026-05-04T09:32:00Z"
+                     *           "available_at": "2026-05-04T09:32:00Z",
+                     *           "request_id": "9b2f4c1e7a0d4e6f"
                      *         }
                      *       ]
                      *     }
@@ -6844,7 +6846,8 @@ export interface operations {
                      *       "last_error": null,
                      *       "created_at": "2026-05-04T09:32:00Z",
                      *       "updated_at": "2026-05-04T09:32:00Z",
-                     *       "available_at": "2026-05-04T09:32:00Z"
+                     *       "available_at": "2026-05-04T09:32:00Z",
+                     *       "request_id": "9b2f4c1e7a0d4e6f"
                      *     }
                      */
                     "application/json": components["schemas"]["JobOut"];
@@ -7039,7 +7042,8 @@ export interface operations {
                      *       "last_error": null,
                      *       "created_at": "2026-05-04T09:32:00Z",
                      *       "updated_at": "2026-05-04T09:32:00Z",
-                     *       "available_at": "2026-05-04T09:32:00Z"
+                     *       "available_at": "2026-05-04T09:32:00Z",
+                     *       "request_id": "9b2f4c1e7a0d4e6f"
                      *     }
                      */
                     "application/json": components["schemas"]["JobOut"];
