@@ -51,6 +51,7 @@ from memmachine.ports import (
     WorkingMemoryStore,
 )
 from memmachine.safety.gate import WriteGate, check_query
+from memmachine.stage_observer import StageObserver
 
 __all__ = ["MemoryManager", "Resource"]
 
@@ -85,6 +86,7 @@ class MemoryManager:
         job_max_attempts: int = 5,
         extraction: ExtractionSettings | None = None,
         memory_types: MemoryTypeRegistry | None = None,
+        stage_observer: StageObserver | None = None,
     ) -> None:
         self.episodes, self.profile, self.working, self.jobs = episodes, profile, working, jobs
         self.embedder_status = embedder_status or embedder_status_of(embedder)
@@ -118,6 +120,7 @@ class MemoryManager:
             embedder=embedder,
             reranker=reranker,
             retrieval=retrieval or RetrievalSettings(),
+            stage_observer=stage_observer,
         )
         self.profile_service = ProfileService(
             store=profile, gate=self.gate, embedder=embedder, extraction=self.extraction

@@ -23,10 +23,11 @@ from memmachine.models import (
     utc_now,
 )
 from memmachine.ports import Embedder, EpisodeStore, Reranker
-from memmachine.retrieval.pipeline import Search, SearchPipeline, StageObserver
+from memmachine.retrieval.pipeline import Search, SearchPipeline
 from memmachine.retrieval.stages import default_pipeline
 from memmachine.retrieval.text import Said, episode_search_text, indexed_text
 from memmachine.safety.gate import WriteGate, check_query
+from memmachine.stage_observer import StageObserver
 
 __all__ = ["EpisodicService"]
 
@@ -46,6 +47,7 @@ class EpisodicService:
         reranker: Reranker | None,
         retrieval: RetrievalSettings,
         pipeline: SearchPipeline | None = None,
+        stage_observer: StageObserver | None = None,
     ) -> None:
         self._store = store
         self._gate = gate
@@ -53,6 +55,8 @@ class EpisodicService:
         self.reranker = reranker
         self.retrieval = retrieval
         self.pipeline = pipeline or default_pipeline()
+        #: Told of every search stage that runs (metrics, traces); ``None``: nobody.
+        self.stage_observer = stage_observer
 
     async def add(
         self, scope: Scope, messages: Sequence[NewMessage], *, ids: Sequence[str] | None = None
@@ -158,7 +162,7 @@ class EpisodicService:
         top_k: int = 10,
         expand_context: int = 0,
         query_vector: Sequence[float] | None = None,
-        observe: StageObserver | None = None,
+        observer: StageObserver | None = None,
     ) -> list[EpisodeHit]:
         """Hybrid search over the scope's episodes, best first, through the stages of
         :mod:`memmachine.retrieval.stages` (each switched by its setting in
@@ -168,8 +172,7 @@ class EpisodicService:
         every boost and the largest neighbour share; with one, the reranker's score scaled
         over its candidates. ``expand_context`` adds up to that many neighbouring turns
         before and after each hit (``context=True``) on top of the ``top_k`` hits.
-        ``observe`` is called after each stage that ran, with its time (see
-        :class:`~memmachine.retrieval.pipeline.SearchPipeline`)."""
+        Each stage runs inside ``observer.stage(name)`` (default: ``stage_observer``)."""
         check_query(self._gate.limits, query, top_k)
         search = Search(
             scope=scope,
@@ -182,7 +185,7 @@ class EpisodicService:
             reranker=self.reranker,
             tuning=self.retrieval,
         )
-        return await self.pipeline.run(search, observe)
+        return await self.pipeline.run(search, observer or self.stage_observer)
 
 
 def _episode_ids(ids: Sequence[str] | None, count: int) -> list[str]:

@@ -6,16 +6,17 @@ is on and there is something for it to do). The stages themselves are in
 :mod:`memmachine.retrieval.stages`; :data:`~memmachine.retrieval.stages.STAGES` is the one
 place that composes them.
 
-Each stage is an object with a ``name``, so whatever wants to look inside a search (a trace
-of which stage found each hit, the time each stage took) passes ``observe`` to
-:meth:`SearchPipeline.run` and is called after every stage that ran. Which signals found a
-hit is in its ``ranks`` (``vector``, ``fulltext``, ``neighbour``, ``rerank``).
+Each stage is an object with a ``name``, so whatever wants to look inside a search passes a
+:class:`~memmachine.stage_observer.StageObserver` to :meth:`SearchPipeline.run`: every stage
+that runs does so inside ``observer.stage(name)`` (the composition root passes the process's
+telemetry, which times each stage into ``memmachine_search_stage_duration_seconds`` and
+traces it as a span). Which signals found a hit is in its ``ranks`` (``vector``,
+``fulltext``, ``neighbour``, ``rerank``).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -23,8 +24,9 @@ from typing import Protocol
 from memmachine.config import RetrievalSettings
 from memmachine.models import Episode, EpisodeHit, Scope
 from memmachine.ports import Embedder, EpisodeStore, Reranker
+from memmachine.stage_observer import StageObserver
 
-__all__ = ["Search", "SearchPipeline", "Stage", "StageObserver"]
+__all__ = ["Search", "SearchPipeline", "Stage"]
 
 
 @dataclass
@@ -85,10 +87,6 @@ class Stage(Protocol):
         ...
 
 
-#: Called after each stage that ran, with the stage, the search and the seconds it took.
-StageObserver = Callable[[Stage, Search, float], None]
-
-
 class SearchPipeline:
     """Runs ``stages`` in order over a :class:`Search`; see the module docstring."""
 
@@ -99,15 +97,15 @@ class SearchPipeline:
         """The stages' names, in the order they run."""
         return [stage.name for stage in self.stages]
 
-    async def run(self, search: Search, observe: StageObserver | None = None) -> list[EpisodeHit]:
-        """The hits of ``search``, best first."""
+    async def run(self, search: Search, observer: StageObserver | None = None) -> list[EpisodeHit]:
+        """The hits of ``search``, best first; each stage that runs does so inside
+        ``observer.stage(name)``."""
         for stage in self.stages:
             if not stage.applies(search):
                 continue
-            if observe is None:
+            if observer is None:
                 await stage.run(search)
                 continue
-            started = time.perf_counter()
-            await stage.run(search)
-            observe(stage, search, time.perf_counter() - started)
+            with observer.stage(stage.name):
+                await stage.run(search)
         return search.hits

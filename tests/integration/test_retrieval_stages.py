@@ -6,8 +6,8 @@ the stage under test; the sentence test uses the shared MiniLM model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -313,6 +313,18 @@ async def test_score_fusion_keeps_near_ties_close(open_memory: Open) -> None:
     assert by_rank[-1].score > 0.75 * by_rank[0].score
 
 
+class Stages:
+    """A stage observer that notes the name of each stage it is told of."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self.names.append(name)
+        yield
+
+
 async def test_a_search_reports_each_stage_that_ran_in_order(open_memory: Open) -> None:
     question = "Which lake did Caroline paint?"
     messages = [say("Caroline", "I painted a lake at sunrise"), say("Mel", "a lake, nice")]
@@ -327,17 +339,14 @@ async def test_a_search_reports_each_stage_that_ran_in_order(open_memory: Open) 
             ),
         ):
             memory.retrieval = tuning
-            names: list[str] = []
+            observer = Stages()
             traced = await memory.episodic_service.search(
-                USER,
-                question,
-                top_k=2,
-                observe=lambda stage, _, seconds, names=names: names.append(stage.name),
+                USER, question, top_k=2, observer=observer
             )
             assert contents(traced) == contents(
                 await memory.search_episodes(USER, question, top_k=2)
             )
-            traces[label] = names
+            traces[label] = observer.names
     assert traces["all off"] == ["candidates", "fusion", "boosts", "ranking"]
     assert traces["speaker and neighbours"] == [
         "candidates",
