@@ -21,6 +21,7 @@ from memmachine.errors import InvalidInputError
 
 __all__ = [
     "ID_PATTERN",
+    "PII_KINDS",
     "EmbedderStatus",
     "Episode",
     "EpisodeHit",
@@ -55,6 +56,9 @@ __all__ = [
 #: Ids are short, printable and free of ``:``, ``/`` and whitespace, so they can be embedded
 #: verbatim in Redis keys and graph keys without one id ever aliasing another.
 ID_PATTERN = r"^[\w.@+\-=#~|]{1,128}$"
+#: The kinds of personal data the write gate can redact, in the order its detectors run
+#: (see :mod:`memmachine.safety.pii`).
+PII_KINDS: tuple[str, ...] = ("email", "iban", "card", "national_id", "account", "phone")
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Role = Literal["user", "assistant", "system", "tool"]
 

@@ -3,9 +3,10 @@
 Two ports and one object that drives them:
 
 * :class:`Metrics` records counts and durations (the server's adapter is
-  :class:`~memmachine.adapters.prometheus_metrics.PrometheusMetrics`, served at ``/metrics``).
+  :class:`~memmachine.adapters.prometheus.prometheus_metrics.PrometheusMetrics`, served at
+  ``/metrics``).
 * :class:`Tracer` opens spans (the optional adapter is
-  :class:`~memmachine.adapters.opentelemetry_tracer.OpenTelemetryTracer`).
+  :class:`~memmachine.adapters.opentelemetry.opentelemetry_tracer.OpenTelemetryTracer`).
 * :class:`Telemetry` is what the rest of the code calls: ``with telemetry.call(...)`` around a
   store or model call times it into the metrics and opens a span, either part being optional.
   The composition root makes one per process (one per app) and wraps every store, model and
@@ -246,12 +247,17 @@ class Telemetry:
             self.metrics.observe_job(kind, outcome, seconds)
 
     def instrument_operations(self, target: object, component: str = "memory") -> None:
-        """Time and trace every public coroutine method of ``target``'s class (but
+        """Time and trace every public coroutine method of ``target`` (its class's, and the
+        coroutine methods it holds as attributes, as the manager holds its services'; but
         ``start``, ``close`` and ``health``) as an operation of ``component``: each call
         runs in a span ``<component>.<method>`` (the parent of the store and model calls it
         makes) and is timed into the memory-operation family; searches also into the
         search family. Replaces the methods on this instance only."""
-        for name, _ in inspect.getmembers(type(target), inspect.iscoroutinefunction):
+        names = {name for name, _ in inspect.getmembers(type(target), inspect.iscoroutinefunction)}
+        names |= {
+            name for name, value in vars(target).items() if inspect.iscoroutinefunction(value)
+        }
+        for name in sorted(names):
             if name.startswith("_") or name in _NOT_OPERATIONS:
                 continue
             setattr(target, name, self._operation(getattr(target, name), component, name))

@@ -8,20 +8,17 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
 from memmachine_server import cli_data, cli_jobs, cli_keys, cli_mcp
-from memmachine_server.logs import configure_logging
+from memmachine_server.cli_common import fail, launch, start
 
 if TYPE_CHECKING:
-    from memmachine.manager import MemoryManager
-    from memmachine.telemetry import Telemetry
+    pass
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -31,55 +28,7 @@ def _serve(args: argparse.Namespace) -> int:
     timeout runs out, or settings that cannot work, end the command with one line on
     stderr and exit status 1, never a traceback."""
     overrides = {"host": args.host, "port": args.port, "data_dir": args.data_dir}
-    return _launch(overrides, _run)
-
-
-def _launch(overrides: dict[str, Any], run: Callable[[Settings], Awaitable[int]]) -> int:
-    """Settings from the environment plus the given flags (``None`` = not given), logging,
-    then ``run`` in an event loop. Unusable settings are one line on stderr, exit 1."""
-    try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-    except MemMachineError as exc:
-        return _fail(exc.message)
-    except ValidationError as exc:
-        return _fail(_settings_problem(exc))
-    configure_logging(settings)
-    log = logging.getLogger("memmachine")
-    for store, where in settings.describe().items():
-        log.info("%s store: %s", store, where)
-
-    async def main() -> int:
-        return await run(settings)
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:  # pragma: no cover - Ctrl-C during startup
-        return 130
-
-
-async def _start(settings: Settings, telemetry: Telemetry | None = None) -> MemoryManager | int:
-    """Build and start the manager (observed through ``telemetry``), or return the exit
-    status when that fails.
-
-    A SIGTERM while stores are still being waited for (``docker stop``) cancels startup,
-    which closes what started (the embedded database child included) instead of dying."""
-    from memmachine.bootstrap import build_manager, start_manager
-
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    try:
-        manager = await build_manager(settings, telemetry=telemetry)
-        await start_manager(manager, settings)  # closes whatever started when it fails
-    except MemMachineError as exc:
-        return _fail(exc.message)
-    except asyncio.CancelledError:
-        print("memmachine: startup interrupted", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-    return manager
+    return launch(overrides, _run)
 
 
 async def _run(settings: Settings) -> int:
@@ -91,14 +40,14 @@ async def _run(settings: Settings) -> int:
     try:
         telemetry = build_telemetry(settings)
     except MemMachineError as exc:
-        return _fail(exc.message)
+        return fail(exc.message)
     try:
-        manager = await _start(settings, telemetry)
+        manager = await start(settings, telemetry)
         if isinstance(manager, int):
             return manager
         if refusal := await _auth_refusal(settings):
             await manager.close()
-            return _fail(refusal)
+            return fail(refusal)
         server = uvicorn.Server(
             uvicorn.Config(
                 create_app(settings, manager=manager, telemetry=telemetry),
@@ -139,7 +88,7 @@ def _worker(args: argparse.Namespace) -> int:
     """Build and start the manager like ``serve``, then run background jobs until SIGINT or
     SIGTERM; the jobs in hand are finished first and the command exits 0. Unreachable
     stores end it like ``serve``: one line on stderr, exit status 1."""
-    return _launch({"data_dir": args.data_dir}, _run_worker)
+    return launch({"data_dir": args.data_dir}, _run_worker)
 
 
 async def _run_worker(settings: Settings) -> int:
@@ -152,8 +101,8 @@ async def _run_worker(settings: Settings) -> int:
         name = f"{settings.tracing.service_name}-worker"
         telemetry = build_telemetry(settings, service_name=name)
     except MemMachineError as exc:
-        return _fail(exc.message)
-    manager = await _start(settings, telemetry)
+        return fail(exc.message)
+    manager = await start(settings, telemetry)
     if isinstance(manager, int):
         telemetry.close()
         return manager
@@ -161,7 +110,7 @@ async def _run_worker(settings: Settings) -> int:
     log = logging.getLogger("memmachine")
     try:
         if manager.jobs is None:
-            return _fail(f"background jobs are off: {manager.jobs_off_reason}")
+            return fail(f"background jobs are off: {manager.jobs_off_reason}")
         config = settings.jobs
         worker = Worker(
             manager.jobs,
@@ -186,20 +135,6 @@ async def _run_worker(settings: Settings) -> int:
     finally:
         await manager.close()
         telemetry.close()
-
-
-def _fail(message: str) -> int:
-    print(f"memmachine: cannot start: {message}", file=sys.stderr)
-    return 1
-
-
-def _settings_problem(exc: ValidationError) -> str:
-    """The first invalid setting as ``MEMMACHINE_NAME: message`` (the value is not shown,
-    it may be a secret)."""
-    error = exc.errors()[0]
-    name = "_".join(str(part) for part in error["loc"]).upper()
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"invalid setting MEMMACHINE_{name}: {error['msg']}{more}"
 
 
 def _version(args: argparse.Namespace) -> int:

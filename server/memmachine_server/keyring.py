@@ -32,7 +32,7 @@ import ipaddress
 import logging
 from dataclasses import dataclass
 
-from memmachine.adapters.in_process_rate_limiter import InProcessRateLimiter
+from memmachine.adapters.inprocess.in_process_rate_limiter import InProcessRateLimiter
 from memmachine.auth import StoredKey, parse_key, secret_matches
 from memmachine.config import Settings
 from memmachine.errors import AuthenticationError, MemMachineError

@@ -36,10 +36,10 @@ import redis.asyncio as aioredis
 from neo4j import AsyncGraphDatabase, basic_auth
 from redis.exceptions import ResponseError
 
-from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
-from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
-from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
-from memmachine.adapters.neo4j_episode_store import Neo4jEpisodeStore
+from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
+from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
 from memmachine.models import ProjectScope, UserActivity
 from memmachine.ports import EpisodeStore
 from tests.conftest import Neo4jTarget

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from memmachine.adapters import redis_job_queue
-from memmachine.adapters.redis_job_queue import RedisJobQueue, backoff_ceiling_seconds
+from memmachine.adapters.redis import redis_job_queue
+from memmachine.adapters.redis.redis_job_queue import RedisJobQueue, backoff_ceiling_seconds
 from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
 from memmachine.models import Scope, utc_now
 from memmachine.ports import Job, JobQueue, JobQueueStats

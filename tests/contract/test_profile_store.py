@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import delete, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from memmachine.adapters.sql_models import ProfileFactHistoryRow, ProfileFactRow
-from memmachine.adapters.sql_profile_store import SqlProfileStore
+from memmachine.adapters.sql.sql_models import ProfileFactHistoryRow, ProfileFactRow
+from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 from memmachine.errors import (
     ConfigurationError,
     InvalidInputError,

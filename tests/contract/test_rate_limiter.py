@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from memmachine.adapters.in_process_rate_limiter import InProcessRateLimiter
-from memmachine.adapters.redis_rate_limiter import RedisRateLimiter
+from memmachine.adapters.inprocess.in_process_rate_limiter import InProcessRateLimiter
+from memmachine.adapters.redis.redis_rate_limiter import RedisRateLimiter
 from memmachine.errors import RateLimitedError
 from memmachine.ports import RateLimiter
 from tests.conftest import drop_redis_keys

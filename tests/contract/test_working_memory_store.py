@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from memmachine.adapters.redis_working_memory_store import RedisWorkingMemoryStore
+from memmachine.adapters.redis.redis_working_memory_store import RedisWorkingMemoryStore
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memmachine.adapters.sql_profile_store import SqlProfileStore
+from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 from memmachine.models import FactRecord, Scope
 from tests.conftest import temporary_postgres_database
 from tests.faults.conftest import Report

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
-from memmachine.adapters.redis_working_memory_store import RedisWorkingMemoryStore
+from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.adapters.redis.redis_working_memory_store import RedisWorkingMemoryStore
 from memmachine.errors import MemMachineError, WriteOutcomeUnknownError
 from memmachine.models import EpisodeRecord, Scope, WorkingMessage, utc_now
 from memmachine.ports import Lifecycle

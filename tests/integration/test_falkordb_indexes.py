@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
 from memmachine.models import EpisodeRecord, Scope
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

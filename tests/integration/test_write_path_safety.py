@@ -18,7 +18,7 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 
-from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 from memmachine.config import SafetySettings
 from memmachine_server.app import create_app
 from tests.server.conftest import LOCAL, make_settings

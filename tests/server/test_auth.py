@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from memmachine.adapters.sql_key_store import SqlKeyStore
+from memmachine.adapters.sql.sql_key_store import SqlKeyStore
 from memmachine.auth import issue_key, parse_key
 from memmachine.config import EmbeddingSettings, Settings
 from memmachine_server.app import create_app

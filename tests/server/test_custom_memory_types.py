@@ -18,7 +18,7 @@ from tests.conftest import REPO_ROOT
 from tests.server.conftest import LOCAL, AppFactory, make_settings
 
 READING_LIST = "examples.custom_memory_type:ReadingList"
-SESSION_NOTES = "tests.unit.test_memory_types:SessionNotes"
+SESSION_NOTES = "tests.unit.memory.test_memory_types:SessionNotes"
 TYPES = [READING_LIST, SESSION_NOTES]
 ACME = {"Authorization": "Bearer acme-key"}
 GLOBEX = {"Authorization": "Bearer globex-key"}

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from memmachine.adapters.sql_key_store import SqlKeyStore
+from memmachine.adapters.sql.sql_key_store import SqlKeyStore
 from memmachine.auth import issue_key
 from memmachine.config import EmbeddingSettings
 from memmachine_server.app import create_app

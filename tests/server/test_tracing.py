@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memmachine.adapters.opentelemetry_tracer import OpenTelemetryTracer
-from memmachine.adapters.prometheus_metrics import PrometheusMetrics
+from memmachine.adapters.opentelemetry.opentelemetry_tracer import OpenTelemetryTracer
+from memmachine.adapters.prometheus.prometheus_metrics import PrometheusMetrics
 from memmachine.bootstrap import build_telemetry
 from memmachine.config import (
     CompactionSettings,
@@ -202,7 +202,7 @@ def test_with_tracing_off_opentelemetry_is_never_imported(tmp_path: Path) -> Non
         "    assert found.status_code == 200\n"
         "    assert app.get('/metrics').status_code == 200\n"
         "ours = ('opentelemetry.instrumentation', 'opentelemetry.exporter', "
-        "'memmachine.adapters.opentelemetry_tracer', 'memmachine_server.tracing')\n"
+        "'memmachine.adapters.opentelemetry.opentelemetry_tracer', 'memmachine_server.tracing')\n"
         "print(sorted(m for m in sys.modules if m.startswith(ours)))\n"
     )
     out = subprocess.run(

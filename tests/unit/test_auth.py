@@ -8,7 +8,7 @@ import hashlib
 import pytest
 from pydantic import ValidationError
 
-from memmachine.adapters.in_process_rate_limiter import InProcessRateLimiter
+from memmachine.adapters.inprocess.in_process_rate_limiter import InProcessRateLimiter
 from memmachine.auth import hash_secret, issue_key, parse_key, secret_matches
 from memmachine.errors import RateLimitedError
 

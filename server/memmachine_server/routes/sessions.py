@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from memmachine.compaction import compact_session
 from memmachine.manager import MemoryManager
+from memmachine.pipeline.compaction import compact_session
 from memmachine_sdk import models as wire
 from memmachine_server.convert import compaction_out, working_messages, working_out
 from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
