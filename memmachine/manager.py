@@ -27,6 +27,7 @@ from memmachine.memory.lifecycle import Parts, Resource
 from memmachine.memory.lifecycle import embedder_status as embedder_status_of
 from memmachine.memory.lifecycle import reranker_status as reranker_status_of
 from memmachine.memory.profile import ProfileService
+from memmachine.memory.replaceable import ReplaceableParts
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.memory.working import WorkingService
 from memmachine.models import (
@@ -50,13 +51,14 @@ from memmachine.ports import (
     Reranker,
     WorkingMemoryStore,
 )
+from memmachine.prompting.tokens import TokenCounters
 from memmachine.safety.gate import WriteGate, check_query
 from memmachine.stage_observer import StageObserver
 
 __all__ = ["MemoryManager", "Resource"]
 
 
-class MemoryManager:
+class MemoryManager(ReplaceableParts):
     """Working, episodic and profile memory (and custom types) behind one API; each
     method is its service's (``episodic_service``, ``profile_service``, ``working_service``,
     ``memory_types``), documented there. ``embedder``, ``reranker``, ``retrieval`` and
@@ -87,6 +89,7 @@ class MemoryManager:
         extraction: ExtractionSettings | None = None,
         memory_types: MemoryTypeRegistry | None = None,
         stage_observer: StageObserver | None = None,
+        token_counters: TokenCounters | None = None,
     ) -> None:
         self.episodes, self.profile, self.working, self.jobs = episodes, profile, working, jobs
         self.embedder_status = embedder_status or embedder_status_of(embedder)
@@ -101,6 +104,8 @@ class MemoryManager:
         )
         self.compaction = compaction or CompactionSettings()
         self.extraction = extraction or ExtractionSettings()
+        #: How token budgets are counted, per prompt format (compaction: the OpenAI one).
+        self.token_counters = token_counters or TokenCounters.estimated()
         #: Custom memory types (:mod:`memmachine.memory_types`), started as a resource.
         self.memory_types = memory_types if memory_types is not None else MemoryTypeRegistry()
         #: What every string the services store passes (validation, PII, injection).
@@ -132,6 +137,7 @@ class MemoryManager:
             compaction=self.compaction,
             language_model=language_model,
             ttl_seconds=working_ttl_seconds,
+            token_counter=self.token_counters.compaction,
         )
         stores: list[Resource] = [episodes, profile, working, *([jobs] if jobs else [])]
         self._parts = Parts(
@@ -164,41 +170,6 @@ class MemoryManager:
         self.enqueue_extraction = self.scheduler.enqueue_extraction
         forgetting = Forgetting(episodic, facts, self.working_service, self.memory_types)
         self.forget_session, self.forget_user = forgetting.session, forgetting.user
-
-    # ------------------------------------------------------------------ settings
-
-    @property
-    def embedder(self) -> Embedder | None:
-        return self.episodic_service.embedder
-
-    @embedder.setter
-    def embedder(self, value: Embedder | None) -> None:
-        self.episodic_service.embedder = self.profile_service.embedder = value
-
-    @property
-    def reranker(self) -> Reranker | None:
-        return self.episodic_service.reranker
-
-    @reranker.setter
-    def reranker(self, value: Reranker | None) -> None:
-        self.episodic_service.reranker = value
-
-    @property
-    def retrieval(self) -> RetrievalSettings:
-        return self.episodic_service.retrieval
-
-    @retrieval.setter
-    def retrieval(self, value: RetrievalSettings) -> None:
-        self.episodic_service.retrieval = value
-
-    @property
-    def safety(self) -> SafetySettings:
-        """Write-path safety: PII redaction and the injection guard of the write gate."""
-        return self.gate.safety
-
-    @safety.setter
-    def safety(self, value: SafetySettings) -> None:
-        self.gate.safety = value
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -39,6 +39,7 @@ from memmachine.bootstrap.stores import (
     store_credentials,
     working_store,
 )
+from memmachine.bootstrap.tokenizers import build_token_counters
 from memmachine.config import LLM_OFF_REASON, LlmSettings, Settings
 from memmachine.errors import ConfigurationError, MemMachineError
 from memmachine.manager import MemoryManager, Resource
@@ -170,6 +171,7 @@ def _wire(
         job_max_attempts=settings.jobs.max_attempts,
         extraction=settings.extraction,
         memory_types=memory_types,
+        token_counters=build_token_counters(settings.tokenizer),
     )
     if telemetry is not None:
         telemetry.instrument_operations(manager)
