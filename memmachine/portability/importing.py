@@ -4,6 +4,7 @@ write."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from memmachine.portability.document import (
     ExportDocument,
     ExportedEpisode,
     ExportedFact,
+    ExportedFactVersion,
     Progress,
     check_writable,
     fact_pages,
@@ -66,6 +68,7 @@ async def import_document(
     report = ImportReport()
     await _import_episodes(manager, document, user, report, tick, batch_size)
     await _import_facts(manager, document, user, report, tick, batch_size)
+    await _import_closed_facts(manager, document, user, report)
     await _import_working(manager, document, user, report, tick)
     return report
 
@@ -180,15 +183,40 @@ async def _has_history(manager: MemoryManager, user: Scope, fact: ExportedFact) 
     return bool(history)
 
 
+async def _import_closed_facts(
+    manager: MemoryManager, document: ExportDocument, user: Scope, report: ImportReport
+) -> None:
+    """Replay the versions of each fact that has no current value, for a (tag, feature) the
+    target holds neither a current fact nor a history of."""
+    for closed in document.closed_facts:
+        held = await manager.list_facts(user, tag=closed.tag, feature=closed.feature, limit=1)
+        if held or await manager.profile.fact_history(user, closed.tag, closed.feature):
+            report.facts_unchanged += 1
+            continue
+        await _replay_versions(manager, user, closed.tag, closed.feature, closed.history, report)
+
+
 async def _replay_history(
     manager: MemoryManager, scope: Scope, fact: ExportedFact, report: ImportReport
 ) -> None:
     """Write the closed versions oldest first (a version closed for another reason than
     being superseded is invalidated with that reason), then the current value."""
-    for old in fact.history:
+    await _replay_versions(manager, scope, fact.tag, fact.feature, fact.history, report)
+    await manager.set_facts(scope, [_fact_record(fact)])
+
+
+async def _replay_versions(
+    manager: MemoryManager,
+    scope: Scope,
+    tag: str,
+    feature: str,
+    history: Sequence[ExportedFactVersion],
+    report: ImportReport,
+) -> None:
+    for old in history:
         record = FactRecord(
-            tag=fact.tag,
-            feature=fact.feature,
+            tag=tag,
+            feature=feature,
             value=old.value,
             confidence=old.confidence,
             source=old.source,
@@ -199,7 +227,6 @@ async def _replay_history(
         if old.reason != "superseded":
             await manager.apply_facts(scope, [], invalidate=[stored.id], reason=old.reason)
         report.fact_versions_replayed += 1
-    await manager.set_facts(scope, [_fact_record(fact)])
 
 
 def _fact_record(fact: ExportedFact) -> FactRecord:

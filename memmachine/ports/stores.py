@@ -227,8 +227,10 @@ class ProfileStore(Protocol):
       is none. Facts that never had source episodes are untouched. Returns an
       ``EpisodeDetachment``.
     * ``fact_history(scope, tag, feature)`` returns the closed versions of the user's
-      (tag, feature), oldest first. ``delete_fact`` / ``delete_facts`` also erase the history
-      of what they delete.
+      (tag, feature), oldest first. ``list_fact_versions(scope)`` returns every closed
+      version of the user (also of features with no current fact, e.g. invalidated ones),
+      ordered by (tag, feature), then oldest first. ``delete_fact`` / ``delete_facts`` also
+      erase the history of what they delete.
     * For reads and deletes, ``agent_id``/``group_id`` narrow to facts recorded with them and
       ``session_id`` to facts whose ``source_session_id`` is that session (pass
       ``scope.user_scope()`` for all of a user's facts).
@@ -282,6 +284,7 @@ class ProfileStore(Protocol):
         reason: str,
     ) -> list[Fact]: ...
     async def fact_history(self, scope: Scope, tag: str, feature: str) -> list[FactVersion]: ...
+    async def list_fact_versions(self, scope: Scope) -> list[FactVersion]: ...
     async def detach_episodes(
         self, scope: Scope, episode_ids: Sequence[str]
     ) -> EpisodeDetachment: ...

@@ -373,6 +373,23 @@ async def test_invalidated_fact_leaves_reads_and_stays_in_the_history(
     assert fresh.id != coffee.id
 
 
+async def test_list_fact_versions_holds_every_closed_version_of_the_user(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    stored = keyed(await seed_food(profile_store, scope))
+    await profile_store.upsert_facts(scope, [fact("food", "tea", "green")])
+    await profile_store.invalidate_fact(scope, stored[("food", "coffee")].id, "gave it up")
+    other_user = scope.model_copy(update={"user_id": "bob"})
+    await profile_store.upsert_facts(other_user, [fact("food", "tea", "x")])
+    await profile_store.upsert_facts(other_user, [fact("food", "tea", "y")])
+    versions = await profile_store.list_fact_versions(scope.for_session("elsewhere"))
+    assert [(v.tag, v.feature, v.value, v.reason) for v in versions] == [
+        ("food", "coffee", stored[("food", "coffee")].value, "gave it up"),
+        ("food", "tea", stored[("food", "tea")].value, "superseded"),
+    ]
+    assert [v.value for v in await profile_store.list_fact_versions(other_user)] == ["x"]
+
+
 async def test_apply_facts_invalidates_and_upserts_in_one_transaction(
     profile_store: SqlProfileStore, scope: Scope
 ) -> None:

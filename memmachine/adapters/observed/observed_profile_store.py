@@ -95,6 +95,10 @@ class ObservedProfileStore(Observed[ProfileStore]):
         with self._call("fact_history"):
             return await self._inner.fact_history(scope, tag, feature)
 
+    async def list_fact_versions(self, scope: Scope) -> list[FactVersion]:
+        with self._call("list_fact_versions"):
+            return await self._inner.list_fact_versions(scope)
+
     async def detach_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> EpisodeDetachment:
         with self._call("detach_episodes"):
             return await self._inner.detach_episodes(scope, episode_ids)

@@ -278,6 +278,20 @@ class SqlProfileStore(Lifecycle):
                 rows = list(await session.scalars(statement))
         return [_to_version(row) for row in rows]
 
+    async def list_fact_versions(self, scope: Scope) -> list[FactVersion]:
+        """Every closed version of the user, by (tag, feature) and then oldest first."""
+        table = ProfileFactHistoryRow
+        statement = (
+            select(table)
+            .where(*_history_filter(scope.user_scope()))
+            .order_by(table.tag, table.feature, table.valid_to, table.recorded_at)
+        )
+        reader = self._sessions(write=False)
+        with _translate("read fact history"):
+            async with reader() as session:
+                rows = list(await session.scalars(statement))
+        return [_to_version(row) for row in rows]
+
     async def detach_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> EpisodeDetachment:
         """Drop ``episode_ids`` from the user's facts and their history; a fact that rested
         only on them goes back to its newest version other episodes back, or is deleted
