@@ -124,6 +124,9 @@ class ExportedFactVersion(_Timestamped):
     valid_from: datetime
     valid_to: datetime
     reason: str
+    #: The exporting store's id of the fact and when it recorded the version (version 2).
+    fact_id: str | None = None
+    recorded_at: datetime | None = None
 
 
 class ExportedFact(_Timestamped):

@@ -184,4 +184,6 @@ def _exported_version(old: FactVersion) -> ExportedFactVersion:
         valid_from=old.valid_from,
         valid_to=old.valid_to,
         reason=old.reason,
+        fact_id=old.fact_id,
+        recorded_at=old.recorded_at,
     )

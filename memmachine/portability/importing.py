@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from memmachine.models import (
     Fact,
     FactRecord,
+    FactTimes,
     NewMessage,
     Scope,
     WorkingMessage,
@@ -148,6 +149,8 @@ async def _import_facts(
     size = max(1, min(batch_size, manager.limits.max_facts_per_request))
     total = len(document.facts)
     pending: dict[tuple[str | None, str | None], list[FactRecord]] = {}
+    #: Facts new to the target: they get the exporting store's ids and times once written.
+    fresh: list[ExportedFact] = []
     tick("facts", 0, total)
 
     async def flush(key: tuple[str | None, str | None]) -> None:
@@ -165,13 +168,18 @@ async def _import_facts(
         elif held is None and fact.history and not await _has_history(manager, user, fact):
             await _replay_history(manager, user.model_copy(update=_ids(key)), fact, report)
             report.facts_written += 1
+            fresh.append(fact)
         else:
+            if held is None:
+                fresh.append(fact)  # times restored only if the history matches (see port)
             pending.setdefault(key, []).append(_fact_record(fact))
             if len(pending[key]) >= size:
                 await flush(key)
         tick("facts", done, total)
     for key in list(pending):
         await flush(key)
+    for fact in fresh:
+        await _restore_times(manager, user, fact.tag, fact.feature, fact, fact.history)
 
 
 def _ids(key: tuple[str | None, str | None]) -> dict[str, str | None]:
@@ -194,6 +202,7 @@ async def _import_closed_facts(
             report.facts_unchanged += 1
             continue
         await _replay_versions(manager, user, closed.tag, closed.feature, closed.history, report)
+        await _restore_times(manager, user, closed.tag, closed.feature, None, closed.history)
 
 
 async def _replay_history(
@@ -203,6 +212,35 @@ async def _replay_history(
     being superseded is invalidated with that reason), then the current value."""
     await _replay_versions(manager, scope, fact.tag, fact.feature, fact.history, report)
     await manager.set_facts(scope, [_fact_record(fact)])
+
+
+async def _restore_times(
+    manager: MemoryManager,
+    user: Scope,
+    tag: str,
+    feature: str,
+    fact: ExportedFact | None,
+    history: Sequence[ExportedFactVersion],
+) -> None:
+    """Give a (tag, feature) just written the exporting store's ids and times."""
+    current = None
+    if fact is not None:
+        current = FactTimes(
+            id=fact.id,
+            created_at=fact.created_at,
+            updated_at=fact.updated_at,
+            valid_from=fact.valid_from,
+        )
+    versions = [
+        FactTimes(
+            id=old.fact_id,
+            valid_from=old.valid_from,
+            valid_to=old.valid_to,
+            recorded_at=old.recorded_at,
+        )
+        for old in history
+    ]
+    await manager.profile.restore_fact_times(user, tag, feature, current, versions)
 
 
 async def _replay_versions(

@@ -2,9 +2,10 @@
 production ones (a FalkorDB server or Neo4j, PostgreSQL, Redis).
 
 Each store is read directly (the episode, profile and working stores of the manager) before
-the export and after the import, and the two readings must be equal. What a store stamps
-itself on write is left out of the comparison, and only that: fact ids, the store times of
-facts (created/updated, valid from/to), and the time an episode was stored.
+the export and after the import, and the two readings must be equal: fact ids and every
+time of a fact and its closed versions included. Only the time an episode was stored (its
+``created_at``, the target store's own) and a fact's ``effective_confidence`` (aged from the
+clock at read time) are left out.
 """
 
 from __future__ import annotations
@@ -44,14 +45,11 @@ async def snapshot(manager: MemoryManager, user: Scope) -> dict[str, Any]:
         "facts": [
             f.model_dump(
                 mode="json",
-                exclude={"id", "created_at", "updated_at", "valid_from", "effective_confidence"},
+                exclude={"effective_confidence"},
             )
             for f in facts
         ],
-        "versions": [
-            v.model_dump(mode="json", exclude={"fact_id", "valid_from", "valid_to", "recorded_at"})
-            for v in versions
-        ],
+        "versions": [v.model_dump(mode="json") for v in versions],
         "working": sorted(
             (
                 {
