@@ -29,6 +29,7 @@ __all__ = [
     "Fact",
     "FactHit",
     "FactRecord",
+    "FactTimes",
     "FactVersion",
     "ForgetReport",
     "HealthReport",
@@ -315,6 +316,18 @@ class FactRecord(BaseModel):
     source_episode_ids: list[str] = Field(default_factory=list)
     metadata: JsonDict = Field(default_factory=dict)
     embedding: list[float] | None = None
+
+
+class FactTimes(BaseModel):
+    """When a fact or one of its closed versions was stored and held, as another store
+    recorded it (an import puts them back); ``id`` is the fact's id there."""
+
+    id: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    recorded_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 class Fact(BaseModel):

@@ -246,7 +246,10 @@ def _profile_database_url(url: str | None, settings: Settings) -> str:
         path = settings.data_dir.expanduser().resolve() / "profile.db"
         return f"sqlite+aiosqlite:///{path}"
     if _scheme(url).startswith("sqlite"):
-        return url.replace("sqlite://", "sqlite+aiosqlite://", 1)
+        # Bare ``sqlite://`` and ``sqlite+aiosqlite://`` alike: the store gives a bare one
+        # its async driver (a string replace here once turned the documented form into
+        # ``sqlite+aiosqlite+aiosqlite://``).
+        return url
     # postgresql+psycopg:// or postgresql:// (the store gives a bare one its async driver)
     credentials = store_credentials("PROFILE", url, None, settings.profile_store_password)
     if credentials.password is not None and resolve_credentials(url).password is None:

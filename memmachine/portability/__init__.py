@@ -1,21 +1,26 @@
 """One user's memories as a versioned JSON document: export and import.
 
-The document (``format`` ``"memmachine-export"``, ``version`` 1)::
+The document (``format`` ``"memmachine-export"``, ``version`` 2; version 1 still imports)::
 
-    {"format": "memmachine-export", "version": 1, "exported_at": "...",
+    {"format": "memmachine-export", "version": 2, "exported_at": "...",
      "scope": {"tenant", "org_id", "project_id", "user_id"},
      "episodes": [{"id", "session_id", "agent_id", "group_id", "sequence", "role",
                    "producer", "content", "timestamp", "metadata"}, ...],
      "facts": [{"id", "tag", "feature", "value", "confidence", "source",
                 "source_session_id", "source_episode_ids", "metadata", "agent_id",
                 "group_id", "created_at", "updated_at", "valid_from",
-                "history": [{"value", ..., "valid_from", "valid_to", "reason"}]}, ...],
+                "history": [{"value", ..., "valid_from", "valid_to", "reason",
+                             "fact_id", "recorded_at"}]}, ...],
+     "closed_facts": [{"tag", "feature", "history": [...]}, ...],
      "working": [{"session_id", "messages", "state", "summary"}, ...]}
+
+``closed_facts`` holds the (tag, feature)s with no current value, only closed versions (an
+invalidated fact). ``working`` holds every live session of the user, with or without
+episodes.
 
 :func:`export_user` writes it piece by piece while paging through the stores, so a large
 user never sits in memory whole. Episodes are oldest first; facts are ordered by (tag,
-feature) with their closed versions oldest first; working memory is exported for every
-session that has episodes (the working store cannot list sessions on its own).
+feature) with their closed versions oldest first.
 
 :func:`parse_document` validates a whole document before anything is written and raises
 :class:`DocumentError` naming the JSON path (``$.episodes[3].role``) of the first problem.
@@ -24,9 +29,14 @@ session that has episodes (the working store cannot list sessions on its own).
 PII redaction and the injection guard apply. Importing the same document twice stores
 nothing twice: episodes keep their ids and an id the user already has is skipped; a fact
 whose (tag, feature) already holds the same value is left alone; working memory is replaced.
-Fact ids and the store's own times (``created_at``, ``updated_at``, ``valid_from``, the
-history's ``valid_to``) are re-stamped on import; the history's values, provenance and
-reasons are replayed in order for a (tag, feature) the target has never held.
+A (tag, feature) new to the target has its history replayed in order (values, provenance,
+reasons) and then gets the exporting store's fact id (unless another fact holds it) and
+times back (``ProfileStore.restore_fact_times``), so an export -> forget -> import round trip
+gives identical stores; an episode's storage time is the target store's.
+
+Not in the document yet: typed agent state (its backends cannot list a user's records) and
+custom memory type records. New sections (attachments, procedures) plug in as described on
+:class:`ExportDocument`.
 """
 
 from __future__ import annotations

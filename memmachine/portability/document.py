@@ -31,6 +31,7 @@ __all__ = [
     "DocumentError",
     "ExportDocument",
     "ExportScope",
+    "ExportedClosedFact",
     "ExportedEpisode",
     "ExportedFact",
     "ExportedFactVersion",
@@ -44,7 +45,9 @@ __all__ = [
 ]
 
 FORMAT_NAME = "memmachine-export"
-FORMAT_VERSION = 1
+#: 2 added ``closed_facts`` (features whose every version is closed, e.g. invalidated) and
+#: working memory of sessions that have no episodes; version 1 documents still import.
+FORMAT_VERSION = 2
 
 #: ``progress(phase, done, total)``: ``phase`` is ``"episodes"``, ``"facts"`` or
 #: ``"working"``; ``total`` is ``None`` when it is not known in advance.
@@ -121,6 +124,9 @@ class ExportedFactVersion(_Timestamped):
     valid_from: datetime
     valid_to: datetime
     reason: str
+    #: The exporting store's id of the fact and when it recorded the version (version 2).
+    fact_id: str | None = None
+    recorded_at: datetime | None = None
 
 
 class ExportedFact(_Timestamped):
@@ -142,6 +148,15 @@ class ExportedFact(_Timestamped):
     updated_at: datetime | None = None
     valid_from: datetime | None = None
     history: list[ExportedFactVersion] = Field(default_factory=list)
+
+
+class ExportedClosedFact(_Strict):
+    """A (tag, feature) the user holds no current value for, only closed versions (oldest
+    first): a fact that was invalidated, with what it was before."""
+
+    tag: str
+    feature: str
+    history: list[ExportedFactVersion] = Field(min_length=1)
 
 
 class ExportedMessage(_Timestamped):
@@ -167,12 +182,17 @@ class ExportDocument(_Timestamped):
     """A whole export, as :func:`export_user` writes it and :func:`parse_document` reads it."""
 
     format: Literal["memmachine-export"] = "memmachine-export"
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
     exported_at: datetime
     scope: ExportScope
     episodes: list[ExportedEpisode] = Field(default_factory=list)
     facts: list[ExportedFact] = Field(default_factory=list)
+    closed_facts: list[ExportedClosedFact] = Field(default_factory=list)
     working: list[ExportedSession] = Field(default_factory=list)
+    # Extension point: a new kind of memory a user owns (attachments, procedures...) adds
+    # its own section here as a list of its own models with an empty default, bumps
+    # FORMAT_VERSION, writes the section in export_user after "working" and restores it in
+    # import_document after _import_working; older documents import with the section empty.
 
 
 def parse_document(data: object) -> ExportDocument:
@@ -225,6 +245,20 @@ def _check_unique(document: ExportDocument) -> None:
                 f"$.facts[{index}]",
                 f"fact {fact.tag!r}/{fact.feature!r} is also at $.facts[{first}]",
             )
+    closed_seen: dict[object, int] = {}
+    for index, closed in enumerate(document.closed_facts):
+        key = (closed.tag, closed.feature)
+        if key in seen:
+            raise DocumentError(
+                f"$.closed_facts[{index}]",
+                f"fact {closed.tag!r}/{closed.feature!r} is also at $.facts[{seen[key]}]",
+            )
+        first = closed_seen.setdefault(key, index)
+        if first != index:
+            raise DocumentError(
+                f"$.closed_facts[{index}]",
+                f"fact {closed.tag!r}/{closed.feature!r} is also at $.closed_facts[{first}]",
+            )
     seen = {}
     for index, session in enumerate(document.working):
         first = seen.setdefault(session.session_id, index)
@@ -249,6 +283,7 @@ def check_writable(manager: MemoryManager, document: ExportDocument) -> None:
 
     for index, episode in enumerate(document.episodes):
         text(f"$.episodes[{index}].content", episode.content, limits.max_message_chars)
+    checked: list[list[tuple[str, str]]] = []
     for index, fact in enumerate(document.facts):
         fields = [
             (f"$.facts[{index}].tag", fact.tag),
@@ -259,6 +294,19 @@ def check_writable(manager: MemoryManager, document: ExportDocument) -> None:
             (f"$.facts[{index}].history[{number}].value", old.value)
             for number, old in enumerate(fact.history)
         ]
+        checked.append(fields)
+    for index, closed in enumerate(document.closed_facts):
+        checked.append(
+            [
+                (f"$.closed_facts[{index}].tag", closed.tag),
+                (f"$.closed_facts[{index}].feature", closed.feature),
+                *(
+                    (f"$.closed_facts[{index}].history[{number}].value", old.value)
+                    for number, old in enumerate(closed.history)
+                ),
+            ]
+        )
+    for fields in checked:
         for path, value in fields:
             text(path, value, limits.max_fact_chars)
             reason = looks_like_injection(value) if guard else None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 from memmachine.portability.document import (
     PAGE,
     ExportDocument,
+    ExportedClosedFact,
     ExportedEpisode,
     ExportedFact,
     ExportedFactVersion,
@@ -44,6 +45,7 @@ class ExportReport:
     episodes: int = 0
     facts: int = 0
     fact_versions: int = 0
+    closed_facts: int = 0
     sessions: int = 0
 
 
@@ -97,14 +99,35 @@ async def export_user(
     write("\n],\n")
 
     write('"facts": [')
+    current: set[tuple[str, str]] = set()
     async for facts in fact_pages(manager, user, page_size):
         for fact in facts:
+            current.add((fact.tag, fact.feature))
             _, history = await manager.fact_history(user, fact.tag, fact.feature)
             write(_element(report.facts, _exported_fact(fact, history)))
             report.facts += 1
             report.fact_versions += len(history)
         tick("facts", report.facts, None)
     write("\n],\n")
+
+    write('"closed_facts": [')
+    closed: dict[tuple[str, str], list[FactVersion]] = {}
+    for version in await manager.profile.list_fact_versions(user):
+        closed.setdefault((version.tag, version.feature), []).append(version)
+    for (tag, feature), versions in closed.items():
+        if (tag, feature) in current:
+            continue  # exported with its current fact
+        item_closed = ExportedClosedFact(
+            tag=tag, feature=feature, history=[_exported_version(old) for old in versions]
+        )
+        write(_element(report.closed_facts, item_closed))
+        report.closed_facts += 1
+        report.fact_versions += len(versions)
+    write("\n],\n")
+
+    # Sessions with live working memory but no episodes (e.g. written with working only).
+    for memory in await manager.working.list_sessions(user):
+        sessions.setdefault(memory.scope.session_id or "", None)
 
     write('"working": [')
     for number, session_id in enumerate(sessions, start=1):
@@ -147,17 +170,20 @@ def _exported_fact(fact: Fact, history: Sequence[FactVersion]) -> ExportedFact:
         created_at=fact.created_at,
         updated_at=fact.updated_at,
         valid_from=fact.valid_from,
-        history=[
-            ExportedFactVersion(
-                value=old.value,
-                confidence=old.confidence,
-                source=old.source,
-                source_session_id=old.source_session_id,
-                source_episode_ids=list(old.source_episode_ids),
-                valid_from=old.valid_from,
-                valid_to=old.valid_to,
-                reason=old.reason,
-            )
-            for old in history
-        ],
+        history=[_exported_version(old) for old in history],
+    )
+
+
+def _exported_version(old: FactVersion) -> ExportedFactVersion:
+    return ExportedFactVersion(
+        value=old.value,
+        confidence=old.confidence,
+        source=old.source,
+        source_session_id=old.source_session_id,
+        source_episode_ids=list(old.source_episode_ids),
+        valid_from=old.valid_from,
+        valid_to=old.valid_to,
+        reason=old.reason,
+        fact_id=old.fact_id,
+        recorded_at=old.recorded_at,
     )

@@ -4,12 +4,14 @@ write."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memmachine.models import (
     Fact,
     FactRecord,
+    FactTimes,
     NewMessage,
     Scope,
     WorkingMessage,
@@ -24,6 +26,7 @@ from memmachine.portability.document import (
     ExportDocument,
     ExportedEpisode,
     ExportedFact,
+    ExportedFactVersion,
     Progress,
     check_writable,
     fact_pages,
@@ -66,6 +69,7 @@ async def import_document(
     report = ImportReport()
     await _import_episodes(manager, document, user, report, tick, batch_size)
     await _import_facts(manager, document, user, report, tick, batch_size)
+    await _import_closed_facts(manager, document, user, report)
     await _import_working(manager, document, user, report, tick)
     return report
 
@@ -145,6 +149,8 @@ async def _import_facts(
     size = max(1, min(batch_size, manager.limits.max_facts_per_request))
     total = len(document.facts)
     pending: dict[tuple[str | None, str | None], list[FactRecord]] = {}
+    #: Facts new to the target: they get the exporting store's ids and times once written.
+    fresh: list[ExportedFact] = []
     tick("facts", 0, total)
 
     async def flush(key: tuple[str | None, str | None]) -> None:
@@ -162,13 +168,18 @@ async def _import_facts(
         elif held is None and fact.history and not await _has_history(manager, user, fact):
             await _replay_history(manager, user.model_copy(update=_ids(key)), fact, report)
             report.facts_written += 1
+            fresh.append(fact)
         else:
+            if held is None:
+                fresh.append(fact)  # times restored only if the history matches (see port)
             pending.setdefault(key, []).append(_fact_record(fact))
             if len(pending[key]) >= size:
                 await flush(key)
         tick("facts", done, total)
     for key in list(pending):
         await flush(key)
+    for fact in fresh:
+        await _restore_times(manager, user, fact.tag, fact.feature, fact, fact.history)
 
 
 def _ids(key: tuple[str | None, str | None]) -> dict[str, str | None]:
@@ -180,15 +191,70 @@ async def _has_history(manager: MemoryManager, user: Scope, fact: ExportedFact) 
     return bool(history)
 
 
+async def _import_closed_facts(
+    manager: MemoryManager, document: ExportDocument, user: Scope, report: ImportReport
+) -> None:
+    """Replay the versions of each fact that has no current value, for a (tag, feature) the
+    target holds neither a current fact nor a history of."""
+    for closed in document.closed_facts:
+        held = await manager.list_facts(user, tag=closed.tag, feature=closed.feature, limit=1)
+        if held or await manager.profile.fact_history(user, closed.tag, closed.feature):
+            report.facts_unchanged += 1
+            continue
+        await _replay_versions(manager, user, closed.tag, closed.feature, closed.history, report)
+        await _restore_times(manager, user, closed.tag, closed.feature, None, closed.history)
+
+
 async def _replay_history(
     manager: MemoryManager, scope: Scope, fact: ExportedFact, report: ImportReport
 ) -> None:
     """Write the closed versions oldest first (a version closed for another reason than
     being superseded is invalidated with that reason), then the current value."""
-    for old in fact.history:
+    await _replay_versions(manager, scope, fact.tag, fact.feature, fact.history, report)
+    await manager.set_facts(scope, [_fact_record(fact)])
+
+
+async def _restore_times(
+    manager: MemoryManager,
+    user: Scope,
+    tag: str,
+    feature: str,
+    fact: ExportedFact | None,
+    history: Sequence[ExportedFactVersion],
+) -> None:
+    """Give a (tag, feature) just written the exporting store's ids and times."""
+    current = None
+    if fact is not None:
+        current = FactTimes(
+            id=fact.id,
+            created_at=fact.created_at,
+            updated_at=fact.updated_at,
+            valid_from=fact.valid_from,
+        )
+    versions = [
+        FactTimes(
+            id=old.fact_id,
+            valid_from=old.valid_from,
+            valid_to=old.valid_to,
+            recorded_at=old.recorded_at,
+        )
+        for old in history
+    ]
+    await manager.profile.restore_fact_times(user, tag, feature, current, versions)
+
+
+async def _replay_versions(
+    manager: MemoryManager,
+    scope: Scope,
+    tag: str,
+    feature: str,
+    history: Sequence[ExportedFactVersion],
+    report: ImportReport,
+) -> None:
+    for old in history:
         record = FactRecord(
-            tag=fact.tag,
-            feature=fact.feature,
+            tag=tag,
+            feature=feature,
             value=old.value,
             confidence=old.confidence,
             source=old.source,
@@ -199,7 +265,6 @@ async def _replay_history(
         if old.reason != "superseded":
             await manager.apply_facts(scope, [], invalidate=[stored.id], reason=old.reason)
         report.fact_versions_replayed += 1
-    await manager.set_facts(scope, [_fact_record(fact)])
 
 
 def _fact_record(fact: ExportedFact) -> FactRecord:

@@ -14,6 +14,7 @@ from memmachine.models import (
     EpisodeRecord,
     Fact,
     FactRecord,
+    FactTimes,
     FactVersion,
     IndexEntry,
     IndexState,
@@ -227,8 +228,18 @@ class ProfileStore(Protocol):
       is none. Facts that never had source episodes are untouched. Returns an
       ``EpisodeDetachment``.
     * ``fact_history(scope, tag, feature)`` returns the closed versions of the user's
-      (tag, feature), oldest first. ``delete_fact`` / ``delete_facts`` also erase the history
-      of what they delete.
+      (tag, feature), oldest first. ``list_fact_versions(scope)`` returns every closed
+      version of the user (also of features with no current fact, e.g. invalidated ones),
+      ordered by (tag, feature), then oldest first. ``delete_fact`` / ``delete_facts`` also
+      erase the history of what they delete.
+    * ``restore_fact_times(scope, tag, feature, current, versions)`` puts back the times
+      another store recorded for the user's (tag, feature), in one transaction: the current
+      fact's ``created_at`` / ``updated_at`` / ``valid_from`` from ``current`` (and its id,
+      when given and no other fact has it), the closed versions' ``valid_from`` /
+      ``valid_to`` / ``recorded_at`` (and ``fact_id``) from ``versions``, oldest first. Only
+      fields that are set change; nothing changes, and it returns ``False``, unless the
+      store holds exactly ``len(versions)`` closed versions and a current fact exactly when
+      ``current`` is given.
     * For reads and deletes, ``agent_id``/``group_id`` narrow to facts recorded with them and
       ``session_id`` to facts whose ``source_session_id`` is that session (pass
       ``scope.user_scope()`` for all of a user's facts).
@@ -282,6 +293,15 @@ class ProfileStore(Protocol):
         reason: str,
     ) -> list[Fact]: ...
     async def fact_history(self, scope: Scope, tag: str, feature: str) -> list[FactVersion]: ...
+    async def list_fact_versions(self, scope: Scope) -> list[FactVersion]: ...
+    async def restore_fact_times(
+        self,
+        scope: Scope,
+        tag: str,
+        feature: str,
+        current: FactTimes | None,
+        versions: Sequence[FactTimes],
+    ) -> bool: ...
     async def detach_episodes(
         self, scope: Scope, episode_ids: Sequence[str]
     ) -> EpisodeDetachment: ...

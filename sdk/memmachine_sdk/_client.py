@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from memmachine_sdk import models as m
 from memmachine_sdk._memory import AsyncMemory, Memory
+from memmachine_sdk._operations import AsyncOperations, SyncOperations
 from memmachine_sdk._requests import Call, FactLike, MessageLike, Requests
 from memmachine_sdk._retry import RetryPolicy, connection_error
 from memmachine_sdk.errors import (
@@ -134,7 +135,7 @@ class _Base:
         return delay
 
 
-class Client(_Base):
+class Client(SyncOperations, _Base):
     """Blocking client for the memmachine REST API.
 
     ``with Client(user_id="ana") as mm: mm.add(["hello"], session_id="s1")``, or scoped:
@@ -523,7 +524,7 @@ class Client(_Base):
         return self._get(call).result
 
 
-class AsyncClient(_Base):
+class AsyncClient(AsyncOperations, _Base):
     """Asyncio client with the same constructor and methods as :class:`Client`, awaited;
     ``http_client`` is an ``httpx.AsyncClient`` and ``transport`` an async transport
     (``httpx.ASGITransport(app)`` to talk to an app in-process)."""

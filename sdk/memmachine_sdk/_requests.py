@@ -353,3 +353,112 @@ class Requests:
         # A retrieve only reads; a store may not be repeatable (the type decides).
         safe = action == "retrieve"
         return Call("POST", path, m.CustomMemoryResponse, json=_body(request), idempotent=safe)
+
+    # ------------------------------------------------------------ facts, jobs, keys, inspector
+
+    def invalidate_fact(
+        self, fact_id: str, *, reason: str | None, user_id: str | None
+    ) -> Call[m.ProfileHistoryResponse]:
+        fields: dict[str, Any] = self._scope(user_id=user_id)
+        if reason is not None:
+            fields["reason"] = reason
+        request = validate(m.InvalidateFactRequest, **fields)
+        path = f"/v1/profile/facts/{_seg(fact_id)}/invalidate"
+        # Closing a fact twice closes it once: the second call answers with the same history.
+        return Call("POST", path, m.ProfileHistoryResponse, json=_body(request), idempotent=True)
+
+    def list_jobs(
+        self, *, user_id: str | None, status: str | None, limit: int
+    ) -> Call[m.JobListResponse]:
+        params = _params(**self._scope(user_id=user_id), status=status, limit=limit)
+        return Call("GET", "/v1/jobs", m.JobListResponse, params=params)
+
+    def get_job(self, job_id: str, *, user_id: str | None) -> Call[m.JobOut]:
+        params = self._scope(user_id=user_id)
+        return Call("GET", f"/v1/jobs/{_seg(job_id)}", m.JobOut, params=params)
+
+    def replay_job(self, job_id: str, *, user_id: str | None) -> Call[m.JobOut]:
+        # A second replay of a job already requeued is a 409, so it is not retried blindly.
+        params = self._scope(user_id=user_id)
+        return Call("POST", f"/v1/jobs/{_seg(job_id)}/replay", m.JobOut, params=params)
+
+    def purge_dead_jobs(
+        self, *, job_id: str | None, user_id: str | None
+    ) -> Call[m.JobPurgeResponse]:
+        params = _params(**self._scope(user_id=user_id), job_id=job_id)
+        return Call("DELETE", "/v1/jobs/dead", m.JobPurgeResponse, params=params)
+
+    def create_key(
+        self,
+        *,
+        tenant: str | None,
+        name: str,
+        permissions: Sequence[str] | None,
+        rate_limit_per_minute: int | None,
+    ) -> Call[m.CreatedKeyOut]:
+        fields: dict[str, Any] = {"name": name}
+        if tenant is not None:
+            fields["tenant"] = tenant
+        if permissions is not None:
+            fields["permissions"] = list(permissions)
+        if rate_limit_per_minute is not None:
+            fields["rate_limit_per_minute"] = rate_limit_per_minute
+        request = validate(m.CreateKeyRequest, **fields)
+        return Call("POST", "/v1/admin/keys", m.CreatedKeyOut, json=_body(request))
+
+    def list_keys(self, *, tenant: str | None) -> Call[m.ApiKeyListResponse]:
+        return Call("GET", "/v1/admin/keys", m.ApiKeyListResponse, params=_params(tenant=tenant))
+
+    def revoke_key(self, key_id: str) -> Call[m.ApiKeyOut]:
+        return Call("DELETE", f"/v1/admin/keys/{_seg(key_id)}", m.ApiKeyOut)
+
+    def whoami(self) -> Call[m.WhoAmIResponse]:
+        return Call("GET", "/v1/whoami", m.WhoAmIResponse)
+
+    def _project(self) -> dict[str, str]:
+        return {key: value for key, value in self.ids.items() if key in ("org_id", "project_id")}
+
+    def _user_path_scope(self, **ids: str | None) -> dict[str, str]:
+        """Scope ids for a route with the user in its path (the user id is not repeated)."""
+        return {key: value for key, value in self._scope(**ids).items() if key != "user_id"}
+
+    def list_users(
+        self, *, prefix: str | None, after: str | None, limit: int
+    ) -> Call[m.UserListResponse]:
+        params = _params(**self._project(), prefix=prefix, after=after, limit=limit)
+        return Call("GET", "/v1/users", m.UserListResponse, params=params)
+
+    def get_user(self, user_id: str) -> Call[m.UserOut]:
+        params = self._user_path_scope()
+        return Call("GET", f"/v1/users/{_seg(user_id)}", m.UserOut, params=params)
+
+    def list_sessions(
+        self, user_id: str, *, limit: int, offset: int
+    ) -> Call[m.SessionListResponse]:
+        params = {**self._user_path_scope(), "limit": limit, "offset": offset}
+        path = f"/v1/users/{_seg(user_id)}/sessions"
+        return Call("GET", path, m.SessionListResponse, params=params)
+
+    def timeline(
+        self, user_id: str, *, session_id: str | None, bucket_seconds: int
+    ) -> Call[m.TimelineResponse]:
+        params = {**self._user_path_scope(session_id=session_id), "bucket_seconds": bucket_seconds}
+        path = f"/v1/users/{_seg(user_id)}/timeline"
+        return Call("GET", path, m.TimelineResponse, params=params)
+
+    def forget_preview(self, user_id: str, *, session_id: str | None) -> Call[m.ForgetPreviewOut]:
+        params = self._user_path_scope(session_id=session_id)
+        path = f"/v1/users/{_seg(user_id)}/forget-preview"
+        return Call("GET", path, m.ForgetPreviewOut, params=params)
+
+    def job_counts(self, user_id: str) -> Call[m.JobCountsOut]:
+        params = self._user_path_scope()
+        path = f"/v1/users/{_seg(user_id)}/job-counts"
+        return Call("GET", path, m.JobCountsOut, params=params)
+
+    def neighbours(
+        self, episode_id: str, *, user_id: str | None, before: int, after: int
+    ) -> Call[m.EpisodeNeighboursResponse]:
+        params = {**self._scope(user_id=user_id), "before": before, "after": after}
+        path = f"/v1/memories/{_seg(episode_id)}/neighbours"
+        return Call("GET", path, m.EpisodeNeighboursResponse, params=params)

@@ -226,7 +226,8 @@ def _export(args: argparse.Namespace) -> int:
         bar.finish()
         print(
             f"memmachine export: {report.episodes} episodes, {report.facts} facts "
-            f"({report.fact_versions} past versions), {report.sessions} working sessions "
+            f"({report.fact_versions} past versions), {report.closed_facts} closed facts, "
+            f"{report.sessions} working sessions "
             f"of user {scope.user_id!r} (tenant {scope.tenant!r})",
             file=sys.stderr,
         )

@@ -12,7 +12,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from memmachine.errors import (
     MemMachineError,
     StoreError,
 )
-from memmachine.models import Fact, FactRecord, Scope, utc_now
+from memmachine.models import Fact, FactRecord, FactTimes, Scope, utc_now
 from memmachine.ports import ProfileStore
 from tests.conftest import temporary_postgres_database
 from tests.contract.conftest import USER_IDS_IN_ORDER, check_user_listing
@@ -371,6 +371,65 @@ async def test_invalidated_fact_leaves_reads_and_stays_in_the_history(
     # The (tag, feature) can hold a new fact afterwards.
     [fresh] = await profile_store.upsert_facts(scope, [fact("food", "coffee", "none")])
     assert fresh.id != coffee.id
+
+
+async def test_list_fact_versions_holds_every_closed_version_of_the_user(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    stored = keyed(await seed_food(profile_store, scope))
+    await profile_store.upsert_facts(scope, [fact("food", "tea", "green")])
+    await profile_store.invalidate_fact(scope, stored[("food", "coffee")].id, "gave it up")
+    other_user = scope.model_copy(update={"user_id": "bob"})
+    await profile_store.upsert_facts(other_user, [fact("food", "tea", "x")])
+    await profile_store.upsert_facts(other_user, [fact("food", "tea", "y")])
+    versions = await profile_store.list_fact_versions(scope.for_session("elsewhere"))
+    assert [(v.tag, v.feature, v.value, v.reason) for v in versions] == [
+        ("food", "coffee", stored[("food", "coffee")].value, "gave it up"),
+        ("food", "tea", stored[("food", "tea")].value, "superseded"),
+    ]
+    assert [v.value for v in await profile_store.list_fact_versions(other_user)] == ["x"]
+
+
+async def test_restore_fact_times_puts_back_ids_and_times_when_the_history_matches(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    [old] = await profile_store.upsert_facts(scope, [fact("home", "city", "Porto")])
+    await profile_store.upsert_facts(scope, [fact("home", "city", "Lisbon")])
+    then = datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)
+    current = FactTimes(
+        id=f"restored-{uuid.uuid4().hex[:8]}",
+        created_at=then,
+        updated_at=then + timedelta(days=2),
+        valid_from=then + timedelta(days=1),
+    )
+    version = FactTimes(
+        id=current.id, valid_from=then, valid_to=then + timedelta(days=1), recorded_at=then
+    )
+    # Two versions given, one held: nothing changes.
+    assert not await profile_store.restore_fact_times(
+        scope, "home", "city", current, [version, version]
+    )
+    assert (await profile_store.list_facts(scope))[0].id == old.id
+    assert await profile_store.restore_fact_times(scope, "home", "city", current, [version])
+    [restored] = await profile_store.list_facts(scope)
+    assert (restored.id, restored.value) == (current.id, "Lisbon")
+    assert (restored.created_at, restored.updated_at, restored.valid_from) == (
+        current.created_at,
+        current.updated_at,
+        current.valid_from,
+    )
+    [closed] = await profile_store.fact_history(scope, "home", "city")
+    assert (closed.fact_id, closed.value, closed.valid_from, closed.valid_to) == (
+        current.id,
+        "Porto",
+        then,
+        then + timedelta(days=1),
+    )
+    # Another user's fact keeps its id: an id already taken is not given away.
+    other = scope.model_copy(update={"user_id": "bob"})
+    await profile_store.upsert_facts(other, [fact("home", "city", "Oslo")])
+    assert await profile_store.restore_fact_times(other, "home", "city", current, [])
+    assert (await profile_store.list_facts(other))[0].id != current.id
 
 
 async def test_apply_facts_invalidates_and_upserts_in_one_transaction(

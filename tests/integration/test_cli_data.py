@@ -101,14 +101,15 @@ def exported(source: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFac
     out = tmp_path_factory.mktemp("files") / "ana.json"
     result = run_cli(model_dir, source, "export", "--user-id", "ana", "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert "3 episodes, 1 facts (1 past versions), 2 working sessions" in result.stderr
+    summary = "3 episodes, 1 facts (1 past versions), 0 closed facts, 2 working sessions"
+    assert summary in result.stderr
     return out
 
 
 def test_export_holds_only_that_users_memories(exported: Path) -> None:
     text = exported.read_text()
     document = json.loads(text)
-    assert (document["format"], document["version"]) == ("memmachine-export", 1)
+    assert (document["format"], document["version"]) == ("memmachine-export", 2)
     assert document["scope"]["user_id"] == "ana"
     assert "Bob" not in text
     assert [e["content"] for e in document["episodes"]] == [

@@ -68,7 +68,7 @@ def test_a_valid_document_parses_with_aware_times() -> None:
     ("change", "path"),
     [
         (lambda d: d.update(format="something-else"), "$.format"),
-        (lambda d: d.update(version=2), "$.version"),
+        (lambda d: d.update(version=3), "$.version"),
         (lambda d: d.update(version="one"), "$.version"),
         (lambda d: d.pop("scope"), "$.scope"),
         (lambda d: d["scope"].update(user_id="not valid!"), "$.scope.user_id"),
@@ -81,6 +81,18 @@ def test_a_valid_document_parses_with_aware_times() -> None:
         (lambda d: d["facts"].append(dict(d["facts"][0])), "$.facts[1]"),
         (lambda d: d["facts"][0]["history"][0].pop("reason"), "$.facts[0].history[0].reason"),
         (lambda d: d["working"].append({"session_id": "s1"}), "$.working[1].session_id"),
+        (
+            lambda d: d.update(closed_facts=[{"tag": "a", "feature": "b"}]),
+            "$.closed_facts[0].history",
+        ),
+        (
+            lambda d: d.update(
+                closed_facts=[
+                    {"tag": "pets", "feature": "dog", "history": d["facts"][0]["history"]}
+                ]
+            ),
+            "$.closed_facts[0]",
+        ),
     ],
 )
 def test_a_bad_document_names_the_path_of_its_first_problem(change: Any, path: str) -> None:

@@ -9,6 +9,7 @@ from memmachine.models import (
     EpisodeDetachment,
     Fact,
     FactRecord,
+    FactTimes,
     FactVersion,
     ProjectScope,
     Scope,
@@ -94,6 +95,21 @@ class ObservedProfileStore(Observed[ProfileStore]):
     async def fact_history(self, scope: Scope, tag: str, feature: str) -> list[FactVersion]:
         with self._call("fact_history"):
             return await self._inner.fact_history(scope, tag, feature)
+
+    async def list_fact_versions(self, scope: Scope) -> list[FactVersion]:
+        with self._call("list_fact_versions"):
+            return await self._inner.list_fact_versions(scope)
+
+    async def restore_fact_times(
+        self,
+        scope: Scope,
+        tag: str,
+        feature: str,
+        current: FactTimes | None,
+        versions: Sequence[FactTimes],
+    ) -> bool:
+        with self._call("restore_fact_times"):
+            return await self._inner.restore_fact_times(scope, tag, feature, current, versions)
 
     async def detach_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> EpisodeDetachment:
         with self._call("detach_episodes"):

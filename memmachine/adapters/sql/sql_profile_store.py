@@ -106,6 +106,7 @@ from memmachine.models import (
     EpisodeDetachment,
     Fact,
     FactRecord,
+    FactTimes,
     FactVersion,
     ProjectScope,
     Scope,
@@ -277,6 +278,68 @@ class SqlProfileStore(Lifecycle):
             async with reader() as session:
                 rows = list(await session.scalars(statement))
         return [_to_version(row) for row in rows]
+
+    async def list_fact_versions(self, scope: Scope) -> list[FactVersion]:
+        """Every closed version of the user, by (tag, feature) and then oldest first."""
+        table = ProfileFactHistoryRow
+        statement = (
+            select(table)
+            .where(*_history_filter(scope.user_scope()))
+            .order_by(table.tag, table.feature, table.valid_to, table.recorded_at)
+        )
+        reader = self._sessions(write=False)
+        with _translate("read fact history"):
+            async with reader() as session:
+                rows = list(await session.scalars(statement))
+        return [_to_version(row) for row in rows]
+
+    async def restore_fact_times(
+        self,
+        scope: Scope,
+        tag: str,
+        feature: str,
+        current: FactTimes | None,
+        versions: Sequence[FactTimes],
+    ) -> bool:
+        """Put back another store's times (and ids) of the user's (tag, feature); see the
+        port's contract. One transaction."""
+        user = scope.user_scope()
+        history = ProfileFactHistoryRow
+        writer = self._sessions(write=True)
+        with _translate("restore fact times"):
+            async with writer() as session, session.begin():
+                facts = list(
+                    await session.scalars(
+                        select(ProfileFactRow).where(
+                            *_user_filter(user),
+                            ProfileFactRow.tag == tag,
+                            ProfileFactRow.feature == feature,
+                        )
+                    )
+                )
+                closed = list(
+                    await session.scalars(
+                        select(history)
+                        .where(
+                            *_history_filter(user), history.tag == tag, history.feature == feature
+                        )
+                        .order_by(history.valid_to, history.recorded_at)
+                    )
+                )
+                if len(closed) != len(versions) or bool(facts) != (current is not None):
+                    return False
+                for row, times in zip(closed, versions, strict=True):
+                    _stamp(row, times, ("valid_from", "valid_to", "recorded_at"))
+                    if times.id is not None:
+                        row.fact_id = times.id
+                if facts and current is not None:
+                    row_fact = facts[0]
+                    _stamp(row_fact, current, ("created_at", "updated_at", "valid_from"))
+                    if current.id is not None and current.id != row_fact.id:
+                        taken = await session.get(ProfileFactRow, current.id)
+                        if taken is None:
+                            row_fact.id = current.id
+        return True
 
     async def detach_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> EpisodeDetachment:
         """Drop ``episode_ids`` from the user's facts and their history; a fact that rested
@@ -627,6 +690,14 @@ def _history_row(row: ProfileFactRow, reason: str, now: datetime) -> ProfileFact
         reason=reason,
         recorded_at=now,
     )
+
+
+def _stamp(row: Any, times: FactTimes, fields: Sequence[str]) -> None:
+    """Set on ``row`` each of ``fields`` that ``times`` has."""
+    for name in fields:
+        value = getattr(times, name)
+        if value is not None:
+            setattr(row, name, as_utc(value))
 
 
 def _to_version(row: ProfileFactHistoryRow) -> FactVersion:
