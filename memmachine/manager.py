@@ -1,10 +1,9 @@
 """The memory manager: the one object every interface (REST, MCP, CLI, SDK) calls.
 
-A thin facade over one service per kind of memory (:mod:`memmachine.memory`): episodic,
-profile, working and custom types, which share one write gate (:mod:`memmachine.safety.gate`)
-and one job scheduler. It holds no logic of its own beyond what spans several services:
-adding messages (episodes and working memory, all or nothing), deleting an episode (and
-its traces in the profile), searching every kind at once, and forgetting.
+A thin facade over one service per kind of memory (:mod:`memmachine.memory`) sharing one
+write gate, job scheduler, clock and retention sweep; its own logic only spans services:
+adding messages (episodes and working memory, all or nothing), deleting an episode (and its
+traces in the profile), searching every kind at once, and forgetting.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from memmachine.memory.lifecycle import Parts, Resource
 from memmachine.memory.lifecycle import embedder_status as embedder_status_of
 from memmachine.memory.lifecycle import reranker_status as reranker_status_of
 from memmachine.memory.profile import ProfileService
+from memmachine.memory.retention import Clock, RetentionSettings, RetentionSweep
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.memory.working import WorkingService
 from memmachine.models import (
@@ -87,20 +87,21 @@ class MemoryManager:
         extraction: ExtractionSettings | None = None,
         memory_types: MemoryTypeRegistry | None = None,
         stage_observer: StageObserver | None = None,
+        clock: Clock | None = None,
+        retention: RetentionSettings | None = None,
     ) -> None:
         self.episodes, self.profile, self.working, self.jobs = episodes, profile, working, jobs
         self.embedder_status = embedder_status or embedder_status_of(embedder)
         self.reranker_status = reranker_status or reranker_status_of(reranker)
         self.limits = limits or LimitSettings()
-        self.working_ttl_seconds = working_ttl_seconds
-        self.language_model = language_model
+        self.working_ttl_seconds, self.language_model = working_ttl_seconds, language_model
         self.llm_status = (
             LlmStatus(enabled=True, model=language_model.model)
             if language_model is not None
             else LlmStatus(enabled=False, reason=language_model_off_reason)
         )
         self.compaction = compaction or CompactionSettings()
-        self.extraction = extraction or ExtractionSettings()
+        self.extraction = extraction = extraction or ExtractionSettings()
         #: Custom memory types (:mod:`memmachine.memory_types`), started as a resource.
         self.memory_types = memory_types if memory_types is not None else MemoryTypeRegistry()
         #: What every string the services store passes (validation, PII, injection).
@@ -121,9 +122,10 @@ class MemoryManager:
             reranker=reranker,
             retrieval=retrieval or RetrievalSettings(),
             stage_observer=stage_observer,
+            clock=clock,
         )
         self.profile_service = ProfileService(
-            store=profile, gate=self.gate, embedder=embedder, extraction=self.extraction
+            store=profile, gate=self.gate, embedder=embedder, extraction=extraction, clock=clock
         )
         self.working_service = WorkingService(
             store=working,
@@ -132,12 +134,14 @@ class MemoryManager:
             compaction=self.compaction,
             language_model=language_model,
             ttl_seconds=working_ttl_seconds,
+            clock=clock,
         )
+        self.retention = RetentionSweep(episodes, profile, working, retention, clock)
         stores: list[Resource] = [episodes, profile, working, *([jobs] if jobs else [])]
         self._parts = Parts(
-            resources=[*resources, self.memory_types],
+            resources=[*resources, self.memory_types, self.retention],
             stores=stores,
-            health=[*stores, *extra_health],
+            health=[*stores, *extra_health, self.retention],
             language_model=language_model,
         )
         self._resources = self._parts.resources
@@ -229,8 +233,6 @@ class MemoryManager:
             reranker=self.reranker_status,
             llm=self.llm_status,
         )
-
-    # ------------------------------------------------------------------ episodic
 
     async def add_messages(
         self,

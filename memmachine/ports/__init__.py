@@ -29,6 +29,7 @@ Common rules for every store:
 
 from __future__ import annotations
 
+from memmachine.ports.clock import Clock, SystemClock
 from memmachine.ports.inference import (
     ChatMessage,
     Embedder,
@@ -60,6 +61,7 @@ from memmachine.ports.stores import (
 __all__ = [
     "STATE_NAME_PATTERN",
     "ChatMessage",
+    "Clock",
     "Embedder",
     "EpisodeStore",
     "Job",
@@ -77,6 +79,7 @@ __all__ = [
     "SpanSet",
     "StateBackend",
     "StoredState",
+    "SystemClock",
     "WorkingMemoryStore",
     "check_expected_revision",
     "record_key",

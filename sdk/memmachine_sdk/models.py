@@ -191,6 +191,10 @@ class MessageIn(_Request):
     producer: str | None = Field(default=None, max_length=256)
     timestamp: datetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: The episode is never returned from this instant on (ISO 8601) and then removed from
+    #: every store; or give ``ttl_seconds`` instead.
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = Field(default=None, gt=0)
 
 
 class AddMemoriesRequest(ScopeFields):
@@ -256,6 +260,10 @@ class FactIn(_Request):
     #: ``user-explicit``, ``user-implicit`` or ``tool``; any other short label is kept.
     source: str = Field(default="bootstrapped", max_length=64)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: The fact is never returned from this instant on (ISO 8601) and then removed from
+    #: every store; or give ``ttl_seconds`` instead.
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = Field(default=None, gt=0)
 
 
 class FactOut(_Model):
