@@ -136,7 +136,7 @@ class MemoryManager:
             ttl_seconds=working_ttl_seconds,
             clock=clock,
         )
-        self.retention = RetentionSweep(episodes, profile, working, retention, clock)
+        self.retention = RetentionSweep(episodes, profile, working, retention, clock, self.gate)
         stores: list[Resource] = [episodes, profile, working, *([jobs] if jobs else [])]
         self._parts = Parts(
             resources=[*resources, self.memory_types, self.retention],

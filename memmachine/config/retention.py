@@ -11,9 +11,9 @@ tenant). "Keep the profile, drop transcripts after 90 days" is one line::
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_settings import SettingsConfigDict
 
 from memmachine.config.sources import Section
@@ -22,6 +22,9 @@ from memmachine.models import Identifier, ProjectScope, Scope
 __all__ = ["RetentionPolicy", "RetentionSettings"]
 
 DAY = 86_400
+#: ``tenant/org/project`` (each id as :data:`~memmachine.models.ID_PATTERN`, checked when
+#: the sweep builds its project scopes).
+_PROJECT = r"^[^/]+/[^/]+/[^/]+$"
 
 
 class RetentionPolicy(BaseModel):
@@ -81,7 +84,9 @@ class RetentionSettings(Section):
     #: Memories examined per batch; the sweep yields to other work between batches.
     batch_size: int = Field(default=500, ge=1, le=10_000)
     #: Projects the sweep visits besides those its policies name ("tenant/org/project").
-    projects: list[str] = Field(default_factory=lambda: ["default/default/default"])
+    projects: list[Annotated[str, StringConstraints(pattern=_PROJECT)]] = Field(
+        default_factory=lambda: ["default/default/default"]
+    )
     policies: list[RetentionPolicy] = Field(default_factory=list)
 
     def policy_for(self, scope: Scope) -> RetentionPolicy | None:

@@ -12,7 +12,7 @@ from memmachine.config import RetrievalSettings
 from memmachine.errors import InvalidInputError, NotFoundError
 from memmachine.memory.common import require_session
 from memmachine.memory.embedding import embed_records
-from memmachine.memory.expiry import live_episodes, live_hits, stamped
+from memmachine.memory.expiry import kept_expiry, live_episodes, live_hits, stamped
 from memmachine.models import (
     ID_PATTERN,
     Episode,
@@ -80,18 +80,12 @@ class EpisodicService:
         now = self.clock.now()
         said = await self._said_before(scope) if messages else []
         lexical = self.retrieval.lexical_context
-        records, ends = [], []
+        records = []
         contexts: list[list[Said]] = []
         for index, (episode_id, message) in enumerate(zip(episode_ids, messages, strict=True)):
             timestamp = as_utc(message.timestamp) if message.timestamp else now
-            ends.append(
-                stamped(
-                    message.metadata,
-                    message.expires_at,
-                    message.ttl_seconds,
-                    now,
-                    f"messages.{index}",
-                )
+            end = stamped(
+                message.metadata, message.expires_at, message.ttl_seconds, now, f"messages.{index}"
             )
             own = episode_search_text(
                 message.content, timestamp=timestamp, producer=message.producer, role=message.role
@@ -104,7 +98,7 @@ class EpisodicService:
                     producer=message.producer,
                     content=message.content,
                     timestamp=timestamp,
-                    metadata=message.metadata,
+                    metadata={**message.metadata, **end},
                     search_text=indexed_text(own, before),
                 )
             )
@@ -112,10 +106,12 @@ class EpisodicService:
             said.append((message.producer or message.role, message.content))
         if self.embedder is not None and records:
             await embed_records(self.embedder, records, contexts, self.retrieval)
-        stored = self._gate.episodes(records)
-        for record, end in zip(stored, ends, strict=True):
-            record.metadata = {**record.metadata, **end}
-        return await self._store.add_episodes(scope, stored)
+        stored = await self._store.add_episodes(scope, self._gate.episodes(records))
+        try:
+            return kept_expiry(records, stored)
+        except InvalidInputError:
+            await self.remove(scope, stored)
+            raise
 
     async def _said_before(self, session_scope: Scope) -> list[Said]:
         """The last messages of the session, oldest first, as many as the context window or

@@ -8,17 +8,27 @@ back, so search, list, get, the memory prompt and export agree); the retention s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from memmachine.errors import InvalidInputError
-from memmachine.models import Episode, EpisodeHit, Fact, FactHit, JsonDict, as_utc
+from memmachine.models import (
+    Episode,
+    EpisodeHit,
+    EpisodeRecord,
+    Fact,
+    FactHit,
+    FactRecord,
+    JsonDict,
+    as_utc,
+)
 
 __all__ = [
     "EXPIRES_AT",
     "expiry_of",
     "is_expired",
+    "kept_expiry",
     "live_episodes",
     "live_facts",
     "live_hits",
@@ -29,6 +39,7 @@ __all__ = [
 EXPIRES_AT = "expires_at"
 
 H = TypeVar("H", EpisodeHit, FactHit)
+R = TypeVar("R", Episode, FactRecord)
 
 
 def stamped(
@@ -39,7 +50,7 @@ def stamped(
     field: str,
 ) -> JsonDict:
     """The metadata entry recording the expiry asked for (``{}`` for none), to merge into
-    the memory's metadata after the write gate (which must not redact it).
+    the memory's metadata before the write gate (:func:`kept_expiry` checks it survived).
     ``InvalidInputError`` naming ``<field>.expires_at`` / ``<field>.ttl_seconds`` when both
     are given, when the TTL is not positive or when ``expires_at`` is not in the future.
     An expiry already in ``metadata`` (an imported memory) is kept when it is a timestamp."""
@@ -65,6 +76,18 @@ def stamped(
         if end <= now:
             raise InvalidInputError("expires_at must be in the future", f"{field}.expires_at")
     return {EXPIRES_AT: end.isoformat()}
+
+
+def kept_expiry(asked: Sequence[EpisodeRecord | FactRecord], gated: list[R]) -> list[R]:
+    """``gated`` (what the write gate, or the store after it, made of ``asked``) after
+    checking that every expiry asked for survived: a memory must never outlive its expiry
+    because redaction rewrote the timestamp (``InvalidInputError`` naming the record)."""
+    for index, (before, after) in enumerate(zip(asked, gated, strict=True)):
+        if expiry_of(before.metadata) != expiry_of(after.metadata):
+            raise InvalidInputError(
+                "the expiry did not survive redaction", f"records.{index}.{EXPIRES_AT}"
+            )
+    return gated
 
 
 def expiry_of(metadata: dict[str, Any]) -> datetime | None:

@@ -4,18 +4,20 @@ provenance and the history of every value they held."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from memmachine.config import ExtractionSettings
 from memmachine.errors import NotFoundError
 from memmachine.memory.confidence import effective
 from memmachine.memory.consolidation import apply_consolidation
-from memmachine.memory.expiry import live_facts, live_hits, stamped
+from memmachine.memory.expiry import kept_expiry, live_facts, live_hits, stamped
 from memmachine.models import (
     EpisodeDetachment,
     Fact,
     FactHit,
     FactRecord,
     FactVersion,
+    JsonDict,
     Scope,
 )
 from memmachine.pipeline.extraction import ExtractionResult, FactDecision
@@ -81,13 +83,11 @@ class ProfileService:
 
     async def _records(self, scope: Scope, facts: Sequence[FactRecord]) -> list[FactRecord]:
         now = self.clock.now()
-        ends = [
-            stamped(fact.metadata, fact.expires_at, fact.ttl_seconds, now, f"facts.{index}")
+        asked = [
+            fact.model_copy(update={"metadata": {**fact.metadata, **_end(fact, now, index)}})
             for index, fact in enumerate(facts)
         ]
-        records = self._gate.facts(facts)
-        for record, end in zip(records, ends, strict=True):
-            record.metadata = {**record.metadata, **end}
+        records = kept_expiry(asked, self._gate.facts(asked))
         if self.embedder is not None and records:
             vectors = await self.embedder.embed([_fact_text(fact) for fact in records])
             for record, vector in zip(records, vectors, strict=True):
@@ -234,6 +234,10 @@ class ProfileService:
                 record.embedding = vector
             await self._store.upsert_facts(scope, self._gate.facts(again))  # same values
         return report
+
+
+def _end(fact: FactRecord, now: datetime, index: int) -> JsonDict:
+    return stamped(fact.metadata, fact.expires_at, fact.ttl_seconds, now, f"facts.{index}")
 
 
 def _fact_text(fact: FactRecord) -> str:

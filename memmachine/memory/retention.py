@@ -33,6 +33,7 @@ from memmachine.errors import ConflictError
 from memmachine.memory.expiry import is_expired
 from memmachine.models import ProjectScope, Scope, StoreHealth
 from memmachine.ports import Clock, EpisodeStore, ProfileStore, SystemClock, WorkingMemoryStore
+from memmachine.safety.gate import WriteGate
 
 __all__ = ["Clock", "RetentionReport", "RetentionSettings", "RetentionSweep"]
 
@@ -68,7 +69,10 @@ class RetentionSweep:
         working: WorkingMemoryStore,
         settings: RetentionSettings | None,
         clock: Clock | None = None,
+        gate: WriteGate | None = None,
     ) -> None:
+        #: Rewritten working memory passes it again (idempotent on text it already passed).
+        self._gate = gate or WriteGate()
         self._episodes, self._profile, self._working = episodes, profile, working
         self.settings = settings or RetentionSettings()
         self.clock: Clock = clock or SystemClock()
@@ -239,7 +243,7 @@ class RetentionSweep:
                 # Only if no write came in meanwhile; a later sweep retries otherwise.
                 await self._working.put(
                     session.scope,
-                    messages=live,
+                    messages=self._gate.messages(live),
                     expected_version=memory.version,
                     ttl_seconds=memory.ttl_seconds,
                 )

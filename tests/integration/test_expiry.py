@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 
 from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 from memmachine.bootstrap import build_manager
-from memmachine.config import RetentionPolicy, RetentionSettings, Settings
+from memmachine.config import EmbeddingSettings, RetentionPolicy, RetentionSettings, Settings
 from memmachine.manager import MemoryManager
-from memmachine.models import Scope
+from memmachine.models import NewMessage, Scope
 from memmachine.portability.export import export_user
 from memmachine.telemetry import Telemetry
 from memmachine_server.app import create_app
@@ -307,5 +307,103 @@ def test_a_policy_added_later_removes_old_transcripts_and_keeps_the_profile(
         assert KEPT in listed
         assert "tea" in api.get("/v1/profile", params={"user_id": "u4"}).text
         assert SECRET not in json.dumps(dump_redis(data_dir))
+    finally:
+        api.__exit__(None, None, None)
+
+
+def test_thousands_of_expired_episodes_are_erased_while_writes_continue(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    data_dir = (tmp_path / "data").resolve()
+    api = start(
+        data_dir,
+        clock,
+        embedding=EmbeddingSettings(provider="none"),
+        retention=RetentionSettings(sweep_interval_seconds=0, batch_size=300),
+    )
+    manager = manager_of(api)
+    user = Scope(user_id="bulk", session_id="s1")
+    expiring = 2_000
+
+    async def write_expiring() -> None:
+        for start_at in range(0, expiring, 100):
+            batch = [
+                NewMessage(content=f"ephemeral-{n:05d} gone soon", ttl_seconds=10)
+                for n in range(start_at, start_at + 100)
+            ]
+            await manager.add_messages(user, batch, extract=False)
+
+    async def sweep_while_writing() -> tuple[Any, int]:
+        async def writer() -> int:
+            written = 0
+            for round_ in range(20):
+                await manager.add_messages(
+                    user.for_session("s2"),
+                    [NewMessage(content=f"durable-{round_:03d}-{n}") for n in range(10)],
+                    extract=False,
+                )
+                written += 10
+            return written
+
+        report, written = await asyncio.gather(manager.retention.run(), writer())
+        return report, written
+
+    try:
+        api.portal.call(write_expiring)  # type: ignore[union-attr]
+        listed = api.get("/v1/memories", params={"user_id": "bulk", "limit": 1}).json()
+        assert listed["total"] == expiring
+        clock.advance(10)
+        report, written = api.portal.call(sweep_while_writing)  # type: ignore[union-attr]
+        assert report.episodes_expired == expiring
+        assert report.working_messages_removed > 0
+        # Every write made during the sweep is there; nothing that expired is.
+        page = api.get("/v1/memories", params={"user_id": "bulk", "limit": 1000}).json()
+        assert page["total"] == written == 200
+        assert all(item["content"].startswith("durable-") for item in page["episodes"])
+        working = api.get("/v1/sessions/s1/working", params={"user_id": "bulk"}).json()
+        assert working["messages"] == []
+        rewrite_aof_and_checkpoint(data_dir)
+        everything = dump_redis(data_dir) + raw_files(data_dir)
+        assert "ephemeral-" not in everything
+        assert "durable-019" in everything
+    finally:
+        api.__exit__(None, None, None)
+
+
+def test_admin_route_sets_policies_runs_the_sweep_and_reports_counts(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    data_dir = (tmp_path / "data").resolve()
+    api = start(data_dir, clock, admin_key="adm-secret-key-0123456789")
+    admin = {"Authorization": "Bearer adm-secret-key-0123456789"}
+    try:
+        manager = manager_of(api)
+        user = Scope(user_id="u5", session_id="s1")
+        api.portal.call(manager.add_messages, user, [NewMessage(content=SECRET)])  # type: ignore[union-attr]
+        clock.advance(31 * 86_400)
+        put = api.put(
+            "/v1/admin/retention",
+            json={"policies": [{"tenant": "default", "episodes_max_age_days": 30}]},
+            headers=admin,
+        )
+        assert put.status_code == 200, put.text
+        assert put.json()["policies"][0]["episodes_max_age_days"] == 30
+        bad = api.put(
+            "/v1/admin/retention",
+            json={"policies": [{"tenant": "default", "episodes_max_age_days": -1}]},
+            headers=admin,
+        )
+        assert bad.status_code == 422
+        assert "episodes_max_age_days" in bad.text
+        swept = api.post("/v1/admin/retention/sweep", headers=admin)
+        assert swept.status_code == 200, swept.text
+        assert swept.json()["episodes_aged_out"] == 1
+        assert SECRET not in swept.text
+        shown = api.get("/v1/admin/retention", headers=admin).json()
+        assert shown["last_sweep"]["episodes_aged_out"] == 1
+        _, total = api.portal.call(manager.list_episodes, user)  # type: ignore[union-attr]
+        assert total == 0
+        # A sweep without the admin key is refused.
+        assert api.post("/v1/admin/retention/sweep").status_code in (401, 403)
     finally:
         api.__exit__(None, None, None)
