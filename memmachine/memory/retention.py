@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -38,6 +39,10 @@ from memmachine.safety.gate import WriteGate
 __all__ = ["Clock", "RetentionReport", "RetentionSettings", "RetentionSweep"]
 
 log = logging.getLogger("memmachine.retention")
+
+#: What the sweep reads of a memory: id, metadata, the moment its age counts from, and the
+#: moment before which its policy removes it (``None``: kept).
+Memory = tuple[str, dict[str, Any], datetime, datetime | None]
 
 
 class RetentionReport(BaseModel):
@@ -173,51 +178,65 @@ class RetentionSweep:
 
     async def _episodes_of(self, user: Scope, report: RetentionReport) -> set[str]:
         """Remove the user's expired and aged-out episodes; their ids."""
-        batch, offset = self.settings.batch_size, 0
-        expired: list[str] = []
-        aged: list[str] = []
-        while True:
-            page = await self._episodes.list_episodes(user, limit=batch, offset=offset)
-            now = self.clock.now()
-            for episode in page:
-                limit = self._age_limit(episode.scope, "episodes")
-                if is_expired(episode.metadata, now):
-                    expired.append(episode.id)
-                elif limit is not None and episode.timestamp <= limit:
-                    aged.append(episode.id)
-            offset += len(page)
-            await asyncio.sleep(0)  # let writes in between batches
-            if len(page) < batch:
-                break
-        for index, episode_id in enumerate([*expired, *aged]):
-            await self._episodes.delete_episode(user, episode_id)
-            if index % batch == batch - 1:
-                await asyncio.sleep(0)
+
+        async def page(offset: int) -> list[Memory]:
+            found = await self._episodes.list_episodes(
+                user, limit=self.settings.batch_size, offset=offset
+            )
+            return [
+                (e.id, e.metadata, e.timestamp, self._age_limit(e.scope, "episodes")) for e in found
+            ]
+
+        expired, aged = await self._select(page)
+        await self._remove([*expired, *aged], lambda i: self._episodes.delete_episode(user, i))
         report.episodes_expired += len(expired)
         report.episodes_aged_out += len(aged)
         return {*expired, *aged}
 
     async def _facts_of(self, user: Scope, report: RetentionReport) -> None:
-        batch, offset = self.settings.batch_size, 0
-        expired: list[str] = []
-        aged: list[str] = []
-        while True:
-            page = await self._profile.list_facts(user, limit=batch, offset=offset)
-            now = self.clock.now()
-            for fact in page:
-                limit = self._age_limit(fact.scope, "facts", fact.tag)
-                if is_expired(fact.metadata, now):
-                    expired.append(fact.id)
-                elif limit is not None and fact.updated_at <= limit:
-                    aged.append(fact.id)
-            offset += len(page)
-            await asyncio.sleep(0)
-            if len(page) < batch:
-                break
-        for fact_id in [*expired, *aged]:
-            await self._profile.delete_fact(user, fact_id)
+        """Remove the user's expired facts and those unconfirmed past their tag's age."""
+
+        async def page(offset: int) -> list[Memory]:
+            found = await self._profile.list_facts(
+                user, limit=self.settings.batch_size, offset=offset
+            )
+            return [
+                (f.id, f.metadata, f.updated_at, self._age_limit(f.scope, "facts", f.tag))
+                for f in found
+            ]
+
+        expired, aged = await self._select(page)
+        await self._remove([*expired, *aged], lambda i: self._profile.delete_fact(user, i))
         report.facts_expired += len(expired)
         report.facts_aged_out += len(aged)
+
+    async def _select(
+        self, page: Callable[[int], Awaitable[list[Memory]]]
+    ) -> tuple[list[str], list[str]]:
+        """The ids of the expired and of the aged-out memories, read in batches (writes get
+        their turn between batches)."""
+        expired: list[str] = []
+        aged: list[str] = []
+        offset = 0
+        while True:
+            found = await page(offset)
+            now = self.clock.now()
+            for memory_id, metadata, moment, limit in found:
+                if is_expired(metadata, now):
+                    expired.append(memory_id)
+                elif limit is not None and moment <= limit:
+                    aged.append(memory_id)
+            offset += len(found)
+            await asyncio.sleep(0)
+            if len(found) < self.settings.batch_size:
+                return expired, aged
+
+    async def _remove(self, ids: list[str], delete: Callable[[str], Awaitable[object]]) -> None:
+        """One store call per memory, yielding to other work after each batch."""
+        for index, memory_id in enumerate(ids):
+            await delete(memory_id)
+            if index % self.settings.batch_size == self.settings.batch_size - 1:
+                await asyncio.sleep(0)
 
     async def _working_of(self, user: Scope, removed: set[str], report: RetentionReport) -> None:
         """Remove the user's sessions idle past their policy and, from the others, the
