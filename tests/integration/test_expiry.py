@@ -75,6 +75,8 @@ def export_text(api: TestClient, user: str) -> str:
 
 def every_read(api: TestClient, user: str, episode_id: str, fact_id: str) -> dict[str, str]:
     """What each read path returns for ``user``, as text."""
+    listed = api.get("/v1/memories", params={"user_id": user}).json()["episodes"]
+    kept_id = next(item["id"] for item in listed if item["content"] == KEPT)
     return {
         "list": api.get("/v1/memories", params={"user_id": user}).text,
         "get": api.get(f"/v1/memories/{episode_id}", params={"user_id": user}).text,
@@ -92,6 +94,12 @@ def every_read(api: TestClient, user: str, episode_id: str, fact_id: str) -> dic
             json={"user_id": user, "session_id": "s1", "query": "my one-time code, door code"},
         ).text,
         "export": export_text(api, user),
+        "inspector": api.get(
+            f"/v1/memories/{episode_id}/neighbours", params={"user_id": user}
+        ).text,
+        "inspector neighbours": api.get(
+            f"/v1/memories/{kept_id}/neighbours", params={"user_id": user}
+        ).text,
     }
 
 
