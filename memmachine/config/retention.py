@@ -79,8 +79,9 @@ class RetentionSettings(Section):
     yaml_section: ClassVar[str | None] = "retention"
 
     #: Seconds between two sweeps; an expired memory is gone from every store at most this
-    #: long (plus one sweep's run time) after it expired. 0 = no background sweep.
-    sweep_interval_seconds: float = Field(default=60.0, ge=0)
+    #: long (plus one sweep's run time) after it expired. Each sweep reads every memory of
+    #: the swept projects, so keep it well above a sweep's run time. 0 = no background sweep.
+    sweep_interval_seconds: float = Field(default=900.0, ge=0)
     #: Memories examined per batch; the sweep yields to other work between batches.
     batch_size: int = Field(default=500, ge=1, le=10_000)
     #: Projects the sweep visits besides those its policies name ("tenant/org/project").
