@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from memmachine.errors import InvalidInputError, NotFoundError
 from memmachine.manager import MemoryManager
+from memmachine.memory.expiry import live_episodes
 from memmachine.models import (
     Episode,
     ProjectScope,
@@ -27,7 +28,15 @@ from memmachine.models import (
     UserActivity,
     WorkingMemory,
 )
-from memmachine.ports import EpisodeStore, JobQueue, JobStatus, ProfileStore, WorkingMemoryStore
+from memmachine.ports import (
+    Clock,
+    EpisodeStore,
+    JobQueue,
+    JobStatus,
+    ProfileStore,
+    SystemClock,
+    WorkingMemoryStore,
+)
 
 __all__ = ["ForgetPreview", "Inspector", "UserPage"]
 
@@ -67,8 +76,11 @@ class Inspector:
         profile: ProfileStore,
         working: WorkingMemoryStore,
         jobs: JobQueue | None,
+        clock: Clock | None = None,
     ) -> None:
         self.episodes = episodes
+        #: Expired episodes are not shown (:mod:`memmachine.memory.expiry`).
+        self.clock: Clock = clock or SystemClock()
         self.profile = profile
         self.working = working
         self.jobs = jobs
@@ -81,6 +93,7 @@ class Inspector:
             profile=manager.profile,
             working=manager.working,
             jobs=manager.jobs,
+            clock=manager.retention.clock,
         )
 
     async def list_users(
@@ -140,9 +153,12 @@ class Inspector:
         in its session; ``NotFoundError`` when the user has no such episode."""
         user = scope.user_scope()
         episode = await self.episodes.get_episode(user, episode_id)
-        if episode is None:
+        now = self.clock.now()
+        if episode is None or not live_episodes([episode], now):
             raise NotFoundError(f"episode {episode_id!r} not found")
-        around = await self.episodes.neighbours(user, episode_id, before=before, after=after)
+        around = live_episodes(
+            await self.episodes.neighbours(user, episode_id, before=before, after=after), now
+        )
         earlier = [e for e in around if e.sequence < episode.sequence]
         later = [e for e in around if e.sequence > episode.sequence]
         return episode, earlier, later

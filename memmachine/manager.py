@@ -1,10 +1,9 @@
 """The memory manager: the one object every interface (REST, MCP, CLI, SDK) calls.
 
-A thin facade over one service per kind of memory (:mod:`memmachine.memory`): episodic,
-profile, working and custom types, which share one write gate (:mod:`memmachine.safety.gate`)
-and one job scheduler. It holds no logic of its own beyond what spans several services:
-adding messages (episodes and working memory, all or nothing), deleting an episode (and
-its traces in the profile), searching every kind at once, and forgetting.
+A thin facade over one service per kind of memory (:mod:`memmachine.memory`) sharing one
+write gate, job scheduler, clock and retention sweep; its own logic only spans services:
+adding messages (episodes and working memory, all or nothing), deleting an episode (and its
+traces in the profile), searching every kind at once, and forgetting.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from memmachine.memory.lifecycle import embedder_status as embedder_status_of
 from memmachine.memory.lifecycle import reranker_status as reranker_status_of
 from memmachine.memory.profile import ProfileService
 from memmachine.memory.replaceable import ReplaceableParts
+from memmachine.memory.retention import Clock, RetentionSettings, RetentionSweep
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.memory.working import WorkingService
 from memmachine.models import (
@@ -90,20 +90,21 @@ class MemoryManager(ReplaceableParts):
         memory_types: MemoryTypeRegistry | None = None,
         stage_observer: StageObserver | None = None,
         token_counters: TokenCounters | None = None,
+        clock: Clock | None = None,
+        retention: RetentionSettings | None = None,
     ) -> None:
         self.episodes, self.profile, self.working, self.jobs = episodes, profile, working, jobs
         self.embedder_status = embedder_status or embedder_status_of(embedder)
         self.reranker_status = reranker_status or reranker_status_of(reranker)
         self.limits = limits or LimitSettings()
-        self.working_ttl_seconds = working_ttl_seconds
-        self.language_model = language_model
+        self.working_ttl_seconds, self.language_model = working_ttl_seconds, language_model
         self.llm_status = (
             LlmStatus(enabled=True, model=language_model.model)
             if language_model is not None
             else LlmStatus(enabled=False, reason=language_model_off_reason)
         )
         self.compaction = compaction or CompactionSettings()
-        self.extraction = extraction or ExtractionSettings()
+        self.extraction = extraction = extraction or ExtractionSettings()
         #: How token budgets are counted, per prompt format (compaction: the OpenAI one).
         self.token_counters = token_counters or TokenCounters.estimated()
         #: Custom memory types (:mod:`memmachine.memory_types`), started as a resource.
@@ -126,9 +127,10 @@ class MemoryManager(ReplaceableParts):
             reranker=reranker,
             retrieval=retrieval or RetrievalSettings(),
             stage_observer=stage_observer,
+            clock=clock,
         )
         self.profile_service = ProfileService(
-            store=profile, gate=self.gate, embedder=embedder, extraction=self.extraction
+            store=profile, gate=self.gate, embedder=embedder, extraction=extraction, clock=clock
         )
         self.working_service = WorkingService(
             store=working,
@@ -138,12 +140,14 @@ class MemoryManager(ReplaceableParts):
             language_model=language_model,
             ttl_seconds=working_ttl_seconds,
             token_counter=self.token_counters.compaction,
+            clock=clock,
         )
+        self.retention = RetentionSweep(episodes, profile, working, retention, clock, self.gate)
         stores: list[Resource] = [episodes, profile, working, *([jobs] if jobs else [])]
         self._parts = Parts(
-            resources=[*resources, self.memory_types],
+            resources=[*resources, self.memory_types, self.retention],
             stores=stores,
-            health=[*stores, *extra_health],
+            health=[*stores, *extra_health, self.retention],
             language_model=language_model,
         )
         self._resources = self._parts.resources
@@ -200,8 +204,6 @@ class MemoryManager(ReplaceableParts):
             reranker=self.reranker_status,
             llm=self.llm_status,
         )
-
-    # ------------------------------------------------------------------ episodic
 
     async def add_messages(
         self,

@@ -316,6 +316,9 @@ class FactRecord(BaseModel):
     source_episode_ids: list[str] = Field(default_factory=list)
     metadata: JsonDict = Field(default_factory=dict)
     embedding: list[float] | None = None
+    #: When the fact expires (see :mod:`memmachine.memory.expiry`); or ``ttl_seconds``.
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = None
 
 
 class FactTimes(BaseModel):
@@ -484,6 +487,9 @@ class NewMessage(BaseModel):
     producer: str | None = None
     timestamp: datetime | None = None
     metadata: JsonDict = Field(default_factory=dict)
+    #: When the episode expires (see :mod:`memmachine.memory.expiry`); or ``ttl_seconds``.
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = None
 
 
 class MemoryType(StrEnum):

@@ -44,7 +44,7 @@ from memmachine.config import LLM_OFF_REASON, LlmSettings, Settings
 from memmachine.errors import ConfigurationError, MemMachineError
 from memmachine.manager import MemoryManager, Resource
 from memmachine.models import EmbedderStatus, RerankerStatus
-from memmachine.ports import Embedder, LanguageModel, Reranker, StateBackend
+from memmachine.ports import Clock, Embedder, LanguageModel, Reranker, StateBackend
 from memmachine.telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -71,12 +71,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-async def build_manager(settings: Settings, *, telemetry: Telemetry | None = None) -> MemoryManager:
+async def build_manager(
+    settings: Settings, *, telemetry: Telemetry | None = None, clock: Clock | None = None
+) -> MemoryManager:
     """Wire adapters from settings. The embedder is loaded (and, for a remote one, probed)
     here because the episode store needs its dimensions, and the reranker is loaded here so
     that one that cannot load leaves search unreranked; stores connect in ``start()``.
     With ``telemetry`` every store and model is observed and so are the manager's
-    operations (see :func:`~memmachine.bootstrap.observability.observed`)."""
+    operations (see :func:`~memmachine.bootstrap.observability.observed`). ``clock`` (the
+    system clock by default) decides when memories expire."""
     episode_url = secret(settings.episode_store_url)
     profile_url = secret(settings.profile_store_url)
     working_url = secret(settings.working_store_url)
@@ -98,6 +101,7 @@ async def build_manager(settings: Settings, *, telemetry: Telemetry | None = Non
             profile_url,
             working_url,
             telemetry,
+            clock,
         )
     except BaseException:
         if reranker is not None:
@@ -117,6 +121,7 @@ def _wire(
     profile_url: str | None,
     working_url: str | None,
     telemetry: Telemetry | None = None,
+    clock: Clock | None = None,
 ) -> MemoryManager:
     from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 
@@ -172,6 +177,8 @@ def _wire(
         extraction=settings.extraction,
         memory_types=memory_types,
         token_counters=build_token_counters(settings.tokenizer),
+        retention=settings.retention,
+        clock=clock,
     )
     if telemetry is not None:
         telemetry.instrument_operations(manager)

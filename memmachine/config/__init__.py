@@ -27,6 +27,7 @@ and URL handling in :mod:`~memmachine.config.urls`.
 
 from __future__ import annotations
 
+from memmachine.config.retention import RetentionPolicy, RetentionSettings
 from memmachine.config.sections import (
     DEFAULT_EMBEDDING_MODEL,
     DEFAULT_OPENAI_EMBEDDING_MODEL,
@@ -70,6 +71,8 @@ __all__ = [
     "LlmSettings",
     "MetricsSettings",
     "RerankerSettings",
+    "RetentionPolicy",
+    "RetentionSettings",
     "RetrievalSettings",
     "SafetySettings",
     "SearchIndexSettings",

@@ -12,6 +12,7 @@ from memmachine.config import RetrievalSettings
 from memmachine.errors import InvalidInputError, NotFoundError
 from memmachine.memory.common import require_session
 from memmachine.memory.embedding import embed_records
+from memmachine.memory.expiry import kept_expiry, live_episodes, live_hits, stamped
 from memmachine.models import (
     ID_PATTERN,
     Episode,
@@ -20,9 +21,8 @@ from memmachine.models import (
     NewMessage,
     Scope,
     as_utc,
-    utc_now,
 )
-from memmachine.ports import Embedder, EpisodeStore, Reranker
+from memmachine.ports import Clock, Embedder, EpisodeStore, Reranker, SystemClock
 from memmachine.retrieval.pipeline import Search, SearchPipeline
 from memmachine.retrieval.stages import default_pipeline
 from memmachine.retrieval.text import Said, episode_search_text, indexed_text
@@ -36,7 +36,8 @@ class EpisodicService:
     """Writes, reads, searches and deletes episodes in the episode store.
 
     ``embedder``, ``reranker`` and ``retrieval`` may be replaced at any time; the next call
-    uses them."""
+    uses them. An expired episode (:mod:`memmachine.memory.expiry`) is never returned, by
+    ``clock``'s time, whether or not the retention sweep has removed it yet."""
 
     def __init__(
         self,
@@ -48,8 +49,10 @@ class EpisodicService:
         retrieval: RetrievalSettings,
         pipeline: SearchPipeline | None = None,
         stage_observer: StageObserver | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._store = store
+        self.clock: Clock = clock or SystemClock()
         self._gate = gate
         self.embedder = embedder
         self.reranker = reranker
@@ -74,13 +77,16 @@ class EpisodicService:
         self._gate.check_messages(messages)
         episode_ids = _episode_ids(ids, len(messages))
         messages = self._gate.messages(messages)
-        now = utc_now()
+        now = self.clock.now()
         said = await self._said_before(scope) if messages else []
         lexical = self.retrieval.lexical_context
         records = []
         contexts: list[list[Said]] = []
-        for episode_id, message in zip(episode_ids, messages, strict=True):
+        for index, (episode_id, message) in enumerate(zip(episode_ids, messages, strict=True)):
             timestamp = as_utc(message.timestamp) if message.timestamp else now
+            end = stamped(
+                message.metadata, message.expires_at, message.ttl_seconds, now, f"messages.{index}"
+            )
             own = episode_search_text(
                 message.content, timestamp=timestamp, producer=message.producer, role=message.role
             )
@@ -92,7 +98,7 @@ class EpisodicService:
                     producer=message.producer,
                     content=message.content,
                     timestamp=timestamp,
-                    metadata=message.metadata,
+                    metadata={**message.metadata, **end},
                     search_text=indexed_text(own, before),
                 )
             )
@@ -100,7 +106,12 @@ class EpisodicService:
             said.append((message.producer or message.role, message.content))
         if self.embedder is not None and records:
             await embed_records(self.embedder, records, contexts, self.retrieval)
-        return await self._store.add_episodes(scope, self._gate.episodes(records))
+        stored = await self._store.add_episodes(scope, self._gate.episodes(records))
+        try:
+            return kept_expiry(records, stored)
+        except InvalidInputError:
+            await self.remove(scope, stored)
+            raise
 
     async def _said_before(self, session_scope: Scope) -> list[Said]:
         """The last messages of the session, oldest first, as many as the context window or
@@ -111,24 +122,27 @@ class EpisodicService:
         if wanted <= 0:
             return []
         latest = await self._store.list_episodes(session_scope, limit=wanted, newest_first=True)
+        latest = live_episodes(latest, self.clock.now())
         return [(episode.producer or episode.role, episode.content) for episode in latest[::-1]]
 
     async def get(self, scope: Scope, episode_id: str) -> Episode:
         """One of the user's episodes (``NotFoundError`` when there is none)."""
         episode = await self._store.get_episode(scope.user_scope(), episode_id)
-        if episode is None:
+        if episode is None or not live_episodes([episode], self.clock.now()):
             raise NotFoundError(f"episode {episode_id!r} not found")
         return episode
 
     async def page(
         self, scope: Scope, *, limit: int = 100, offset: int = 0, newest_first: bool = False
     ) -> tuple[list[Episode], int]:
-        """A page of the scope's episodes and the total count in scope."""
+        """A page of the scope's episodes and the total count in scope. Expired episodes the
+        sweep has not removed yet are left out of the page (which may then be short) but
+        still counted in the total until they are removed."""
         page, total = await asyncio.gather(
             self._store.list_episodes(scope, limit=limit, offset=offset, newest_first=newest_first),
             self._store.count_episodes(scope),
         )
-        return page, total
+        return live_episodes(page, self.clock.now()), total
 
     async def delete(self, scope: Scope, episode_id: str) -> None:
         """Delete one of the user's episodes (``NotFoundError`` when there is none)."""
@@ -185,7 +199,9 @@ class EpisodicService:
             reranker=self.reranker,
             tuning=self.retrieval,
         )
-        return await self.pipeline.run(search, observer or self.stage_observer)
+        hits = await self.pipeline.run(search, observer or self.stage_observer)
+        # After the search, not before: an episode that expires while it runs is left out.
+        return live_hits(hits, self.clock.now())
 
 
 def _episode_ids(ids: Sequence[str] | None, count: int) -> list[str]:

@@ -4,22 +4,24 @@ provenance and the history of every value they held."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from memmachine.config import ExtractionSettings
 from memmachine.errors import NotFoundError
 from memmachine.memory.confidence import effective
 from memmachine.memory.consolidation import apply_consolidation
+from memmachine.memory.expiry import kept_expiry, live_facts, live_hits, stamped
 from memmachine.models import (
     EpisodeDetachment,
     Fact,
     FactHit,
     FactRecord,
     FactVersion,
+    JsonDict,
     Scope,
-    utc_now,
 )
 from memmachine.pipeline.extraction import ExtractionResult, FactDecision
-from memmachine.ports import Embedder, ProfileStore
+from memmachine.ports import Clock, Embedder, ProfileStore, SystemClock
 from memmachine.safety.gate import WriteGate, check_query
 
 __all__ = ["ProfileService"]
@@ -27,7 +29,8 @@ __all__ = ["ProfileService"]
 
 class ProfileService:
     """Writes (through the gate, embedded), reads (aged) and deletes facts in the profile
-    store. ``embedder`` may be replaced at any time; the next call uses it."""
+    store. ``embedder`` may be replaced at any time; the next call uses it. An expired fact
+    (:mod:`memmachine.memory.expiry`) is never returned, by ``clock``'s time."""
 
     def __init__(
         self,
@@ -36,8 +39,10 @@ class ProfileService:
         gate: WriteGate,
         embedder: Embedder | None,
         extraction: ExtractionSettings,
+        clock: Clock | None = None,
     ) -> None:
         self._store = store
+        self.clock: Clock = clock or SystemClock()
         self._gate = gate
         self.embedder = embedder
         self.extraction = extraction
@@ -77,7 +82,12 @@ class ProfileService:
         )
 
     async def _records(self, scope: Scope, facts: Sequence[FactRecord]) -> list[FactRecord]:
-        records = self._gate.facts(facts)
+        now = self.clock.now()
+        asked = [
+            fact.model_copy(update={"metadata": {**fact.metadata, **_end(fact, now, index)}})
+            for index, fact in enumerate(facts)
+        ]
+        records = kept_expiry(asked, self._gate.facts(asked))
         if self.embedder is not None and records:
             vectors = await self.embedder.embed([_fact_text(fact) for fact in records])
             for record, vector in zip(records, vectors, strict=True):
@@ -119,12 +129,12 @@ class ProfileService:
         facts = await self._store.list_facts(
             scope.user_scope(), tag=tag, feature=feature, limit=limit, offset=offset
         )
-        return [self.aged(fact) for fact in facts]
+        return [self.aged(fact) for fact in live_facts(facts, self.clock.now())]
 
     async def get(self, scope: Scope, fact_id: str) -> Fact:
         """One of the user's current facts, aged (``NotFoundError`` when there is none)."""
         fact = await self._store.get_fact(scope.user_scope(), fact_id)
-        if fact is None:
+        if fact is None or not live_facts([fact], self.clock.now()):
             raise NotFoundError(f"fact {fact_id!r} not found")
         return self.aged(fact)
 
@@ -132,7 +142,10 @@ class ProfileService:
         """``fact`` with ``effective_confidence``: its confidence aged since it was last
         confirmed (``extraction.confidence_half_life_days``)."""
         worth = effective(
-            fact.confidence, fact.updated_at, utc_now(), self.extraction.confidence_half_life_days
+            fact.confidence,
+            fact.updated_at,
+            self.clock.now(),
+            self.extraction.confidence_half_life_days,
         )
         return fact.model_copy(update={"effective_confidence": round(worth, 6)})
 
@@ -171,7 +184,9 @@ class ProfileService:
         """The user's current fact for (tag, feature), if any, and its closed versions,
         oldest first."""
         user = scope.user_scope()
-        current = await self._store.list_facts(user, tag=tag, feature=feature, limit=1)
+        current = live_facts(
+            await self._store.list_facts(user, tag=tag, feature=feature, limit=1), self.clock.now()
+        )
         history = await self._store.fact_history(user, tag, feature)
         return (self.aged(current[0]) if current else None), history
 
@@ -189,7 +204,8 @@ class ProfileService:
         if query_vector is None and self.embedder is not None:
             query_vector = (await self.embedder.embed([query]))[0]
         found = await self._store.search_facts(scope.user_scope(), query, query_vector, top_k)
-        return [FactHit(fact=self.aged(fact), score=score) for fact, score in found]
+        hits = [FactHit(fact=self.aged(fact), score=score) for fact, score in found]
+        return live_hits(hits, self.clock.now())
 
     async def detach_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> EpisodeDetachment:
         """Take deleted episodes out of the user's facts: each fact that rested only on
@@ -218,6 +234,10 @@ class ProfileService:
                 record.embedding = vector
             await self._store.upsert_facts(scope, self._gate.facts(again))  # same values
         return report
+
+
+def _end(fact: FactRecord, now: datetime, index: int) -> JsonDict:
+    return stamped(fact.metadata, fact.expires_at, fact.ttl_seconds, now, f"facts.{index}")
 
 
 def _fact_text(fact: FactRecord) -> str:

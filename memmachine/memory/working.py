@@ -9,10 +9,11 @@ from typing import Any
 from memmachine.config import CompactionSettings
 from memmachine.errors import NotFoundError
 from memmachine.memory.common import require_session
+from memmachine.memory.expiry import is_expired
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.models import Episode, Scope, WorkingMemory, WorkingMessage
 from memmachine.pipeline.compaction import RESERVED_STATE_KEY, working_tokens
-from memmachine.ports import LanguageModel, TokenCounter, WorkingMemoryStore
+from memmachine.ports import Clock, LanguageModel, SystemClock, TokenCounter, WorkingMemoryStore
 from memmachine.safety.gate import WriteGate
 
 __all__ = ["WorkingService"]
@@ -21,7 +22,7 @@ __all__ = ["WorkingService"]
 class WorkingService:
     """Reads and writes sessions in the working-memory store (every write through the
     gate, every session expiring ``ttl_seconds`` after its last write) and queues the
-    compactions a write earns."""
+    compactions a write earns. A message of an expired episode is not returned."""
 
     def __init__(
         self,
@@ -33,8 +34,10 @@ class WorkingService:
         language_model: LanguageModel | None,
         ttl_seconds: int | None,
         token_counter: TokenCounter,
+        clock: Clock | None = None,
     ) -> None:
         self._store = store
+        self.clock: Clock = clock or SystemClock()
         self._gate = gate
         self._scheduler = scheduler
         self.compaction = compaction
@@ -54,7 +57,11 @@ class WorkingService:
         a session never written reads as empty, version 0."""
         session_scope = require_session(scope)
         memory = await self._store.get(session_scope, last_n=last_n, offset=offset, limit=limit)
-        return memory or WorkingMemory(scope=session_scope)
+        if memory is None:
+            return WorkingMemory(scope=session_scope)
+        now = self.clock.now()
+        live = [message for message in memory.messages if not is_expired(message.metadata, now)]
+        return memory.model_copy(update={"messages": live})
 
     async def append(self, scope: Scope, messages: Sequence[WorkingMessage]) -> WorkingMemory:
         """Append messages to the session (redacted and marked like episodes)."""

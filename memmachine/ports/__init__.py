@@ -29,6 +29,7 @@ Common rules for every store:
 
 from __future__ import annotations
 
+from memmachine.ports.clock import Clock, SystemClock
 from memmachine.ports.inference import (
     ChatMessage,
     Embedder,
@@ -61,6 +62,7 @@ from memmachine.ports.stores import (
 __all__ = [
     "STATE_NAME_PATTERN",
     "ChatMessage",
+    "Clock",
     "Embedder",
     "EpisodeStore",
     "Job",
@@ -78,6 +80,7 @@ __all__ = [
     "SpanSet",
     "StateBackend",
     "StoredState",
+    "SystemClock",
     "TokenCounter",
     "WorkingMemoryStore",
     "check_expected_revision",

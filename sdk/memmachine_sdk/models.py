@@ -191,6 +191,10 @@ class MessageIn(_Request):
     producer: str | None = Field(default=None, max_length=256)
     timestamp: datetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: The episode is never returned from this instant on (ISO 8601) and then removed from
+    #: every store; or give ``ttl_seconds`` instead.
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = Field(default=None, gt=0)
 
 
 class AddMemoriesRequest(ScopeFields):
@@ -256,6 +260,10 @@ class FactIn(_Request):
     #: ``user-explicit``, ``user-implicit`` or ``tool``; any other short label is kept.
     source: str = Field(default="bootstrapped", max_length=64)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: The fact is never returned from this instant on (ISO 8601) and then removed from
+    #: every store; or give ``ttl_seconds`` instead.
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = Field(default=None, gt=0)
 
 
 class FactOut(_Model):
@@ -675,6 +683,56 @@ class ApiKeyListResponse(_Model):
 
 
 __all__ += ["ApiKeyListResponse", "ApiKeyOut", "CreateKeyRequest", "CreatedKeyOut"]
+
+
+# ----------------------------------------------------------------- retention (admin)
+
+
+class RetentionPolicyIn(_Request):
+    """How long one tenant (or one org / project / agent of it) keeps each kind of memory;
+    an age left out keeps that kind."""
+
+    tenant: str = Field(min_length=1, max_length=128)
+    org_id: str | None = Field(default=None, min_length=1, max_length=128)
+    project_id: str | None = Field(default=None, min_length=1, max_length=128)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=128)
+    episodes_max_age_days: float | None = Field(default=None, gt=0)
+    #: Per tag; ``"*"`` = any tag.
+    facts_max_age_days: dict[str, float] = Field(default_factory=dict)
+    working_max_age_days: float | None = Field(default=None, gt=0)
+
+
+class RetentionPoliciesRequest(_Request):
+    policies: list[RetentionPolicyIn] = Field(max_length=1000)
+
+
+class RetentionReportOut(_Model):
+    """What one sweep removed: counts only, never contents."""
+
+    started_at: datetime
+    finished_at: datetime | None = None
+    users: int
+    episodes_expired: int
+    episodes_aged_out: int
+    facts_expired: int
+    facts_aged_out: int
+    working_sessions_aged_out: int
+    working_messages_removed: int
+
+
+class RetentionResponse(_Model):
+    sweep_interval_seconds: float
+    policies: list[RetentionPolicyIn]
+    #: The last sweep (shown to ``MEMMACHINE_ADMIN_KEY`` only: it counts every tenant).
+    last_sweep: RetentionReportOut | None = None
+
+
+__all__ += [
+    "RetentionPoliciesRequest",
+    "RetentionPolicyIn",
+    "RetentionReportOut",
+    "RetentionResponse",
+]
 
 
 # ----------------------------------------------------------------- custom memory types

@@ -44,6 +44,7 @@ from memmachine_server.routes import (
     memories,
     profile,
     prompt,
+    retention,
     sessions,
 )
 from memmachine_server.scope import keyring_of
@@ -169,6 +170,7 @@ def create_app(
     app.include_router(prompt.router)
     app.include_router(jobs.router)
     app.include_router(admin.router)
+    app.include_router(retention.router)
     app.include_router(custom.router)
     app.include_router(inspect.router)
     mount_ui(app)

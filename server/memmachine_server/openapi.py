@@ -322,6 +322,23 @@ _TOOL_CALL = {
 _NOTES_INPUT = {"title": "Dune", "status": "reading"}
 
 #: operationId → (request body example or None, success response example or None).
+_SWEEP: dict[str, Any] = {
+    "started_at": "2026-05-05T12:00:00Z",
+    "finished_at": "2026-05-05T12:00:02Z",
+    "users": 120,
+    "episodes_expired": 3,
+    "episodes_aged_out": 410,
+    "facts_expired": 1,
+    "facts_aged_out": 0,
+    "working_sessions_aged_out": 2,
+    "working_messages_removed": 3,
+}
+_RETENTION: dict[str, Any] = {
+    "sweep_interval_seconds": 60,
+    "policies": [{"tenant": "acme", "episodes_max_age_days": 90}],
+    "last_sweep": _SWEEP,
+}
+
 EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
     "get_health": (
         None,
@@ -466,6 +483,9 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
     ),
     "list_keys": (None, {"keys": [_KEY]}),
     "revoke_key": (None, {**_KEY, "revoked_at": "2026-05-05T12:00:00Z"}),
+    "get_retention": (None, _RETENTION),
+    "put_retention": ({"policies": _RETENTION["policies"]}, _RETENTION),
+    "run_retention_sweep": (None, _SWEEP),
     "list_memory_types": (
         None,
         {

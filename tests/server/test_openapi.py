@@ -256,6 +256,12 @@ _VALID: dict[str, dict[str, Any]] = {
     "create_key": {"body": {"tenant": "acme", "name": "more"}, "key": "admin"},
     "list_keys": {"key": "admin"},
     "revoke_key": {"path": {"key_id": "key_id"}, "key": "admin"},
+    "get_retention": {"key": "admin"},
+    "put_retention": {
+        "body": {"policies": [{"tenant": "acme", "episodes_max_age_days": 90}]},
+        "key": "admin",
+    },
+    "run_retention_sweep": {"key": "admin"},
     "list_memory_types": {},
     "store_custom": {
         "path": {"name": "=reading_list"},

@@ -157,7 +157,10 @@ class EmbeddedFalkorDBServer(Lifecycle):
             # fsynced every second, is what makes the data durable.
             "--shutdown-on-sigterm", "default force",
             "--shutdown-on-sigint", "default force",
-            "--loadmodule", module,
+            # CMD_INFO off: FalkorDB would otherwise keep recent queries, with their
+            # parameters (message text), in a "telemetry{graph}" stream that outlives
+            # the episodes they wrote, which expiry and forgetting must erase.
+            "--loadmodule", module, "CMD_INFO", "no",
         ]  # fmt: skip
 
     # ------------------------------------------------------------------ lifecycle

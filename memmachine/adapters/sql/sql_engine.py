@@ -220,6 +220,9 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
+            # Deleted rows are overwritten with zeros, not left in free space (expiry and
+            # retention promise that deleted memories leave the file).
+            cursor.execute("PRAGMA secure_delete=ON")
         finally:
             cursor.close()
 

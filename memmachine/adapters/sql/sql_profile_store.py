@@ -541,7 +541,22 @@ class SqlProfileStore(Lifecycle):
                 result = cast(CursorResult[Any], await session.execute(statement))
                 for extra in also:
                     await session.execute(extra)
-                return int(result.rowcount)
+                deleted = int(result.rowcount)
+            if deleted and self.kind == "sqlite":
+                await self._checkpoint()
+            return deleted
+
+    async def _checkpoint(self) -> None:
+        """SQLite: the write-ahead log still holds pages as they were before a delete; copy
+        it into the (securely deleted) file and empty it, outside any transaction. A busy
+        reader only postpones this to the next delete."""
+        engine = self._database.engine
+        if engine is None:
+            return
+        async with engine.connect() as connection:
+            raw = await connection.get_raw_connection()
+            driver: Any = raw.driver_connection
+            await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 # ---------------------------------------------------------------------- configuration

@@ -490,6 +490,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/retention": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Retention
+         * @description The retention policies in force (the caller's tenant's) and the last sweep.
+         */
+        get: operations["get_retention"];
+        /**
+         * Put Retention
+         * @description Replace the caller's tenant's retention policies (every tenant's with the admin key);
+         *     the next sweep applies them, to old data too.
+         */
+        put: operations["put_retention"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/retention/sweep": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run Retention Sweep
+         * @description Run the expiry and retention sweep now (``MEMMACHINE_ADMIN_KEY`` only); its counts.
+         */
+        post: operations["run_retention_sweep"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memory-types": {
         parameters: {
             query?: never;
@@ -1023,6 +1068,10 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             };
+            /** Expires At */
+            expires_at?: string | null;
+            /** Ttl Seconds */
+            ttl_seconds?: number | null;
         };
         /** FactOut */
         FactOut: {
@@ -1394,6 +1443,10 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             };
+            /** Expires At */
+            expires_at?: string | null;
+            /** Ttl Seconds */
+            ttl_seconds?: number | null;
         };
         /**
          * ProfileHistoryResponse
@@ -1473,6 +1526,92 @@ export interface components {
             model: string | null;
             /** Reason */
             reason: string | null;
+        };
+        /** RetentionPoliciesRequest */
+        RetentionPoliciesRequest: {
+            /** Policies */
+            policies: components["schemas"]["RetentionPolicyIn-Input"][];
+        };
+        /**
+         * RetentionPolicyIn
+         * @description How long one tenant (or one org / project / agent of it) keeps each kind of memory;
+         *     an age left out keeps that kind.
+         */
+        "RetentionPolicyIn-Input": {
+            /** Tenant */
+            tenant: string;
+            /** Org Id */
+            org_id?: string | null;
+            /** Project Id */
+            project_id?: string | null;
+            /** Agent Id */
+            agent_id?: string | null;
+            /** Episodes Max Age Days */
+            episodes_max_age_days?: number | null;
+            /** Facts Max Age Days */
+            facts_max_age_days?: {
+                [key: string]: number;
+            };
+            /** Working Max Age Days */
+            working_max_age_days?: number | null;
+        };
+        /**
+         * RetentionPolicyIn
+         * @description How long one tenant (or one org / project / agent of it) keeps each kind of memory;
+         *     an age left out keeps that kind.
+         */
+        "RetentionPolicyIn-Output": {
+            /** Tenant */
+            tenant: string;
+            /** Org Id */
+            org_id: string | null;
+            /** Project Id */
+            project_id: string | null;
+            /** Agent Id */
+            agent_id: string | null;
+            /** Episodes Max Age Days */
+            episodes_max_age_days: number | null;
+            /** Facts Max Age Days */
+            facts_max_age_days: {
+                [key: string]: number;
+            };
+            /** Working Max Age Days */
+            working_max_age_days: number | null;
+        };
+        /**
+         * RetentionReportOut
+         * @description What one sweep removed: counts only, never contents.
+         */
+        RetentionReportOut: {
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /** Finished At */
+            finished_at: string | null;
+            /** Users */
+            users: number;
+            /** Episodes Expired */
+            episodes_expired: number;
+            /** Episodes Aged Out */
+            episodes_aged_out: number;
+            /** Facts Expired */
+            facts_expired: number;
+            /** Facts Aged Out */
+            facts_aged_out: number;
+            /** Working Sessions Aged Out */
+            working_sessions_aged_out: number;
+            /** Working Messages Removed */
+            working_messages_removed: number;
+        };
+        /** RetentionResponse */
+        RetentionResponse: {
+            /** Sweep Interval Seconds */
+            sweep_interval_seconds: number;
+            /** Policies */
+            policies: components["schemas"]["RetentionPolicyIn-Output"][];
+            last_sweep: components["schemas"]["RetentionReportOut"] | null;
         };
         /** SearchRequest */
         SearchRequest: {
@@ -7603,6 +7742,440 @@ export interface operations {
                      *       "error": {
                      *         "code": "not_found",
                      *         "message": "episode 'e-0b7c2a' not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_retention: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "sweep_interval_seconds": 60,
+                     *       "policies": [
+                     *         {
+                     *           "tenant": "acme",
+                     *           "episodes_max_age_days": 90
+                     *         }
+                     *       ],
+                     *       "last_sweep": {
+                     *         "started_at": "2026-05-05T12:00:00Z",
+                     *         "finished_at": "2026-05-05T12:00:02Z",
+                     *         "users": 120,
+                     *         "episodes_expired": 3,
+                     *         "episodes_aged_out": 410,
+                     *         "facts_expired": 1,
+                     *         "facts_aged_out": 0,
+                     *         "working_sessions_aged_out": 2,
+                     *         "working_messages_removed": 3
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RetentionResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_retention: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "policies": [
+                 *         {
+                 *           "tenant": "acme",
+                 *           "episodes_max_age_days": 90
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["RetentionPoliciesRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "sweep_interval_seconds": 60,
+                     *       "policies": [
+                     *         {
+                     *           "tenant": "acme",
+                     *           "episodes_max_age_days": 90
+                     *         }
+                     *       ],
+                     *       "last_sweep": {
+                     *         "started_at": "2026-05-05T12:00:00Z",
+                     *         "finished_at": "2026-05-05T12:00:02Z",
+                     *         "users": 120,
+                     *         "episodes_expired": 3,
+                     *         "episodes_aged_out": 410,
+                     *         "facts_expired": 1,
+                     *         "facts_aged_out": 0,
+                     *         "working_sessions_aged_out": 2,
+                     *         "working_messages_removed": 3
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RetentionResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body, a message, the state or the batch is over the server's limits. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "message 0 has 40000 characters; the limit is 32000",
+                     *         "field": "messages.0.content"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_retention_sweep: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "started_at": "2026-05-05T12:00:00Z",
+                     *       "finished_at": "2026-05-05T12:00:02Z",
+                     *       "users": 120,
+                     *       "episodes_expired": 3,
+                     *       "episodes_aged_out": 410,
+                     *       "facts_expired": 1,
+                     *       "facts_aged_out": 0,
+                     *       "working_sessions_aged_out": 2,
+                     *       "working_messages_removed": 3
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RetentionReportOut"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
                      *       }
                      *     }
                      */

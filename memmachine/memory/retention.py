@@ -1,0 +1,271 @@
+"""The retention sweep: removes expired memories (:mod:`memmachine.memory.expiry`) and
+memories older than their retention policy (:class:`~memmachine.config.RetentionPolicy`)
+from every store, in bounded batches.
+
+Reads already hide expired memories; the sweep is what erases them. It visits each project
+of :meth:`RetentionSettings.swept_projects`, pages through the users the episode, profile
+and working stores hold there, and for each user deletes (one store call per memory, so a
+write never waits for more than one of them):
+
+* episodes that expired, or whose timestamp is older than ``episodes_max_age_days``;
+* facts that expired, or not confirmed (``updated_at``) for ``facts_max_age_days`` of
+  their tag (deleting a fact erases its history too);
+* working-memory sessions not written for ``working_max_age_days``, and the messages of
+  expired episodes from the others (a session's compaction summary is not rewritten).
+
+A fact that rested on removed episodes keeps its value, its ``source_episode_ids`` and its
+confidence (which ages as always, since its last confirmation): its own expiry and policy
+decide its fate, not its sources'. The report counts what was removed, never what it said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from memmachine.config import RetentionSettings
+from memmachine.errors import ConflictError
+from memmachine.memory.expiry import is_expired
+from memmachine.models import ProjectScope, Scope, StoreHealth
+from memmachine.ports import Clock, EpisodeStore, ProfileStore, SystemClock, WorkingMemoryStore
+from memmachine.safety.gate import WriteGate
+
+__all__ = ["Clock", "RetentionReport", "RetentionSettings", "RetentionSweep"]
+
+log = logging.getLogger("memmachine.retention")
+
+#: What the sweep reads of a memory: id, metadata, the moment its age counts from, and the
+#: moment before which its policy removes it (``None``: kept).
+Memory = tuple[str, dict[str, Any], datetime, datetime | None]
+
+
+class RetentionReport(BaseModel):
+    """What one sweep removed: counts only."""
+
+    started_at: datetime
+    finished_at: datetime | None = None
+    users: int = 0
+    episodes_expired: int = 0
+    episodes_aged_out: int = 0
+    facts_expired: int = 0
+    facts_aged_out: int = 0
+    working_sessions_aged_out: int = 0
+    #: Messages of expired or removed episodes taken out of working memory.
+    working_messages_removed: int = 0
+
+
+class RetentionSweep:
+    """Runs sweeps on demand (:meth:`run`) and, once started, every
+    ``settings.sweep_interval_seconds`` in the background; ``last`` is the last report."""
+
+    name = "retention"
+    kind = "sweep"
+
+    def __init__(
+        self,
+        episodes: EpisodeStore,
+        profile: ProfileStore,
+        working: WorkingMemoryStore,
+        settings: RetentionSettings | None,
+        clock: Clock | None = None,
+        gate: WriteGate | None = None,
+    ) -> None:
+        #: Rewritten working memory passes it again (idempotent on text it already passed).
+        self._gate = gate or WriteGate()
+        self._episodes, self._profile, self._working = episodes, profile, working
+        self.settings = settings or RetentionSettings()
+        self.clock: Clock = clock or SystemClock()
+        self.last: RetentionReport | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self.settings.sweep_interval_seconds > 0 and self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="memmachine-retention")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def health(self) -> StoreHealth:
+        """Counts of the last sweep (never contents)."""
+        last = self.last
+        if last is None:
+            return StoreHealth(name=self.name, kind=self.kind, status="ok", detail="no sweep yet")
+        detail = (
+            f"last sweep {last.started_at.isoformat()}: {last.users} users, removed "
+            f"{last.episodes_expired + last.episodes_aged_out} episodes "
+            f"({last.episodes_expired} expired), {last.facts_expired + last.facts_aged_out} "
+            f"facts ({last.facts_expired} expired), {last.working_sessions_aged_out} "
+            "working sessions"
+        )
+        return StoreHealth(name=self.name, kind=self.kind, status="ok", detail=detail)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.sweep_interval_seconds)
+            try:
+                await self.run()
+            except Exception:
+                log.exception("retention sweep failed; retrying at the next interval")
+
+    # ------------------------------------------------------------------ sweeping
+
+    async def run(self) -> RetentionReport:
+        """One full sweep over every swept project (one sweep at a time)."""
+        async with self._lock:
+            report = RetentionReport(started_at=self.clock.now())
+            for project in self.settings.swept_projects():
+                async for user in self._users(project):
+                    report.users += 1
+                    removed = await self._episodes_of(user, report)
+                    await self._facts_of(user, report)
+                    await self._working_of(user, removed, report)
+            report.finished_at = self.clock.now()
+            self.last = report
+            log.info("retention sweep: %s", report.model_dump_json())
+            return report
+
+    async def _users(self, project: ProjectScope) -> AsyncIterator[Scope]:
+        """Every user any store holds in ``project``, each once, in id order."""
+        batch = self.settings.batch_size
+        after: str | None = None
+        while True:
+            found = await asyncio.gather(
+                self._episodes.list_users(project, after=after, limit=batch),
+                self._profile.list_users(project, after=after, limit=batch),
+                self._working.list_users(project, after=after, limit=batch),
+            )
+            lists = [[activity.user_id for activity in part] for part in found]
+            if not any(lists):
+                return
+            # Only ids below every full list's last one are complete in this round.
+            bound = min((ids[-1] for ids in lists if len(ids) == batch), default=None)
+            ids = sorted({i for ids in lists for i in ids if bound is None or i <= bound})
+            for user_id in ids:
+                yield Scope(
+                    tenant=project.tenant,
+                    org_id=project.org_id,
+                    project_id=project.project_id,
+                    user_id=user_id,
+                )
+            if bound is None:
+                return
+            after = bound
+
+    def _age_limit(self, scope: Scope, kind: str, tag: str = "") -> datetime | None:
+        """Memories of ``kind`` in ``scope`` older than this are removed (``None``: kept)."""
+        policy = self.settings.policy_for(scope)
+        if policy is None:
+            return None
+        seconds = {
+            "episodes": policy.episodes_max_age_seconds,
+            "facts": policy.fact_max_age_seconds(tag),
+            "working": policy.working_max_age_seconds,
+        }[kind]
+        return None if seconds is None else self.clock.now() - timedelta(seconds=seconds)
+
+    async def _episodes_of(self, user: Scope, report: RetentionReport) -> set[str]:
+        """Remove the user's expired and aged-out episodes; their ids."""
+
+        async def page(offset: int) -> list[Memory]:
+            found = await self._episodes.list_episodes(
+                user, limit=self.settings.batch_size, offset=offset
+            )
+            return [
+                (e.id, e.metadata, e.timestamp, self._age_limit(e.scope, "episodes")) for e in found
+            ]
+
+        expired, aged = await self._select(page)
+        await self._remove([*expired, *aged], lambda i: self._episodes.delete_episode(user, i))
+        report.episodes_expired += len(expired)
+        report.episodes_aged_out += len(aged)
+        return {*expired, *aged}
+
+    async def _facts_of(self, user: Scope, report: RetentionReport) -> None:
+        """Remove the user's expired facts and those unconfirmed past their tag's age."""
+
+        async def page(offset: int) -> list[Memory]:
+            found = await self._profile.list_facts(
+                user, limit=self.settings.batch_size, offset=offset
+            )
+            return [
+                (f.id, f.metadata, f.updated_at, self._age_limit(f.scope, "facts", f.tag))
+                for f in found
+            ]
+
+        expired, aged = await self._select(page)
+        await self._remove([*expired, *aged], lambda i: self._profile.delete_fact(user, i))
+        report.facts_expired += len(expired)
+        report.facts_aged_out += len(aged)
+
+    async def _select(
+        self, page: Callable[[int], Awaitable[list[Memory]]]
+    ) -> tuple[list[str], list[str]]:
+        """The ids of the expired and of the aged-out memories, read in batches (writes get
+        their turn between batches)."""
+        expired: list[str] = []
+        aged: list[str] = []
+        offset = 0
+        while True:
+            found = await page(offset)
+            now = self.clock.now()
+            for memory_id, metadata, moment, limit in found:
+                if is_expired(metadata, now):
+                    expired.append(memory_id)
+                elif limit is not None and moment <= limit:
+                    aged.append(memory_id)
+            offset += len(found)
+            await asyncio.sleep(0)
+            if len(found) < self.settings.batch_size:
+                return expired, aged
+
+    async def _remove(self, ids: list[str], delete: Callable[[str], Awaitable[object]]) -> None:
+        """One store call per memory, yielding to other work after each batch."""
+        for index, memory_id in enumerate(ids):
+            await delete(memory_id)
+            if index % self.settings.batch_size == self.settings.batch_size - 1:
+                await asyncio.sleep(0)
+
+    async def _working_of(self, user: Scope, removed: set[str], report: RetentionReport) -> None:
+        """Remove the user's sessions idle past their policy and, from the others, the
+        messages of expired episodes and of the episodes just ``removed``."""
+        limit = self._age_limit(user, "working")
+        for session in await self._working.list_sessions(user):
+            if limit is not None and session.updated_at is not None and session.updated_at <= limit:
+                report.working_sessions_aged_out += await self._working.delete(session.scope)
+                continue
+            memory = await self._working.get(session.scope)
+            if memory is None:
+                continue
+            now = self.clock.now()
+            live = [
+                message
+                for message in memory.messages
+                if not is_expired(message.metadata, now)
+                and message.metadata.get("episode_id") not in removed
+            ]
+            if len(live) == len(memory.messages):
+                continue
+            try:
+                # Only if no write came in meanwhile; a later sweep retries otherwise.
+                await self._working.put(
+                    session.scope,
+                    messages=self._gate.messages(live),
+                    expected_version=memory.version,
+                    ttl_seconds=memory.ttl_seconds,
+                )
+            except ConflictError:
+                continue
+            report.working_messages_removed += len(memory.messages) - len(live)
