@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -138,6 +139,7 @@ def _wire(
             embedder_model=(embedder.model if embedder else None),
         ),
         settings.search_index,
+        settings.data_dir,
     )
     profile = _profile_store(profile_url, settings)
     working = _working_store(working_url, embedded, settings)
@@ -313,18 +315,26 @@ def _episode_store(
     )
 
 
-def _searched_in_memory(store: EpisodeStore, settings: SearchIndexSettings) -> EpisodeStore:
-    """``store`` behind in-process search indexes, unless they are switched off."""
+def _searched_in_memory(
+    store: EpisodeStore, settings: SearchIndexSettings, data_dir: Path
+) -> EpisodeStore:
+    """``store`` behind in-process search indexes, unless they are switched off; kept on
+    disk too (in ``settings.directory``, else ``<data dir>/search-index``) unless that is."""
     if not settings.enabled:
         return store
     from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
 
+    directory = None
+    if settings.on_disk:
+        directory = settings.directory or data_dir / "search-index"
+        directory = directory.expanduser().resolve()
     return IndexedEpisodeStore(
         store,
         memory_budget=settings.memory_mb << 20,
         min_episodes=settings.min_episodes,
         load_inline=settings.load_inline,
         episode_cache=settings.episode_cache,
+        index_dir=directory,
     )
 
 

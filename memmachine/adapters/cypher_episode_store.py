@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -156,10 +157,21 @@ class CypherEpisodeStore(Lifecycle):
         self._dialect = dialect
         self._dimensions = embedding_dimensions
         self._model = embedding_model
+        self._instance: str | None = None
 
     @property
     def embedding_dimensions(self) -> int | None:
         return self._dimensions
+
+    @property
+    def identity(self) -> str | None:
+        """Which graph or database this is, once started: the engine and a random id the
+        store keeps in its settings node (set when first opened), so files derived from
+        one store's episodes are never taken for another's, nor for the same store's
+        after it was recreated. ``None`` before ``start()``."""
+        if self._instance is None:
+            return None
+        return f"{self.kind}:{self._instance}"
 
     @property
     def _location(self) -> str:
@@ -770,23 +782,27 @@ class CypherEpisodeStore(Lifecycle):
             MERGE (m:MemMachineMeta {key: $key})
             ON CREATE SET m.schema_version = $schema_version, m.created_at = $now
             WITH m
+            SET m.instance = coalesce(m.instance, $instance)
+            WITH m
             SET m.embedding_model = CASE
                 WHEN $dimensions IS NOT NULL AND (m.embedding_dimensions IS NULL
                      OR m.embedding_dimensions = $dimensions)
                 THEN coalesce(m.embedding_model, $model) ELSE m.embedding_model END
             WITH m
             SET m.embedding_dimensions = coalesce(m.embedding_dimensions, $dimensions)
-            RETURN m.embedding_dimensions, m.embedding_model, m.schema_version
+            RETURN m.embedding_dimensions, m.embedding_model, m.schema_version, m.instance
             """,
             {
                 "key": _META_KEY,
+                "instance": uuid.uuid4().hex,
                 "schema_version": _SCHEMA_VERSION,
                 "now": _micros(utc_now()),
                 "dimensions": self._dimensions,
                 "model": self._model,
             },
         )
-        stored_dimensions, stored_model, schema_version = rows[0]
+        stored_dimensions, stored_model, schema_version, instance = rows[0]
+        self._instance = str(instance)
         version = 1 if schema_version is None else int(schema_version)
         if version > _SCHEMA_VERSION:
             raise ConfigurationError(

@@ -14,10 +14,13 @@ This module adds the connection, the schema and the error mapping.
   ``MemMachineMeta.key`` (so concurrent ``MERGE`` s never duplicate them), range indexes on
   ``Episode.id``, ``user_id`` and ``session_id`` and on ``Session.user_id``, the full-text
   index ``episode_terms`` over
-  ``Episode.search_terms`` (whitespace analyzer: the text is already normalised) and, with
-  vectors, the cosine vector index ``episode_embedding``. Search stays exact within the
-  scope (a scan scored by ``vector.similarity.cosine``); the vector index is there for an
-  approximate fast path on very large scopes.
+  ``Episode.search_terms`` (whitespace analyzer: the text is already normalised). No vector
+  index: search is exact within the scope (a scan scored by ``vector.similarity.cosine``)
+  and large users are searched by the in-process index of
+  :class:`~memmachine.adapters.indexed_episode_store.IndexedEpisodeStore`, never by an
+  approximate index over every user's episodes, whose upkeep cost 40 % of the CPU of every
+  write (bench/RESULTS.md). A ``episode_embedding`` vector index left by an earlier version
+  is dropped on start.
 * The server sends only warnings the code can act on: notifications below WARNING and
   of the UNRECOGNIZED classification (a property key no node has yet) are switched off,
   so optional properties such as ``agent_id`` do not put a warning in the log per query.
@@ -141,12 +144,9 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
             dialect.fulltext_index(FULLTEXT_INDEX, "Episode", "search_terms"),
         ]
 
-    def vector_index_statement(self) -> str | None:
-        """The vector index DDL, run once the embedding settings are checked (``None`` for a
-        lexical-only store)."""
-        if self._dimensions is None:
-            return None
-        return self._neo4j.vector_index(_VECTOR_INDEX, "Episode", "embedding", self._dimensions)
+    def obsolete_statements(self) -> list[str]:
+        """DDL ``start()`` runs to drop what earlier versions created and nothing reads."""
+        return [f"DROP INDEX {_VECTOR_INDEX} IF EXISTS"]
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -177,9 +177,8 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
             for statement in self.schema_statements():
                 await self._ddl(statement)
             await self._check_meta()
-            vector_index = self.vector_index_statement()
-            if vector_index is not None:
-                await self._ddl(vector_index)
+            for statement in self.obsolete_statements():
+                await self._ddl(statement)
             await self._run("CALL db.awaitIndexes($seconds)", {"seconds": _INDEX_WAIT_SECONDS})
         except BaseException:
             await self.close()
