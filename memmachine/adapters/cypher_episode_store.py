@@ -63,11 +63,13 @@ _MICROSECOND = timedelta(microseconds=1)
 _ENTRY_BATCH = 2000
 #: Batches of at least this many rows are turned into entries in a worker thread.
 _PARSE_IN_THREAD = 200
-#: What :meth:`CypherEpisodeStore.index_entries` reads of an episode ``e``, in this order.
+#: What :meth:`CypherEpisodeStore.index_entries` reads of an episode ``e``, in this order,
+#: before the episode's own columns (:func:`_columns`).
 _ENTRY_COLUMNS = (
     "e.id, e.session_id, e.agent_id, e.group_id, e.sequence, e.timestamp, "
     "coalesce(e.revision, 0), e.search_terms, e.embedding"
 )
+_ENTRY_COLUMN_COUNT = 9
 
 #: Name of the full-text index over ``Episode.search_terms`` (where the engine names it).
 FULLTEXT_INDEX = "episode_terms"
@@ -542,7 +544,9 @@ class CypherEpisodeStore(Lifecycle):
         query, their derivatives (one row each, so no list has to be read back as text) in
         another. Rows are turned into entries in a worker thread when there are many
         (reading a vector written as text costs ~80 µs)."""
-        rows = await self._run(f"{select} RETURN {_ENTRY_COLUMNS}", params, read_only=True)
+        rows = await self._run(
+            f"{select} RETURN {_ENTRY_COLUMNS}, {_columns('e')}", params, read_only=True
+        )
         if not rows:
             return []
         parts: list[list[Any]] = []
@@ -582,7 +586,7 @@ class CypherEpisodeStore(Lifecycle):
             revision,
             terms,
             embedding,
-        ) = row
+        ) = row[:_ENTRY_COLUMN_COUNT]
         return IndexEntry(
             id=str(episode_id),
             session_id=str(session_id),
@@ -595,6 +599,7 @@ class CypherEpisodeStore(Lifecycle):
             embedding=None if embedding is None else read(embedding),
             derivatives=tuple(read(vector) for vector, _ in parts),
             derivative_weights=tuple(weight for _, weight in parts),
+            episode=_episode_from_row(row[_ENTRY_COLUMN_COUNT:]),
         )
 
     async def get_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> list[Episode]:

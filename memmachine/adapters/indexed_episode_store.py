@@ -294,7 +294,7 @@ class IndexedEpisodeStore(Lifecycle):
         if mask is None:
             return []
         found = index.vector_top(embedding, k, mask, derivatives=derivatives)
-        return await self._with_episodes(scope, found)
+        return await self._with_episodes(scope, found, index)
 
     async def fulltext_search(
         self, scope: Scope, query: str, k: int
@@ -309,7 +309,7 @@ class IndexedEpisodeStore(Lifecycle):
         if mask is None:
             return []
         found = index.bm25_top(terms, k, mask)
-        return await self._with_episodes(scope, found)
+        return await self._with_episodes(scope, found, index)
 
     async def neighbours(
         self, scope: Scope, episode_id: str, *, before: int, after: int
@@ -324,7 +324,7 @@ class IndexedEpisodeStore(Lifecycle):
         around = index.neighbours(episode_id, before, after, mask) if mask is not None else None
         if not around:
             return []
-        found = await self._fetch(scope, around)
+        found = await self._fetch(scope, around, index)
         return [found[key] for key in around if key in found]
 
     async def adjacent(self, scope: Scope, episode_ids: Sequence[str]) -> dict[str, list[Episode]]:
@@ -337,7 +337,7 @@ class IndexedEpisodeStore(Lifecycle):
         if mask is None:
             return {}
         around = index.adjacent(episode_ids, mask)
-        found = await self._fetch(scope, [key for keys in around.values() for key in keys])
+        found = await self._fetch(scope, [key for keys in around.values() for key in keys], index)
         return {
             key: [found[other] for other in others if other in found]
             for key, others in around.items()
@@ -751,23 +751,31 @@ class IndexedEpisodeStore(Lifecycle):
     # ------------------------------------------------------------------ episodes
 
     async def _with_episodes(
-        self, scope: Scope, found: list[tuple[str, float]]
+        self, scope: Scope, found: list[tuple[str, float]], index: ScopeIndex
     ) -> list[tuple[Episode, float]]:
-        episodes = await self._fetch(scope, [key for key, _ in found])
+        episodes = await self._fetch(scope, [key for key, _ in found], index)
         return [(episodes[key], score) for key, score in found if key in episodes]
 
-    async def _fetch(self, scope: Scope, episode_ids: Sequence[str]) -> dict[str, Episode]:
-        """The episodes of these ids (of the scope's user), from the cache or the store."""
+    async def _fetch(
+        self, scope: Scope, episode_ids: Sequence[str], index: ScopeIndex
+    ) -> dict[str, Episode]:
+        """The episodes of these ids (of the scope's user): from the cache, from the
+        copies ``index`` holds, else from the store."""
         key = scope.user_key
+        user = scope.user_scope()
         found: dict[str, Episode] = {}
         missing: list[str] = []
         for episode_id in dict.fromkeys(episode_ids):
             cached = self._episodes.get((key, episode_id))
             if cached is None:
-                missing.append(episode_id)
+                held = index.episode(episode_id, user)
+                if held is None:
+                    missing.append(episode_id)
+                    continue
+                self._episodes[(key, episode_id)] = cached = held
             else:
                 self._episodes.move_to_end((key, episode_id))
-                found[episode_id] = cached
+            found[episode_id] = cached
         if missing:
             fetched = await self._load_episodes(scope, missing)
             for episode_id in missing:
@@ -775,8 +783,8 @@ class IndexedEpisodeStore(Lifecycle):
                 if episode is not None:
                     found[episode_id] = episode
                     self._episodes[(key, episode_id)] = episode
-            while len(self._episodes) > self._cache_size:
-                self._episodes.popitem(last=False)
+        while len(self._episodes) > self._cache_size:
+            self._episodes.popitem(last=False)
         return found
 
     async def _load_episodes(self, scope: Scope, episode_ids: list[str]) -> dict[str, Episode]:

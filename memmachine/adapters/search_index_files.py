@@ -52,7 +52,7 @@ __all__ = ["SearchIndexFiles"]
 logger = logging.getLogger(__name__)
 
 _MAGIC = b"MMSIDX01"
-_FORMAT = 1
+_FORMAT = 2
 _ALIGN = 64
 _SUFFIX = ".idx"
 

@@ -31,17 +31,19 @@ inside one index: compaction makes a new one.
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from memmachine.models import IndexEntry, Scope
+from memmachine.models import Episode, IndexEntry, Scope
 from memmachine.retrieval.terms import BM25_B, BM25_K1
 
 try:  # SIMD int8 dot products; without them every search is a float32 scan
@@ -447,6 +449,41 @@ class _Postings:
         return total + len(self.added) * 120
 
 
+class _Payloads:
+    """Each row's episode, encoded (:func:`_encode_episode`; empty when the entry had
+    none): a snapshot's blob and offsets (rows ``0..frozen``), then a list."""
+
+    def __init__(
+        self, blob: npt.NDArray[Any] | None = None, offsets: npt.NDArray[Any] | None = None
+    ) -> None:
+        self.frozen_blob = np.zeros(0, dtype=np.uint8) if blob is None else blob
+        self.frozen_offsets = np.zeros(1, dtype=np.int64) if offsets is None else offsets
+        self.frozen = len(self.frozen_offsets) - 1
+        self.added: list[bytes] = []
+        self.added_bytes = 0
+
+    def __getitem__(self, row: int) -> bytes:
+        if row < self.frozen:
+            start, end = self.frozen_offsets[row], self.frozen_offsets[row + 1]
+            return self.frozen_blob[start:end].tobytes()
+        return self.added[row - self.frozen]
+
+    def append(self, payload: bytes) -> None:
+        self.added.append(payload)
+        self.added_bytes += len(payload)
+
+    def table(self, rows: Rows) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+        """The payloads of ``rows`` as one blob and its offsets."""
+        pieces = [self[row] for row in rows.tolist()]
+        sizes = np.fromiter((len(piece) for piece in pieces), dtype=np.int64, count=len(pieces))
+        offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        return np.frombuffer(b"".join(pieces), dtype=np.uint8).copy(), offsets
+
+    @property
+    def nbytes(self) -> int:
+        return self.added_bytes + 40 * len(self.added)
+
+
 @dataclass
 class IndexSnapshot:
     """A :class:`ScopeIndex`'s living rows as flat arrays (rows and parts renumbered from
@@ -506,6 +543,7 @@ class ScopeIndex:
         self._groups = _Codes()
         self._order = _Order()
         self._postings = _Postings()
+        self._payloads = _Payloads()
         width = dimensions or 1
         self._vectors = _Matrix(width)
         self._parts = _Matrix(width)
@@ -569,6 +607,7 @@ class ScopeIndex:
         else:
             arrays += self._vectors.frozen_bytes + self._parts.frozen_bytes
         tables = self._postings.nbytes + self._order.nbytes + self._ids.nbytes
+        tables += self._payloads.nbytes
         return arrays + tables + self._table_bytes
 
     @property
@@ -660,6 +699,7 @@ class ScopeIndex:
                     self._part_owner.data[m] = row
                     m += 1
             self._ids.append(entry.id)
+            self._payloads.append(_encode_episode(entry.episode))
             self._order.place(session, row, entry.sequence)
         self._alive.data[start:end] = True
         self._m = m
@@ -826,6 +866,15 @@ class ScopeIndex:
             matched[rows] = True
         return self._best(np.where(matched & (scores > 0), scores, -np.inf), k, by_time=True)
 
+    def episode(self, episode_id: str, user: Scope) -> Episode | None:
+        """The stored episode of ``episode_id`` as its entry carried it (``None`` when the
+        index does not hold it, or holds no copy of it); ``user`` is the index's user."""
+        row = self._ids.row(episode_id)
+        if row is None or row >= self._n or not self._alive.data[row]:
+            return None
+        payload = self._payloads[row]
+        return _decode_episode(episode_id, payload, user) if payload else None
+
     def adjacent(self, episode_ids: Sequence[str], mask: Mask) -> dict[str, list[str]]:
         """For each id inside ``mask``: the ids of the nearest rows of ``mask`` before and
         after it in its session, in session order."""
@@ -944,6 +993,7 @@ class ScopeIndex:
             arrays[f"{name}_values"] = values
             arrays[f"{name}_sorted"], arrays[f"{name}_sorted_codes"] = values[order], order
         arrays["ids"] = self._ids.table(keep)
+        arrays["payloads"], arrays["payload_offsets"] = self._payloads.table(keep)
         order = np.argsort(arrays["ids"], kind="stable").astype(np.int32)
         arrays["ids_sorted"], arrays["ids_sorted_rows"] = arrays["ids"][order], order
         # session order: rows sorted by (session, sequence, row)
@@ -1055,6 +1105,7 @@ class ScopeIndex:
             )
             setattr(index, attribute, codes)
         index._ids = _Ids(arrays["ids"], arrays["ids_sorted"], arrays["ids_sorted_rows"])
+        index._payloads = _Payloads(arrays["payloads"], arrays["payload_offsets"])
         index._order = _Order(arrays["order_rows"], arrays["order_offsets"], index._sequence.data)
         index._postings = _Postings(
             arrays["terms"],
@@ -1067,6 +1118,68 @@ class ScopeIndex:
         else:
             index.frozen_rows = n
         return index
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _encode_episode(episode: Episode | None) -> bytes:
+    """What an episode holds besides its id and its user, as compact JSON (``b""`` for
+    none)."""
+    if episode is None:
+        return b""
+    scope = episode.scope
+    fields = [
+        scope.agent_id,
+        scope.session_id,
+        scope.group_id,
+        episode.role,
+        episode.producer,
+        episode.content,
+        (episode.timestamp - _EPOCH) // _MICROSECOND,
+        episode.metadata,
+        episode.sequence,
+        (episode.created_at - _EPOCH) // _MICROSECOND,
+    ]
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _decode_episode(episode_id: str, payload: bytes, user: Scope) -> Episode:
+    """The episode :func:`_encode_episode` encoded. Its values were validated when it was
+    stored, so the models are built without validating them again."""
+    (
+        agent_id,
+        session_id,
+        group_id,
+        role,
+        producer,
+        content,
+        timestamp,
+        metadata,
+        sequence,
+        created_at,
+    ) = json.loads(payload)
+    scope = Scope.model_construct(
+        tenant=user.tenant,
+        org_id=user.org_id,
+        project_id=user.project_id,
+        user_id=user.user_id,
+        agent_id=agent_id,
+        session_id=session_id,
+        group_id=group_id,
+    )
+    return Episode.model_construct(
+        id=episode_id,
+        scope=scope,
+        role=role,
+        producer=producer,
+        content=content,
+        timestamp=_EPOCH + timestamp * _MICROSECOND,
+        metadata=metadata,
+        sequence=sequence,
+        created_at=_EPOCH + created_at * _MICROSECOND,
+    )
 
 
 def _quantize(unit: Floats, into: npt.NDArray[np.int8]) -> tuple[float, float]:
