@@ -703,6 +703,10 @@ class IndexedEpisodeStore(Lifecycle):
         del self._slots[key]
         self._forget_episodes(key)
 
+    def index_file(self, scope: Scope) -> Path | None:
+        """Where the index of ``scope``'s user is kept on disk (``None`` without files)."""
+        return None if self._files is None else self._files.path(scope.user_key)
+
     async def files_written(self) -> None:
         """Wait until the index files being written are on disk."""
         while self._saves:

@@ -77,10 +77,11 @@ class _Column:
         self.data: npt.NDArray[Any] = np.zeros(capacity, dtype=dtype)
 
     @classmethod
-    def of(cls, values: npt.NDArray[Any], dtype: Any) -> _Column:
-        """A column holding a copy of ``values`` (so it can grow and be written)."""
+    def of(cls, values: npt.NDArray[Any], dtype: Any, *, copy: bool = False) -> _Column:
+        """A column holding ``values`` as they are (they may be read-only: the column only
+        writes past them, growing into a new array first), or a copy of them."""
         column = cls(dtype, 0)
-        column.data = np.array(values, dtype=dtype)
+        column.data = np.array(values, dtype=dtype) if copy else values.astype(dtype, copy=False)
         return column
 
     def reserve(self, size: int) -> None:
@@ -1085,7 +1086,8 @@ class ScopeIndex:
             ("part_scales", "_part_scales", np.float32),
             ("part_weights", "_part_weights", np.float32),
         ):
-            setattr(index, column, _Column.of(arrays[name], dtype))
+            # ``alive`` is written in place (deletions); the others only grow
+            setattr(index, column, _Column.of(arrays[name], dtype, copy=name == "alive"))
         width = meta["dimensions"] or 1
         for name, kind, _ in IndexSnapshot.MATRICES:
             rows = matrices[name]
