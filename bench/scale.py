@@ -854,7 +854,7 @@ async def measure_search(
         files = SearchIndexFiles(path.parent.parent, episodes.inner.identity)
 
         async def out_of_memory(drop_cache: bool) -> None:
-            await episodes.files_written()
+            await episodes.settled()
             episodes.evict(scope)
             if drop_cache:
                 gc.collect()  # unmap the dropped index before its pages can be dropped
@@ -949,7 +949,7 @@ async def warm_index(manager: Any, scope: Any) -> dict[str, float] | None:
         "memory_bytes": float(manager.episodes.memory_held),
     }
     began = time.perf_counter()
-    await manager.episodes.files_written()
+    await manager.episodes.settled()
     out["file_write_seconds"] = time.perf_counter() - began
     return out
 

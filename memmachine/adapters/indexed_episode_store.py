@@ -209,7 +209,8 @@ class IndexedEpisodeStore(Lifecycle):
         for task in loads:
             with contextlib.suppress(asyncio.CancelledError, MemMachineError):
                 await task
-        await self.files_written()  # a write under way finishes: no half-written file is left
+        while self._saves:  # a write under way finishes: no half-written file is left
+            await asyncio.gather(*self._saves, return_exceptions=True)
         self._slots.clear()
         self._episodes.clear()
         await self._inner.close()
@@ -684,7 +685,7 @@ class IndexedEpisodeStore(Lifecycle):
 
     def evict(self, scope: Scope | None = None) -> int:
         """Drop from memory the index of ``scope``'s user (of every user without one),
-        writing their file first when it lags (see :meth:`files_written`); returns how many
+        writing their file first when it lags (see :meth:`settled`); returns how many
         were dropped. Their next search opens the file, or loads from the store."""
         keys = [scope.user_key] if scope is not None else list(self._slots)
         dropped = 0
@@ -707,10 +708,15 @@ class IndexedEpisodeStore(Lifecycle):
         """Where the index of ``scope``'s user is kept on disk (``None`` without files)."""
         return None if self._files is None else self._files.path(scope.user_key)
 
-    async def files_written(self) -> None:
-        """Wait until the index files being written are on disk."""
-        while self._saves:
-            await asyncio.gather(*self._saves, return_exceptions=True)
+    async def settled(self) -> None:
+        """Wait until the indexes loading in the background are loaded and the index files
+        being written are on disk."""
+        while True:
+            pending = [slot.loading for slot in self._slots.values() if slot.loading is not None]
+            pending += self._saves
+            if not pending:
+                return
+            await asyncio.gather(*pending, return_exceptions=True)
 
     def _forget_file(self, key: str) -> None:
         """Episodes of the user were deleted: their file may hold them."""

@@ -163,7 +163,7 @@ class _ColdIndexedEpisodeStore(IndexedEpisodeStore):
     user's file (written after the first load, then brought up to date from the store)."""
 
     async def _cold(self, scope: Scope) -> None:
-        await self.files_written()
+        await self.settled()
         self.evict(scope)
 
     async def vector_search(

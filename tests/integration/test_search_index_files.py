@@ -116,7 +116,7 @@ async def test_deleted_episodes_do_not_stay_on_disk(
     async with on_disk(server, graph, tmp_path) as store:
         await fill(store, rng)
         await store.warm(ANN)
-        await store.files_written()
+        await store.settled()
         files = SearchIndexFiles(tmp_path, plain_identity(store))
         assert files.path(ANN.user_key).exists()
         # a deletion through the store: the file goes at once
@@ -169,7 +169,7 @@ async def test_a_large_build_spills_its_vectors_and_ends_on_the_mapped_file(
             built = fast._slots[ANN.user_key].index
             assert built is not None
             assert built.tail_rows < 64 + 500  # vectors written out while reading
-            await fast.files_written()
+            await fast.settled()
             await same_answers(store, fast, rng)
             swapped = fast._slots[ANN.user_key].index
             assert swapped is not None
@@ -190,7 +190,7 @@ async def test_users_leaving_the_budget_come_back_from_disk(
         for user in users:
             await first.add_episodes(user, records(rng, "e", 60))
             await first.warm(user)
-        await first.files_written()
+        await first.settled()
         mapped = first._slots[users[0].user_key].index
         assert mapped is not None
         assert mapped.frozen_rows == 60
