@@ -7,7 +7,8 @@ it and builds the index on the mapped pages, so a user of 100k episodes is ready
 milliseconds instead of being read back from the store; the pages a search touches come from
 the operating system's page cache and are given back under memory pressure.
 
-Layout: ``<directory>/<store>/<user>.idx``, where ``<store>`` names the episode store's
+Layout: ``<directory>/<store>/<user>.idx`` (directories and files readable by the process's
+user only), where ``<store>`` names the episode store's
 graph or database by its identity (a random id the store keeps in its settings node, so
 another store, or the same one recreated, never sees these files) and ``<user>`` is a hash of
 ``tenant/org/project/user``. A file is an 8-byte magic, the length of a JSON header, the
@@ -157,8 +158,8 @@ class SearchIndexFiles:
         path = self.path(user_key)
         temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with temporary.open("wb") as file:
+            self._make_directory()
+            with _private(temporary) as file:
                 file.write(prefix)
                 file.write(b"\0" * (start - len(prefix)))
                 for name, values in snapshot.arrays.items():
@@ -180,11 +181,11 @@ class SearchIndexFiles:
     def spill(self, rows: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """``rows`` written to a scratch file and mapped back read-only (the file is
         unlinked at once; see the module docstring)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._make_directory()
         path = self.directory / f"spill-{uuid.uuid4().hex}.tmp"
         values = np.ascontiguousarray(rows)
         try:
-            with path.open("wb") as file:
+            with _private(path) as file:
                 file.write(values.tobytes())
             if values.nbytes == 0:
                 return values.copy()
@@ -193,6 +194,10 @@ class SearchIndexFiles:
             with contextlib.suppress(OSError):
                 path.unlink()
         return np.frombuffer(mapped, dtype=values.dtype).reshape(values.shape)
+
+    def _make_directory(self) -> None:
+        """The store's directory, readable by this user only (files hold personal data)."""
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def remove(self, user_key: str) -> None:
         """Delete the user's file (if any)."""
@@ -213,6 +218,11 @@ class SearchIndexFiles:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _private(path: Path) -> Any:
+    """``path`` created for writing, readable and writable by this user only."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
 
 
 def _map(path: Path) -> mmap.mmap:

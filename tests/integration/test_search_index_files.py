@@ -119,6 +119,8 @@ async def test_deleted_episodes_do_not_stay_on_disk(
         await store.settled()
         files = SearchIndexFiles(tmp_path, plain_identity(store))
         assert files.path(ANN.user_key).exists()
+        assert files.path(ANN.user_key).stat().st_mode & 0o077 == 0  # private to the process
+        assert files.directory.stat().st_mode & 0o077 == 0
         # a deletion through the store: the file goes at once
         assert await store.delete_episode(ANN.user_scope(), "e20")
         assert not files.path(ANN.user_key).exists()
