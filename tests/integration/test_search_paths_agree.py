@@ -1,8 +1,8 @@
 """Every path that can answer a search gives the same ranking, on real data.
 
-Two LoCoMo conversations (../shared/bench, ≈1,100 turns) are ingested through the real
+Two LoCoMo conversations (../shared/bench, 788 turns) are ingested through the real
 manager, embedded by the real MiniLM model, into each episode store: embedded FalkorDB, a
-FalkorDB server and Neo4j. Each of their ≈300 questions is then asked of every path that
+FalkorDB server and Neo4j. Each of their 231 questions is then asked of every path that
 can answer a search, on every store:
 
 * the store's own scans (what a user whose index is not ready gets);
@@ -10,10 +10,14 @@ can answer a search, on every store:
 * the index opened from its file (a user whose index left memory: every question starts
   with it dropped).
 
-The store-level searches (dense with derivatives, full-text, k = 60) must give the very same
-ids in the same order on every path of a store (scores within float rounding), and the
-manager's whole search (fusion, boosts, graph neighbourhood) the same top 20 on every path
-of every store, so recall measured on one path holds for all.
+The store-level searches (dense with derivatives, full-text, k = 60) must give the same ids
+in the same order on every path of a store, with the same scores to float32 rounding, and
+the manager's whole search (fusion, boosts, graph neighbourhood) the same top 20 on every
+path of every store, so recall measured on one path holds for all. The one latitude is
+float32 rounding itself: each engine computes cosine in its own arithmetic (FalkorDB's
+``vec.cosineDistance``, Neo4j's rescaled ``vector.similarity.cosine``, the index's SIMD dot
+product), which differ in the seventh digit, so two hits whose scores are equal within
+``TIE`` may come in either order. Every other difference fails the test.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from pydantic import SecretStr
+from redis.exceptions import ResponseError
 
 from memmachine.adapters.embedder_factory import build_embedder
 from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
@@ -38,10 +43,34 @@ from tests.conftest import REPO_ROOT, Neo4jTarget
 from tests.unit.test_bench_scale import _load
 
 CONVERSATIONS = 2
+#: Scores closer than this are equal within the engines' float32 arithmetic.
+TIE = 2e-6
 #: Hits compared per store-level search (the manager asks 60 of each signal for top 20).
 DEPTH = 60
 TOP_K = 20
 LOCOMO = REPO_ROOT.parent / "shared" / "bench"
+
+
+def assert_same_ranking(
+    got: Sequence[tuple[str, float]], want: Sequence[tuple[str, float]], where: str
+) -> None:
+    """``got`` ranks as ``want``: the same ids in the same order, scores equal to float32
+    rounding, except that a run of hits whose scores are all within ``TIE`` of each other
+    may come in another order (and, at the end of the list, be cut elsewhere)."""
+    assert len(got) == len(want), where
+    assert [score for _, score in got] == pytest.approx([score for _, score in want], abs=TIE), (
+        where
+    )
+    position = 0
+    while position < len(want):
+        end = position + 1
+        while end < len(want) and abs(want[end][1] - want[position][1]) <= TIE:
+            end += 1
+        mine = {key for key, _ in got[position:end]}
+        theirs = {key for key, _ in want[position:end]}
+        if end < len(want):
+            assert mine == theirs, f"{where}: ranks {position + 1}-{end} differ"
+        position = end
 
 
 class CachedEmbedder:
@@ -151,7 +180,7 @@ async def on_store(
     locomo: tuple[dict[str, Any], list[dict[str, Any]]],
     vectors: dict[str, list[float]],
     index_dir: Path,
-) -> dict[str, list[list[str]]]:
+) -> dict[str, list[list[tuple[str, float]]]]:
     """Ingest into the store of ``settings``, then ask every question on every path; the
     manager's rankings per path (and assert the store-level agreement on the way)."""
     turns, questions = locomo
@@ -173,23 +202,23 @@ async def on_store(
             "in-memory index": in_memory,
             "index from its file": from_file,
         }
-        rankings: dict[str, list[list[str]]] = {path: [] for path in paths}
+        rankings: dict[str, list[list[tuple[str, float]]]] = {path: [] for path in paths}
         for question in questions:
             scope = Scope(tenant=tenant, user_id=question["sample_id"])
             text, vector = question["question"], vectors[question["question"]]
             dense = {p: await s.vector_search(scope, vector, DEPTH) for p, s in paths.items()}
             lexical = {p: await s.fulltext_search(scope, text, DEPTH) for p, s in paths.items()}
             for found in (dense, lexical):
-                want = found["store"]
-                for path, got in found.items():
+                want = [(e.id, score) for e, score in found["store"]]
+                for path, hits in found.items():
                     where = f"{name}, {path}: {text!r}"
-                    assert [e.id for e, _ in got] == [e.id for e, _ in want], where
-                    assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
-                    assert [e for e, _ in got] == [e for e, _ in want], where  # whole episodes
+                    assert_same_ranking([(e.id, score) for e, score in hits], want, where)
+                    episodes = {e.id: e for e, _ in found["store"]}
+                    assert all(e == episodes.get(e.id, e) for e, _ in hits), where
             for path, searched in paths.items():
                 manager.episodes = searched
                 hits = await manager.search_episodes(scope, text, top_k=TOP_K, query_vector=vector)
-                rankings[path].append([hit.episode.metadata["dia_id"] for hit in hits])
+                rankings[path].append([(hit.episode.metadata["dia_id"], hit.score) for hit in hits])
             manager.episodes = store
         assert from_file.stats.opened >= len(questions)  # each question opened the file
         assert from_file.stats.by_store == 0
@@ -207,7 +236,7 @@ async def test_every_path_on_every_store_ranks_alike(
     neo4j_database: Neo4jTarget,
 ) -> None:
     _, questions = locomo
-    assert len(questions) >= 250  # a few hundred real queries
+    assert len(questions) >= 200  # a few hundred real queries (231)
     texts = [question["question"] for question in questions]
     vectors = dict(zip(texts, await embedder.embed(texts), strict=True))
     tenant = f"agree{uuid.uuid4().hex[:10]}"
@@ -220,7 +249,7 @@ async def test_every_path_on_every_store_ranks_alike(
         "embedded FalkorDB": Settings(data_dir=tmp_path / "embedded", **base),
         "FalkorDB server": Settings(
             data_dir=tmp_path / "server",
-            episode_store_url=SecretStr(falkordb_server_url),
+            episode_store_url=SecretStr(falkordb_server_url.replace("redis://", "falkordb://")),
             graph_name=graph,
             **base,
         ),
@@ -234,7 +263,7 @@ async def test_every_path_on_every_store_ranks_alike(
             **base,
         ),
     }
-    results: dict[str, dict[str, list[list[str]]]] = {}
+    results: dict[str, dict[str, list[list[tuple[str, float]]]]] = {}
     try:
         for name, settings in stores.items():
             results[name] = await on_store(
@@ -244,11 +273,13 @@ async def test_every_path_on_every_store_ranks_alike(
         client = aioredis.Redis.from_url(falkordb_server_url)
         try:
             await client.execute_command("GRAPH.DELETE", graph)
+        except ResponseError:
+            pass  # never created
         finally:
             await client.aclose()
     first = results["embedded FalkorDB"]["store"]
     assert sum(len(ranking) for ranking in first) > 0
     for name, by_path in results.items():
         for path, rankings in by_path.items():
-            same = sum(a == b for a, b in zip(first, rankings, strict=True))
-            assert same == len(first), f"{name}, {path}: {same} of {len(first)} identical"
+            for number, (want, got) in enumerate(zip(first, rankings, strict=True)):
+                assert_same_ranking(got, want, f"{name}, {path}: question {number}")
