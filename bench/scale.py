@@ -951,6 +951,11 @@ async def warm_index(manager: Any, scope: Any) -> dict[str, float] | None:
     began = time.perf_counter()
     await manager.episodes.settled()
     out["file_write_seconds"] = time.perf_counter() - began
+    path = manager.episodes.index_file(scope)
+    if path is not None and path.exists():
+        # once written, the index answers from its mapped file
+        out["file_bytes"] = float(path.stat().st_size)
+        out["memory_bytes_from_file"] = float(manager.episodes.memory_held)
     return out
 
 
@@ -1332,8 +1337,9 @@ def _cold_lines(results: dict[str, Any]) -> list[str]:
         "",
         "| store size | scope | "
         + " | ".join(label for _, label in COLD_COLUMNS)
-        + " | open the file | read the ledger |",
-        "| ---: | ---: |" + " --- |" * (len(COLD_COLUMNS) + 2),
+        + " | open the file | read the ledger | index file MB / index memory MB built / "
+        "opened from the file |",
+        "| ---: | ---: |" + " --- |" * (len(COLD_COLUMNS) + 3),
     ]
     for point, scope in rows:
         search = scope["search_ms"]
@@ -1349,6 +1355,12 @@ def _cold_lines(results: dict[str, Any]) -> list[str]:
         for key in ("open_index_file", "ledger_read"):
             cell = search[key]
             cells.append(f"{cell['p50']:.1f} / {cell['p95']:.1f}")
+        index = scope.get("index") or {}
+        cells.append(
+            f"{_mb(int(index.get('file_bytes', 0)))} / "
+            f"{_mb(int(index.get('memory_bytes', 0)))} / "
+            f"{_mb(int(index.get('memory_bytes_from_file', 0)))}"
+        )
         lines.append(
             f"| {point['episodes']:,} | {scope['episodes']:,} | " + " | ".join(cells) + " |"
         )
