@@ -340,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-size", type=int, default=100, help="smallest other user")
     parser.add_argument("--max-size", type=int, default=5_000, help="largest other user")
     parser.add_argument(
-        "--alpha", type=float, default=1.0, help="power law of the other users' sizes"
+        "--alpha", type=float, default=1.5, help="power law of the other users' sizes"
     )
     parser.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of the searches")
     parser.add_argument(
