@@ -206,6 +206,10 @@ def search_parts(store: Any, kind: str) -> dict[str, str]:
             "CALL db.index.vector.queryNodes('episode_embedding', $k, $vector) "
             "YIELD node, score RETURN node.id, score"
         )
+        parts["vector index, 10 x k nearest, then the scope's k"] = (
+            "CALL db.index.vector.queryNodes('episode_embedding', 10 * $k, $vector) "
+            f"YIELD node AS e, score WHERE {where} RETURN e.id, score LIMIT $k"
+        )
     return parts
 
 
@@ -242,7 +246,26 @@ async def measure_searches(store: Any, kind: str, pid: int, args: argparse.Names
     results["BM25 full-text query (fulltext_search)"] = _summary(samples, clock, len(texts))
     if kind == "neo4j":
         results["profile"] = await profile_vector_scan(store, queries[0], scope_params)
+        results["vector index recall"] = await vector_index_recall(store, queries, scope_params)
     return results
+
+
+async def vector_index_recall(
+    store: Any, queries: Sequence[list[float]], scope_params: dict[str, str]
+) -> dict[str, float]:
+    """How many of the exact 20 nearest (the store's scan) Neo4j's vector index returns
+    among its first 20, asked for 20 and for 200 (the over-fetch a user holding a tenth of
+    the index would need before filtering to their scope)."""
+    exact_cypher = search_parts(store, "neo4j")["scan the episodes' own vectors"]
+    index_cypher = search_parts(store, "neo4j")["vector index, k nearest of all episodes"]
+    found = {20: 0, 200: 0}
+    for vector in queries:
+        params = {**scope_params, "vector": vector, "k": 20}
+        exact = {row[0] for row in await store._run(exact_cypher, params, read_only=True)}
+        for k in found:
+            rows = await store._run(index_cypher, {**params, "k": k}, read_only=True)
+            found[k] += len(exact & {row[0] for row in rows[:20]})
+    return {f"overlap_at_20_asked_{k}": hits / (20 * len(queries)) for k, hits in found.items()}
 
 
 def _summary(samples: Sequence[float], clock: Clock, count: int) -> dict[str, float]:
@@ -337,12 +360,21 @@ def render(results: dict[str, Any]) -> str:
     for store, rows in results["stores"].items():
         searches = rows.get("as configured", {}).get("searches", {})
         for name, part in searches.items():
-            if name == "profile":
+            if name in ("profile", "vector index recall"):
                 continue
             lines.append(
                 f"| {store} | {name} | {part['p50_ms']:.1f} / {part['p95_ms']:.1f} | "
                 f"{part['server_cpu_ms']:.1f} | {part['bench_cpu_ms']:.1f} |"
             )
+    for store, rows in results["stores"].items():
+        recall = rows.get("as configured", {}).get("searches", {}).get("vector index recall")
+        if recall:
+            lines += [
+                "",
+                f"{store}: of the exact 20 nearest, the vector index returns "
+                f"{recall['overlap_at_20_asked_20']:.1%} among its first 20 when asked for "
+                f"20, {recall['overlap_at_20_asked_200']:.1%} when asked for 200.",
+            ]
     for store, rows in results["stores"].items():
         profile = rows.get("as configured", {}).get("searches", {}).get("profile")
         if profile:
