@@ -180,7 +180,7 @@ async def search_run(
         "answered": dict(answered),
         "index_memory_max": held_max,
         "index_memory_end": episodes.memory_held,
-        "users_in_memory_end": sum(slot.index is not None for slot in episodes._slots.values()),
+        "users_in_memory_end": episodes.users_in_memory,
         "bench_memory": memory_of(os.getpid()),
         "graph_memory": memory_of(args.server_pid),
     }

@@ -219,8 +219,7 @@ class IndexedEpisodeStore(Lifecycle):
         report = await self._inner.health()
         if report.status != "ok":
             return report
-        users = sum(slot.index is not None for slot in self._slots.values())
-        note = f"search indexes: {users} users, {self.memory_held / 2**20:.0f} MiB"
+        note = f"search indexes: {self.users_in_memory} users, {self.memory_held / 2**20:.0f} MiB"
         if self._files is not None:
             note += f" (kept on disk in {self._files.directory})"
         detail = f"{report.detail}; {note}" if report.detail else note
@@ -343,6 +342,11 @@ class IndexedEpisodeStore(Lifecycle):
             key: [found[other] for other in others if other in found]
             for key, others in around.items()
         }
+
+    @property
+    def users_in_memory(self) -> int:
+        """How many users' indexes are in memory."""
+        return sum(slot.index is not None for slot in self._slots.values())
 
     @property
     def memory_held(self) -> int:
