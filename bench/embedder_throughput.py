@@ -1,6 +1,6 @@
 """Local embedder variants side by side, in one run.
 
-The embedder alone (:class:`~memmachine.adapters.onnx_embedder.OnnxEmbedder`
+The embedder alone (:class:`~memmachine.adapters.onnx.onnx_embedder.OnnxEmbedder`
 through its public async API, so tokenising, padding, pooling and the worker-thread
 hand-over are included). Every variant embeds the first ``--n`` LoCoMo turns (bare text),
 round-robin, ``--repeats`` rounds after a warm-up; reported: texts/s (median round), CPU
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from memmachine.adapters.onnx_embedder import OnnxEmbedder, Quantize, available_cpus
+from memmachine.adapters.onnx.onnx_embedder import OnnxEmbedder, Quantize, available_cpus
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo_public.json"

@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from memmachine.adapters.cypher_dialect import scope_predicate
-from memmachine.adapters.cypher_episode_store import CypherEpisodeStore
+from memmachine.adapters.cypher.cypher_dialect import scope_predicate
+from memmachine.adapters.cypher.cypher_episode_store import CypherEpisodeStore
 from memmachine.models import EpisodeRecord, Scope
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,7 +59,7 @@ def make_store(kind: str, variant: str, server: Any) -> CypherEpisodeStore:
     """An unstarted store of ``kind`` on ``server``, with or without vectors per ``variant``."""
     dims = None if variant == "no vectors" else DIMENSIONS
     if kind == "neo4j":
-        from memmachine.adapters.neo4j_episode_store import Neo4jEpisodeStore
+        from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
 
         return Neo4jEpisodeStore(
             server.url,
@@ -68,7 +68,7 @@ def make_store(kind: str, variant: str, server: Any) -> CypherEpisodeStore:
             embedding_dimensions=dims,
             embedding_model="bench",
         )
-    from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
+    from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
 
     return FalkorDBEpisodeStore(
         server.url, graph_name="costs", embedding_dimensions=dims, embedding_model="bench"

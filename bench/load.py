@@ -213,11 +213,14 @@ async def client_loop(
     outcome: Outcome,
     stop_at: float,
     queries: Sequence[str],
+    *,
+    user_prefix: str = "load-user",
 ) -> None:
-    """One client: adds and searches until the time or the request budget runs out."""
+    """One client: adds and searches until the time or the request budget runs out, as user
+    ``<user_prefix>-<number % users>``."""
     message_text = load_scale().message_text
     rng = random.Random(args.seed * 7919 + number)
-    user = f"load-user-{number % args.users}"
+    user = f"{user_prefix}-{number % args.users}"
     written = outcome.written.setdefault(user, {})
     async with httpx.AsyncClient(base_url=base, timeout=args.timeout) as client:
         while time.monotonic() < stop_at and outcome.requests < args.max_ops:
@@ -432,13 +435,16 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description="memmachine REST load test on loopback")
+def add_client_arguments(
+    parser: argparse.ArgumentParser, *, duration: float, max_ops: int, per: str = ""
+) -> None:
+    """The clients' arguments (shared with bench/replicas.py), the production stores' and
+    ``--json``; ``per`` qualifies the time and request budgets (``" per phase"``)."""
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
     parser.add_argument("--users", type=int, default=4, help="users the clients share")
     parser.add_argument("--sessions", type=int, default=3, help="sessions per user")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds, at most")
-    parser.add_argument("--max-ops", type=int, default=5_000, help="requests, at most")
+    parser.add_argument("--duration", type=float, default=duration, help=f"seconds{per}")
+    parser.add_argument("--max-ops", type=int, default=max_ops, help=f"requests{per}")
     parser.add_argument("--search-ratio", type=float, default=0.5, help="share of searches")
     parser.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
     parser.add_argument("--startup-timeout", type=float, default=180.0)
@@ -446,12 +452,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="ONNX model directory")
     load_scale().add_production_arguments(parser)
     parser.add_argument("--json", type=Path, help="write the raw results here")
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def check_client_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with a usage error for arguments of :func:`add_client_arguments` that cannot
+    work."""
     if args.clients < 1 or args.users < 1 or args.sessions < 1 or args.max_ops < 1:
         parser.error("--clients, --users, --sessions and --max-ops must be positive")
     if args.duration <= 0:
@@ -460,6 +465,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--search-ratio must be in [0, 1]")
     if not (args.model / "onnx" / "model.onnx").is_file():
         parser.error(f"--model: no onnx/model.onnx under {args.model}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description="memmachine REST load test on loopback")
+    add_client_arguments(parser, duration=60.0, max_ops=5_000, per=", at most")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_client_arguments(parser, args)
     results = asyncio.run(run(args))
     print(render(results))
     if args.json is not None:

@@ -41,16 +41,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_recall import CATEGORIES, DEFAULT_DATA, REPO, Turn, load
 
 from memmachine.config import EmbeddingSettings
-from memmachine.retrieval.derivatives import split_sentences
-from memmachine.retrieval.speakers import named_speakers
-from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
-from memmachine.retrieval.terms import (
+from memmachine.indexing.terms import (
     MAX_QUERY_TERMS,
     MAX_TERM_CHARS,
     STOPWORDS,
     TERM_PATTERN,
     document_terms,
 )
+from memmachine.retrieval.derivatives import split_sentences
+from memmachine.retrieval.speakers import named_speakers
+from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
 from memmachine.retrieval.text import episode_search_text, indexed_text, window_text
 
 CACHE = Path("/tmp/memmachine-locomo-lab")
@@ -104,7 +104,7 @@ class Vectors(_VectorCache):
         missing = list(dict.fromkeys(t for t in texts if self.key(t) not in self.index))
         if not missing:
             return
-        from memmachine.adapters.embedder_factory import build_embedder
+        from memmachine.bootstrap.embedders import build_embedder
 
         if self.embedder is None:
             settings = EmbeddingSettings(

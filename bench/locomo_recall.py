@@ -449,7 +449,7 @@ async def search_paths(manager: MemoryManager, wanted: Sequence[str], data_dir: 
     """The episode store to search through for each path in ``wanted``: the manager's own
     (an in-process index in front of the store), the store itself, and the index kept on
     disk in ``data_dir/search-index-paths`` (evicted before every search by :func:`score`)."""
-    from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
+    from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 
     indexed = manager.episodes
     inner = getattr(indexed, "inner", indexed)
@@ -555,7 +555,7 @@ async def score(
                 manager.retrieval = tuning
                 path = name.partition(", ")[2] if name.startswith("memmachine, ") else ""
                 path = path or args.paths[0]
-                manager.episodes = paths[path]
+                manager.episodes = manager.episodic_service.store = paths[path]
                 if path == "file":  # the user's index out of memory: opened by the search
                     await paths[path].settled()
                     paths[path].evict(scope)
@@ -573,7 +573,7 @@ async def score(
                 results[name].add(sample_id, category, evidence, returned, elapsed)
                 bar.step()
     manager.retrieval = variants["memmachine"][0]
-    manager.episodes = paths["index"]
+    manager.episodes = manager.episodic_service.store = paths["index"]
     return results
 
 

@@ -221,7 +221,7 @@ class Bm25:
     """Okapi BM25 over one history's turns (the baseline)."""
 
     def __init__(self, documents: Sequence[str]) -> None:
-        from memmachine.retrieval.terms import document_terms
+        from memmachine.indexing.terms import document_terms
 
         self.terms = [Counter(document_terms(text)) for text in documents]
         self.lengths = [sum(terms.values()) for terms in self.terms]
@@ -231,7 +231,7 @@ class Bm25:
             self.df.update(terms.keys())
 
     def rank(self, query: str) -> list[int]:
-        from memmachine.retrieval.terms import query_terms
+        from memmachine.indexing.terms import query_terms
 
         words = query_terms(query)
         n = len(self.terms)

@@ -145,20 +145,20 @@ async def search_run(
     from memmachine.models import Scope
 
     clock = scale.CpuClock(args.server_pid)
-    manager.episodes = episodes
+    manager.episodes = manager.episodic_service.store = episodes
     samples: dict[str, list[float]] = {"all": [], **{kind: [] for kind in ANSWERED}, "big": []}
     cpu_total = 0.0
     answered: Counter[str] = Counter()
     held_max = 0
     started = time.perf_counter()
     for number, user in enumerate(sequence):
-        before = episodes.stats.as_dict()
+        before = episodes.paths.as_dict()
         cpu = clock.now()
         began = time.perf_counter()
         await manager.search_episodes(Scope(user_id=user), queries[number % len(queries)])
         elapsed = (time.perf_counter() - began) * 1000
         cpu_total += clock.now() - cpu
-        after = episodes.stats.as_dict()
+        after = episodes.paths.as_dict()
         moved = [k for k in ("by_store", "opened", "loaded") if after[k] > before[k]]
         kind = moved[0] if moved else "in_memory"
         answered[kind] += 1
@@ -187,7 +187,7 @@ async def search_run(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
+    from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
     from memmachine.bootstrap import open_manager
     from memmachine.config import SearchIndexSettings
     from memmachine.models import Scope
@@ -261,7 +261,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             sys.stderr.write("on disk: indexes opened from their files\n")
             searched = sequence[: args.searches]
             results["on_disk"] = await search_run(manager, on_disk, searched, queries, args)
-            manager.episodes = on_disk
+            manager.episodes = manager.episodic_service.store = on_disk
     results["load_average_end"] = os.getloadavg()
     return results
 

@@ -849,7 +849,7 @@ async def measure_search(
     prepare: dict[str, Any] = {}
     episodes = manager.episodes
     if cold and hasattr(episodes, "evict"):
-        from memmachine.adapters.search_index_files import SearchIndexFiles
+        from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
 
         path = episodes.index_file(scope)
         files = SearchIndexFiles(path.parent.parent, episodes.inner.identity)
@@ -894,11 +894,12 @@ async def measure_search(
     if inner is not None and store_queries > 0:
         # the same searches in the store itself (what the in-process index replaces)
         async def by_store(query: str, vector: list[float]) -> None:
-            manager.episodes = inner  # the user's index not ready: the store answers
+            # the user's index not ready: the store answers
+            manager.episodes = manager.episodic_service.store = inner
             try:
                 await manager.search_episodes(scope, query, top_k=top_k)
             finally:
-                manager.episodes = episodes
+                manager.episodes = manager.episodic_service.store = episodes
 
         scans: dict[str, Any] = {
             "store_scan_vector_search": lambda q, v: inner.vector_search(
@@ -1089,8 +1090,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "resources": measure_resources(stores),
                 }
             )
-        stats = getattr(manager.episodes, "stats", None)
-        results["index_stats"] = None if stats is None else stats.as_dict()
+        paths = getattr(manager.episodes, "paths", None)
+        results["index_stats"] = None if paths is None else paths.as_dict()
         results["ingest"] = {
             kind: {
                 "episodes": count,

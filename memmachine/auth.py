@@ -1,4 +1,4 @@
-"""API keys: their shape, generation, hashing and parsing, and a per-key rate limiter.
+"""API keys: their shape, generation, hashing and parsing.
 
 A key as the caller sees it is ``mm_<key_id>_<secret>``: ``key_id`` is 16 hex digits that
 name the key in lists, logs and the store; ``secret`` is 32 random bytes, URL-safe base64.
@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import secrets
-import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memmachine.errors import RateLimitedError
 from memmachine.models import Identifier, utc_now
 
 __all__ = [
@@ -34,7 +30,6 @@ __all__ = [
     "IssuedKey",
     "ParsedKey",
     "Permission",
-    "RateLimiter",
     "StoredKey",
     "hash_secret",
     "issue_key",
@@ -172,46 +167,3 @@ def parse_key(token: str) -> ParsedKey | None:
     if any(c not in "0123456789abcdef" for c in key_id):
         return None
     return ParsedKey(key_id=key_id, secret=secret)
-
-
-class RateLimiter:
-    """A token bucket per key, in this process.
-
-    A key limited to ``n`` requests per minute may burst up to ``n`` requests, then gains
-    one request every ``60 / n`` seconds. :meth:`check` takes one request from the bucket
-    or raises :class:`~memmachine.errors.RateLimitedError` with how long until the next one
-    is available. Limits are per process: several server processes each allow ``n``.
-    Safe to call from several threads."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        #: key id -> (tokens left, when they were counted, the limit they were counted for)
-        self._buckets: dict[str, tuple[float, float, int]] = {}
-
-    def check(self, key_id: str, per_minute: int) -> None:
-        """Spend one request of ``key_id``'s budget; ``per_minute`` 0 means unlimited."""
-        if per_minute <= 0:
-            return
-        rate = per_minute / 60.0
-        with self._lock:
-            now = self._clock()
-            tokens, then, limit = self._buckets.get(key_id, (float(per_minute), now, per_minute))
-            if limit != per_minute:  # the key's limit changed: start from a full bucket
-                tokens = float(per_minute)
-            tokens = min(float(per_minute), tokens + (now - then) * rate)
-            if tokens >= 1.0:
-                self._buckets[key_id] = (tokens - 1.0, now, per_minute)
-                return
-            self._buckets[key_id] = (tokens, now, per_minute)
-        wait = (1.0 - tokens) / rate
-        raise RateLimitedError(
-            f"rate limit of {per_minute} requests per minute exceeded for this API key; "
-            f"retry in {math.ceil(wait)}s",
-            retry_after=wait,
-        )
-
-    def forget(self, key_id: str) -> None:
-        """Drop ``key_id``'s bucket (a revoked key)."""
-        with self._lock:
-            self._buckets.pop(key_id, None)

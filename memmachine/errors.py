@@ -14,7 +14,14 @@ CLI) map a small, closed set of types to responses and never see a driver's trac
     ├── ConfigurationError         settings that cannot work              (startup)
     └── StoreError                 a storage backend failed               (HTTP 503)
         ├── StoreUnavailableError  a store cannot be reached at all
+        ├── WriteOutcomeUnknownError  a write was sent but never answered (HTTP 504)
         └── ModelOutputError       a language model kept answering unusably
+
+A ``StoreError`` other than ``WriteOutcomeUnknownError`` means the request changed nothing
+(writes are all or nothing), so it may simply be sent again. ``WriteOutcomeUnknownError``
+means the store may or may not have applied the write: sending it again is only safe when
+the write is idempotent (an upsert of the same values, a delete) or carries an idempotency
+key. No store client resends a write on its own.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ __all__ = [
     "StateSchemaError",
     "StoreError",
     "StoreUnavailableError",
+    "WriteOutcomeUnknownError",
 ]
 
 
@@ -133,6 +141,14 @@ class StoreError(MemMachineError):
 
 class StoreUnavailableError(StoreError):
     code = "store_unavailable"
+
+
+class WriteOutcomeUnknownError(StoreError):
+    """A write reached a store (or may have) but no answer came back in time: the
+    connection timed out or broke after the command was handed to it. The write may have
+    been applied, in full (store writes are atomic), or not at all; nobody resent it."""
+
+    code = "write_outcome_unknown"
 
 
 class ModelOutputError(StoreError):

@@ -21,6 +21,7 @@ from memmachine.errors import InvalidInputError
 
 __all__ = [
     "ID_PATTERN",
+    "PII_KINDS",
     "EmbedderStatus",
     "Episode",
     "EpisodeHit",
@@ -37,11 +38,15 @@ __all__ = [
     "LlmStatus",
     "MemoryType",
     "NewMessage",
+    "ProjectScope",
     "RerankerStatus",
     "Role",
     "Scope",
     "SearchResult",
+    "SessionActivity",
     "StoreHealth",
+    "TimeBucket",
+    "UserActivity",
     "WorkingMemory",
     "WorkingMessage",
     "checked_vector",
@@ -51,6 +56,9 @@ __all__ = [
 #: Ids are short, printable and free of ``:``, ``/`` and whitespace, so they can be embedded
 #: verbatim in Redis keys and graph keys without one id ever aliasing another.
 ID_PATTERN = r"^[\w.@+\-=#~|]{1,128}$"
+#: The kinds of personal data the write gate can redact, in the order its detectors run
+#: (see :mod:`memmachine.safety.pii`).
+PII_KINDS: tuple[str, ...] = ("email", "iban", "card", "national_id", "account", "phone")
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -112,6 +120,30 @@ class Scope(BaseModel):
     def user_key(self) -> str:
         """``tenant/org/project/user``: one string per user (ids cannot contain ``/``)."""
         return f"{self.tenant}/{self.org_id}/{self.project_id}/{self.user_id}"
+
+    def project_scope(self) -> ProjectScope:
+        """The tenant, org and project this scope's user belongs to."""
+        return ProjectScope(tenant=self.tenant, org_id=self.org_id, project_id=self.project_id)
+
+
+class ProjectScope(BaseModel):
+    """One project of one tenant's org: what a listing across users is confined to.
+
+    The few store reads that answer for many users at once (``list_users``) take one of
+    these instead of a :class:`Scope`; all three ids always match exactly.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: Identifier = "default"
+    org_id: Identifier = "default"
+    project_id: Identifier = "default"
+
+    def user(self, user_id: str) -> Scope:
+        """The scope of one user of this project."""
+        return Scope(
+            tenant=self.tenant, org_id=self.org_id, project_id=self.project_id, user_id=user_id
+        )
 
 
 class StoreHealth(BaseModel):
@@ -209,6 +241,54 @@ class IndexEntry:
     derivatives: tuple[npt.NDArray[np.float32], ...] = ()
     derivative_weights: tuple[float, ...] = ()
     episode: Episode | None = None
+
+
+class UserActivity(BaseModel):
+    """What a store holds for one user of a project, and when it last changed.
+
+    Each store fills the counts it keeps (the episode store ``episodes`` and ``sessions``,
+    the profile store ``facts``, the working store ``working_sessions``) and leaves the
+    others at 0; ``last_active`` is the newest write the store knows of for the user.
+    """
+
+    user_id: str
+    episodes: int = 0
+    #: Sessions holding at least one episode.
+    sessions: int = 0
+    #: Current (not invalidated) facts.
+    facts: int = 0
+    #: Sessions whose working memory exists (not expired).
+    working_sessions: int = 0
+    last_active: datetime | None = None
+
+    @field_validator("last_active")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+
+class SessionActivity(BaseModel):
+    """One session of a user as the episode store holds it."""
+
+    session_id: str
+    episodes: int
+    #: Timestamps of the session's oldest and newest episode.
+    first_at: datetime
+    last_at: datetime
+    #: When an episode was last added to the session (store time).
+    updated_at: datetime
+
+    @field_validator("first_at", "last_at", "updated_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return as_utc(value)
+
+
+class TimeBucket(BaseModel):
+    """How many episodes have a timestamp in ``[start, start + bucket)``."""
+
+    start: datetime
+    count: int
 
 
 class EpisodeHit(BaseModel):

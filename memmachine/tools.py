@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from memmachine.errors import InvalidInputError
-from memmachine.extraction import REMEMBER_TOOL_MARK
 from memmachine.manager import MemoryManager
 from memmachine.models import MemoryType, NewMessage, Scope
+from memmachine.pipeline.extraction import REMEMBER_TOOL_MARK
 
 __all__ = ["RECALL_DEFAULT_TOP_K", "TOOL_NAMES", "execute_tool_call", "memory_tools"]
 

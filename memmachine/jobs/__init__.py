@@ -1,8 +1,9 @@
-"""Background jobs: the worker that runs them and the handlers by kind (the queue is a port)."""
+"""Background jobs of a manager: the worker (:mod:`memmachine.pipeline.worker`) and which
+handler runs each kind of job (:mod:`memmachine.jobs.handlers`)."""
 
 from __future__ import annotations
 
 from memmachine.config import JobSettings
-from memmachine.jobs.worker import Handler, Worker, describe_failure
+from memmachine.pipeline.worker import Handler, Worker, describe_failure
 
 __all__ = ["Handler", "JobSettings", "Worker", "describe_failure"]

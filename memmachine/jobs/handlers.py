@@ -1,11 +1,11 @@
 """The job handlers of a manager, by job kind: what a worker runs.
 
-* ``compact``: :func:`memmachine.compaction.compact_session` on the job's session; the
+* ``compact``: :func:`memmachine.pipeline.compaction.compact_session` on the job's session; the
   payload's ``force`` compacts even under the thresholds, ``idle`` runs
-  :func:`memmachine.compaction.compact_if_idle` instead (the inactivity trigger). A session
+  :func:`memmachine.pipeline.compaction.compact_if_idle` instead (the inactivity trigger). A session
   compacted meanwhile (or under its thresholds) makes the job a no-op, so running it again
   is harmless.
-* ``extract``: :func:`memmachine.extraction.extract_from_episodes` over the payload's
+* ``extract``: :func:`memmachine.pipeline.extraction.extract_from_episodes` over the payload's
   ``episode_ids``. Running it again re-reads the same episodes; a fact already stored with
   the same value is corroborated, never stored twice.
 """
@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from memmachine.compaction import compact_if_idle, compact_session
-from memmachine.extraction import extract_from_episodes
-from memmachine.jobs.worker import Handler
+from memmachine.pipeline.compaction import compact_if_idle, compact_session
+from memmachine.pipeline.extraction import extract_from_episodes
+from memmachine.pipeline.worker import Handler
 from memmachine.ports import Job
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from memmachine.retrieval.terms import TERM_PATTERN, document_terms
+from memmachine.indexing.terms import TERM_PATTERN, document_terms
 
 __all__ = [
     "Said",
@@ -76,7 +76,7 @@ def window_text(said: Sequence[Said], *, timestamp: datetime) -> str:
 def indexed_text(own: str, before: Sequence[str]) -> str:
     """What full-text search indexes for a message: its own search text (see
     :func:`episode_search_text`), then each word of the messages ``before`` it whose term
-    (:func:`~memmachine.retrieval.terms.document_terms`) the message does not already have,
+    (:func:`~memmachine.indexing.terms.document_terms`) the message does not already have,
     once: context helps a message be found, but never outweighs its own words."""
     seen = set(document_terms(own))
     extra: list[str] = []

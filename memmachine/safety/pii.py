@@ -47,6 +47,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from memmachine.models import PII_KINDS
+
 __all__ = [
     "PII_KINDS",
     "TOKENS",
@@ -58,9 +60,6 @@ __all__ = [
     "merge_counts",
     "ssn_is_valid",
 ]
-
-#: Every detector kind, in the order the detectors run.
-PII_KINDS: tuple[str, ...] = ("email", "iban", "card", "national_id", "account", "phone")
 
 TOKENS: Mapping[str, str] = {
     "email": "[EMAIL]",

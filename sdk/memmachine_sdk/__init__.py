@@ -37,6 +37,7 @@ from memmachine_sdk.errors import (
     ServerError,
     ServiceUnavailableError,
     UnauthorizedError,
+    WriteOutcomeUnknownError,
 )
 
 __all__ = [
@@ -68,4 +69,5 @@ __all__ = [
     "SessionState",
     "State",
     "UnauthorizedError",
+    "WriteOutcomeUnknownError",
 ]

@@ -87,6 +87,8 @@ class _Base:
             "params": call.params,
             "headers": self._headers,
         }
+        if call.idempotency_key is not None:
+            args["headers"] = {**self._headers, "Idempotency-Key": call.idempotency_key}
         if self._timeout is not None:
             args["timeout"] = self._timeout
         return args

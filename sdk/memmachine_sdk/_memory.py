@@ -6,15 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from memmachine_sdk import models as m
-from memmachine_sdk._requests import FactLike, MessageLike, Requests, invalid, validate
-
-if TYPE_CHECKING:
-    from memmachine_sdk._client import AsyncClient, Client
+from memmachine_sdk._requests import Call, FactLike, MessageLike, Requests, invalid, validate
 
 __all__ = [
     "AsyncMemory",
@@ -25,6 +22,23 @@ __all__ = [
     "SessionState",
     "State",
 ]
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class Client(Protocol):
+    """What a handle sends its calls through (:class:`memmachine_sdk.Client` is one)."""
+
+    def _send(self, call: Call[T]) -> T | None: ...
+    def _get(self, call: Call[T]) -> T: ...
+
+
+class AsyncClient(Protocol):
+    """What an async handle sends its calls through (:class:`memmachine_sdk.AsyncClient`)."""
+
+    async def _send(self, call: Call[T]) -> T | None: ...
+    async def _get(self, call: Call[T]) -> T: ...
+
 
 MemoryTypes = Sequence[Literal["episodic", "profile", "working"]] | None
 PromptFormat = Literal["openai", "anthropic", "gemini"]

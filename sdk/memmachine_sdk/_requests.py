@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
@@ -29,7 +30,9 @@ class Call(Generic[T]):
 
     ``idempotent`` says whether sending it twice has the effect of sending it once, which
     decides whether it is retried after an ambiguous failure (a timeout after sending);
-    by default GET, PUT and DELETE are, POST is not."""
+    by default GET, PUT and DELETE are, POST is not. A call that is not gets an
+    ``idempotency_key`` of its own, sent as the ``Idempotency-Key`` header on each of its
+    attempts, so the server can tell a repeat from a new write."""
 
     method: str
     path: str
@@ -37,10 +40,13 @@ class Call(Generic[T]):
     json: dict[str, Any] | None = None
     params: dict[str, Any] = field(default_factory=dict)
     idempotent: bool | None = None
+    idempotency_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.idempotent is None:
             self.idempotent = self.method in _SAFE_METHODS
+        if not self.idempotent and self.idempotency_key is None:
+            self.idempotency_key = uuid.uuid4().hex
 
 
 def invalid(field: str, message: str) -> InvalidInputError:

@@ -42,7 +42,11 @@ class RetryPolicy:
     * 502, 504, read/write timeouts and dropped connections only for requests that are
       safe to repeat (reads, searches, PUT without ``expected_version``, DELETE): the
       server may have acted on the first attempt, and adding memories twice would store
-      them twice — the API has no idempotency key for writes.
+      them twice. A 504 ``write_outcome_unknown`` is the server saying exactly that about
+      one of its stores (:class:`~memmachine_sdk.errors.WriteOutcomeUnknownError`).
+
+    Writes that are not safe to repeat carry an ``Idempotency-Key`` header, one per call
+    and the same on each of its attempts.
     """
 
     max_retries: int = 2

@@ -13,7 +13,8 @@
     │   ├── ConflictError            409 (``current_version`` for working memory)
     │   ├── RateLimitedError         429 (``retry_after`` in seconds)
     │   └── ServerError              5xx
-    │       └── ServiceUnavailableError  503
+    │       ├── ServiceUnavailableError  503: a store is down; nothing was applied
+    │       └── WriteOutcomeUnknownError 504: a store got the write but never answered
     └── MemMachineConnectionError    no response: refused, reset, DNS...
         └── MemMachineTimeoutError   no response within the timeout
 """
@@ -39,6 +40,7 @@ __all__ = [
     "ServerError",
     "ServiceUnavailableError",
     "UnauthorizedError",
+    "WriteOutcomeUnknownError",
     "error_for",
     "parse_retry_after",
 ]
@@ -153,6 +155,15 @@ class ServiceUnavailableError(ServerError):
     """A store behind the server is unavailable (503); the request changed nothing."""
 
 
+class WriteOutcomeUnknownError(ServerError):
+    """A store took the write but did not answer in time (504, code
+    ``write_outcome_unknown``): it may or may not have been applied. The client does not
+    repeat such a write; read before sending it again, or it may be applied twice."""
+
+    #: The server's error code for it.
+    code_sent = "write_outcome_unknown"
+
+
 _KINDS: dict[int, type[MemMachineAPIError]] = {
     400: BadRequestError,
     401: UnauthorizedError,
@@ -194,6 +205,8 @@ def error_for(status: int, body: Any, *, retry_after: float | None = None) -> Me
     code = str(detail.get("code", "http_error"))
     message = str(detail.get("message", f"request failed with HTTP {status}"))
     kind = _KINDS.get(status)
+    if code == WriteOutcomeUnknownError.code_sent:
+        kind = WriteOutcomeUnknownError
     if kind is None:
         kind = ServerError if status >= 500 else MemMachineAPIError
     return kind(status, code, message, body, retry_after=retry_after)

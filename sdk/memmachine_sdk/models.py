@@ -6,15 +6,28 @@ client parses with them, so the two cannot drift.
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+import math
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 __all__ = [
+    "MAX_COUNT",
+    "MAX_JSON_DEPTH",
+    "MAX_OFFSET",
     "AddMemoriesRequest",
     "AddMemoriesResponse",
     "AppendWorkingRequest",
+    "Checked",
     "DeletedResponse",
     "EpisodeListResponse",
     "EpisodeOut",
@@ -25,6 +38,7 @@ __all__ = [
     "ForgetResponse",
     "HealthResponse",
     "MessageIn",
+    "Offset",
     "ProfileResponse",
     "ProfileSearchRequest",
     "ProfileSearchResponse",
@@ -35,9 +49,11 @@ __all__ = [
     "SearchResponse",
     "SetProfileRequest",
     "StoreHealthOut",
+    "TopK",
     "WorkingMemoryOut",
     "WorkingMessageIn",
     "WorkingMessageOut",
+    "checked",
 ]
 
 ID_PATTERN = r"^[\w.@+\-=#~|]{1,128}$"
@@ -45,16 +61,117 @@ Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Role = Literal["user", "assistant", "system", "tool"]
 MemoryTypeName = Literal["episodic", "profile", "working"]
 
+#: Deepest nesting of objects and lists accepted inside metadata, state, custom-type input
+#: and tool arguments (a value at the top level of ``metadata`` is at depth 1).
+MAX_JSON_DEPTH = 32
+#: Largest ``offset`` a page may start at, and largest ``top_k`` / count a request may ask
+#: for (before the server's own, usually smaller, limits).
+MAX_OFFSET = 2**31 - 1
+MAX_COUNT = 2**31 - 1
+#: Integers inside JSON values must fit in 64 bits (what every store can hold).
+_INT64 = (-(2**63), 2**63 - 1)
+
+#: A page start (``offset``) / a number of results (``top_k``) a request may carry.
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
+TopK = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+
 
 def _all_memory_types() -> list[MemoryTypeName]:
     return ["episodic", "profile", "working"]
 
 
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (\\ud800-\\udfff), which is not text"
+    return None
+
+
+def _where(path: str) -> str:
+    return f" at {path}" if path else ""
+
+
+def _shown(key: object) -> str:
+    """A key as it can be quoted in a message: unprintable and unencodable characters
+    escaped."""
+    text = str(key)
+    if text.isprintable() and _text_problem(text) is None:
+        return text
+    return text.encode("unicode_escape").decode("ascii")
+
+
+def _check(value: Any, path: str, depth: int) -> None:
+    """Raise ``ValueError`` naming the first part of ``value`` no store can keep as given:
+    text with NUL or a lone surrogate, a timestamp outside the calendar once in UTC, a
+    number that is not finite or an integer over 64 bits, nesting over MAX_JSON_DEPTH."""
+    if isinstance(value, str):
+        problem = _text_problem(value)
+        if problem:
+            raise ValueError(f"text{_where(path)} {problem}")
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise ValueError(f"integer{_where(path)} does not fit in 64 bits")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"number{_where(path)} is not finite")
+    elif isinstance(value, datetime):
+        try:
+            if value.tzinfo is not None:
+                value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(
+                f"timestamp{_where(path)} is outside years 1-9999 once converted to UTC"
+            ) from None
+    elif isinstance(value, dict | list | tuple):
+        if depth >= MAX_JSON_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels{_where(path)}")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            inner = f"{path}.{_shown(key)}" if path else _shown(key)
+            if isinstance(key, str):
+                problem = _text_problem(key)
+                if problem:
+                    raise ValueError(f"key{_where(inner)} {problem}")
+            if not isinstance(item, BaseModel):  # a model checks its own fields
+                _check(item, inner, depth + 1)
+
+
+def checked(value: Any) -> Any:
+    """``value`` when every part of it can be stored as given (see :data:`Checked`);
+    otherwise ``ValueError`` naming the part (pydantic turns it into a validation error of
+    the field)."""
+    _check(value, "", 0)
+    return value
+
+
+#: Annotation for input outside the request models (the MCP tools' arguments): text without
+#: NUL characters or lone surrogates, timestamps that exist in UTC, finite numbers, 64-bit
+#: integers and JSON nested at most MAX_JSON_DEPTH deep.
+Checked = AfterValidator(checked)
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # In a response every field is sent, defaulted or not, so the JSON schema of a response
+    # lists them all as required (a request schema still lists only those without default).
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
 
-class ScopeFields(_Model):
+class _Request(_Model):
+    """A request body: every field is :func:`checked`, so bad text, timestamps, numbers or
+    nesting are refused here (a 422 naming the field) rather than by a store."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        return checked(value)
+
+
+class ScopeFields(_Request):
     """Ids a request may carry in its body; missing ones fall back to X-*-ID headers."""
 
     user_id: Id | None = None
@@ -68,7 +185,7 @@ class ScopeFields(_Model):
 # ----------------------------------------------------------------- episodic
 
 
-class MessageIn(_Model):
+class MessageIn(_Request):
     role: Role = "user"
     content: str = Field(min_length=1)
     producer: str | None = Field(default=None, max_length=256)
@@ -119,7 +236,7 @@ class EpisodeListResponse(_Model):
 
 class SearchRequest(ScopeFields):
     query: str = Field(min_length=1)
-    top_k: int = Field(default=10, ge=1)
+    top_k: TopK = 10
     types: list[MemoryTypeName] = Field(default_factory=_all_memory_types, min_length=1)
     #: Add up to this many neighbouring turns before and after each episodic hit.
     expand_context: int = Field(default=0, ge=0, le=10)
@@ -130,7 +247,7 @@ class SearchRequest(ScopeFields):
 # ----------------------------------------------------------------- profile
 
 
-class FactIn(_Model):
+class FactIn(_Request):
     tag: str = Field(min_length=1)
     feature: str = Field(min_length=1)
     value: str = Field(min_length=1)
@@ -175,7 +292,7 @@ class ProfileResponse(_Model):
 
 class ProfileSearchRequest(ScopeFields):
     query: str = Field(min_length=1)
-    top_k: int = Field(default=10, ge=1)
+    top_k: TopK = 10
 
 
 class ProfileSearchResponse(_Model):
@@ -185,7 +302,7 @@ class ProfileSearchResponse(_Model):
 # ----------------------------------------------------------------- working
 
 
-class WorkingMessageIn(_Model):
+class WorkingMessageIn(_Request):
     role: Role = "user"
     content: str = Field(min_length=1)
     producer: str | None = Field(default=None, max_length=256)
@@ -226,7 +343,7 @@ class PutWorkingRequest(ScopeFields):
     messages: list[WorkingMessageIn] | None = None
     state: dict[str, Any] | None = None
     summary: str | None = None
-    expected_version: int | None = Field(default=None, ge=0)
+    expected_version: int | None = Field(default=None, ge=0, le=2**63 - 1)
 
 
 class SearchResponse(_Model):
@@ -289,6 +406,9 @@ class HealthResponse(_Model):
 
 
 class ErrorDetail(_Model):
+    # sent without the fields that are None
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=False)
+
     code: str
     message: str
     field: str | None = None
@@ -328,6 +448,8 @@ class JobOut(_Model):
     updated_at: datetime
     #: A queued job is not started before this time (retry backoff).
     available_at: datetime
+    #: The ``X-Request-ID`` of the request that enqueued it (its log lines carry it too).
+    request_id: str | None = None
 
 
 class JobListResponse(_Model):
@@ -353,7 +475,7 @@ class MemoryPromptRequest(ScopeFields):
     max_tokens: int = Field(default=2000, ge=1, le=1_000_000)
     format: PromptFormatName = "openai"
     #: How many relevant episodes to consider.
-    top_k: int = Field(default=10, ge=1)
+    top_k: TopK = 10
     #: How many of the session's newest working-memory messages to consider.
     recent_messages: int = Field(default=20, ge=0, le=1000)
 
@@ -376,13 +498,27 @@ class MemoryPromptResponse(_Model):
     dropped: dict[str, int]
 
 
-class ToolFunctionCall(_Model):
+class ToolFunctionCall(_Request):
     name: str = Field(min_length=1)
     #: The arguments as the model produced them: a JSON object in a string.
     arguments: str = ""
 
+    @field_validator("arguments", mode="after")
+    @classmethod
+    def _storable_arguments(cls, value: str) -> str:
+        """What the arguments hold is checked like any request field (text that is not
+        JSON is left for the tool to refuse)."""
+        try:
+            parsed = json.loads(value)
+        except RecursionError:
+            raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+        except ValueError:
+            return value
+        checked(parsed)
+        return value
 
-class ToolCallIn(_Model):
+
+class ToolCallIn(_Request):
     """One tool call as an OpenAI chat completion returns it."""
 
     id: str = Field(min_length=1)
@@ -499,7 +635,7 @@ def _read_write() -> list[KeyPermission]:
     return ["read", "write"]
 
 
-class CreateKeyRequest(_Model):
+class CreateKeyRequest(_Request):
     """A new API key. ``tenant`` may be left out by a tenant's own admin key (its tenant is
     used); ``MEMMACHINE_ADMIN_KEY`` must name it. ``rate_limit_per_minute``: unset = the
     server's default, 0 = unlimited."""
@@ -507,7 +643,7 @@ class CreateKeyRequest(_Model):
     tenant: Id | None = None
     name: str = Field(default="", max_length=200)
     permissions: list[KeyPermission] = Field(default_factory=_read_write, min_length=1)
-    rate_limit_per_minute: int | None = Field(default=None, ge=0)
+    rate_limit_per_minute: int | None = Field(default=None, ge=0, le=MAX_COUNT)
 
 
 class ApiKeyOut(_Model):
@@ -569,3 +705,123 @@ class CustomMemoryResponse(_Model):
 
 
 __all__ += ["CustomMemoryRequest", "CustomMemoryResponse", "MemoryTypeOut", "MemoryTypesResponse"]
+
+
+# ----------------------------------------------------------------- inspection
+
+__all__ += [
+    "EpisodeNeighboursResponse",
+    "ForgetPreviewOut",
+    "JobCountsOut",
+    "SessionListResponse",
+    "SessionOut",
+    "TimeBucketOut",
+    "TimelineResponse",
+    "UserListResponse",
+    "UserOut",
+    "WhoAmIResponse",
+    "WorkingSessionOut",
+]
+
+
+class WhoAmIResponse(_Model):
+    """Who the presented key (or, in open mode, no key) is and what it may do."""
+
+    tenant: str
+    #: ``None`` when no key was presented (the server is open).
+    key_id: str | None = None
+    can_read: bool
+    can_write: bool
+    is_admin: bool
+    #: Whether this server refuses requests without a key.
+    key_required: bool
+
+
+class UserOut(_Model):
+    """One user of a project and what each store holds for them."""
+
+    user_id: str
+    org_id: str
+    project_id: str
+    episodes: int
+    #: Sessions holding episodes.
+    sessions: int
+    #: Current facts.
+    facts: int
+    #: Sessions whose working memory has not expired.
+    working_sessions: int
+    #: The newest write any store knows of for the user.
+    last_active: datetime | None = None
+
+
+class UserListResponse(_Model):
+    users: list[UserOut]
+    #: Pass as ``after`` for the next page; ``None`` on the last page.
+    next_after: str | None = None
+
+
+class SessionOut(_Model):
+    """A session holding episodes."""
+
+    session_id: str
+    episodes: int
+    first_at: datetime
+    last_at: datetime
+    updated_at: datetime
+
+
+class WorkingSessionOut(_Model):
+    """A session's working memory, without its messages."""
+
+    session_id: str
+    message_count: int
+    version: int
+    summary: str | None = None
+    ttl_seconds: int | None = None
+    updated_at: datetime | None = None
+
+
+class SessionListResponse(_Model):
+    #: The page of sessions holding episodes, most recently added to first.
+    sessions: list[SessionOut]
+    #: Every session of the user with live working memory, most recently written first.
+    working: list[WorkingSessionOut]
+    limit: int
+    offset: int
+
+
+class TimeBucketOut(_Model):
+    start: datetime
+    count: int
+
+
+class TimelineResponse(_Model):
+    bucket_seconds: int
+    buckets: list[TimeBucketOut]
+
+
+class ForgetPreviewOut(_Model):
+    """What forgetting a user (or one of their sessions) would remove right now."""
+
+    user_id: str
+    session_id: str | None = None
+    episodes: int
+    facts: int
+    #: Sessions holding episodes.
+    sessions: int
+    working_sessions: int
+
+
+class JobCountsOut(_Model):
+    queued: int
+    running: int
+    done: int
+    dead: int
+
+
+class EpisodeNeighboursResponse(_Model):
+    """An episode and the episodes right before and after it in its session."""
+
+    episode: EpisodeOut
+    before: list[EpisodeOut]
+    after: list[EpisodeOut]

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
 from memmachine_server import cli_data, cli_jobs, cli_keys, cli_mcp
+from memmachine_server.cli_common import fail, launch, start
 
 if TYPE_CHECKING:
-    from memmachine.manager import MemoryManager
+    pass
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -28,87 +28,52 @@ def _serve(args: argparse.Namespace) -> int:
     timeout runs out, or settings that cannot work, end the command with one line on
     stderr and exit status 1, never a traceback."""
     overrides = {"host": args.host, "port": args.port, "data_dir": args.data_dir}
-    return _launch(overrides, _run)
-
-
-def _launch(overrides: dict[str, Any], run: Callable[[Settings], Awaitable[int]]) -> int:
-    """Settings from the environment plus the given flags (``None`` = not given), logging,
-    then ``run`` in an event loop. Unusable settings are one line on stderr, exit 1."""
-    try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-    except MemMachineError as exc:
-        return _fail(exc.message)
-    except ValidationError as exc:
-        return _fail(_settings_problem(exc))
-    _configure_logging(settings.log_level)
-    log = logging.getLogger("memmachine")
-    for store, where in settings.describe().items():
-        log.info("%s store: %s", store, where)
-
-    async def main() -> int:
-        return await run(settings)
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:  # pragma: no cover - Ctrl-C during startup
-        return 130
-
-
-async def _start(settings: Settings) -> MemoryManager | int:
-    """Build and start the manager, or return the exit status when that fails.
-
-    A SIGTERM while stores are still being waited for (``docker stop``) cancels startup,
-    which closes what started (the embedded database child included) instead of dying."""
-    from memmachine.bootstrap import build_manager, start_manager
-
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    try:
-        manager = await build_manager(settings)
-        await start_manager(manager, settings)  # closes whatever started when it fails
-    except MemMachineError as exc:
-        return _fail(exc.message)
-    except asyncio.CancelledError:
-        print("memmachine: startup interrupted", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-    return manager
+    return launch(overrides, _run)
 
 
 async def _run(settings: Settings) -> int:
     import uvicorn
 
+    from memmachine.bootstrap import build_telemetry
     from memmachine_server.app import create_app
 
-    manager = await _start(settings)
-    if isinstance(manager, int):
-        return manager
-    if refusal := await _auth_refusal(settings):
-        await manager.close()
-        return _fail(refusal)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings, manager=manager),
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
-            lifespan="on",
-        )
-    )
-    logging.getLogger("memmachine").info(
-        "memmachine serving on http://%s:%d (data in %s)",
-        settings.host,
-        settings.port,
-        settings.data_dir.resolve(),
-    )
     try:
-        await server.serve()
+        telemetry = build_telemetry(settings)
+    except MemMachineError as exc:
+        return fail(exc.message)
+    try:
+        manager = await start(settings, telemetry)
+        if isinstance(manager, int):
+            return manager
+        if refusal := await _auth_refusal(settings):
+            await manager.close()
+            return fail(refusal)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings, manager=manager, telemetry=telemetry),
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level.lower(),
+                lifespan="on",
+                # Our handler and one line per request (memmachine.access) instead of
+                # uvicorn's own access log.
+                log_config=None,
+                access_log=False,
+            )
+        )
+        logging.getLogger("memmachine").info(
+            "memmachine serving on http://%s:%d (data in %s)",
+            settings.host,
+            settings.port,
+            settings.data_dir.resolve(),
+        )
+        try:
+            await server.serve()
+        finally:
+            await manager.close()  # the app closed it unless startup failed; idempotent
+        return 0 if server.started else 1
     finally:
-        await manager.close()  # the app closed it already unless startup failed; idempotent
-    return 0 if server.started else 1
+        telemetry.close()
 
 
 async def _auth_refusal(settings: Settings) -> str | None:
@@ -123,21 +88,29 @@ def _worker(args: argparse.Namespace) -> int:
     """Build and start the manager like ``serve``, then run background jobs until SIGINT or
     SIGTERM; the jobs in hand are finished first and the command exits 0. Unreachable
     stores end it like ``serve``: one line on stderr, exit status 1."""
-    return _launch({"data_dir": args.data_dir}, _run_worker)
+    return launch({"data_dir": args.data_dir}, _run_worker)
 
 
 async def _run_worker(settings: Settings) -> int:
+    from memmachine.bootstrap import build_telemetry
     from memmachine.jobs import Worker
     from memmachine.jobs.handlers import handlers_for
+    from memmachine_server.metrics_server import serve_metrics
 
-    manager = await _start(settings)
+    try:
+        name = f"{settings.tracing.service_name}-worker"
+        telemetry = build_telemetry(settings, service_name=name)
+    except MemMachineError as exc:
+        return fail(exc.message)
+    manager = await start(settings, telemetry)
     if isinstance(manager, int):
+        telemetry.close()
         return manager
     loop = asyncio.get_running_loop()
     log = logging.getLogger("memmachine")
     try:
         if manager.jobs is None:
-            return _fail(f"background jobs are off: {manager.jobs_off_reason}")
+            return fail(f"background jobs are off: {manager.jobs_off_reason}")
         config = settings.jobs
         worker = Worker(
             manager.jobs,
@@ -145,13 +118,15 @@ async def _run_worker(settings: Settings) -> int:
             concurrency=config.concurrency,
             poll_interval=config.poll_interval_seconds,
             lease_seconds=config.lease_seconds,
+            telemetry=telemetry,
         )
         stop = asyncio.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         log.info("memmachine worker %s running (data in %s)", worker.worker_id, settings.data_dir)
         try:
-            await worker.run(stop)
+            async with serve_metrics(telemetry.metrics, settings.metrics):
+                await worker.run(stop)
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
@@ -159,20 +134,7 @@ async def _run_worker(settings: Settings) -> int:
         return 0
     finally:
         await manager.close()
-
-
-def _fail(message: str) -> int:
-    print(f"memmachine: cannot start: {message}", file=sys.stderr)
-    return 1
-
-
-def _settings_problem(exc: ValidationError) -> str:
-    """The first invalid setting as ``MEMMACHINE_NAME: message`` (the value is not shown,
-    it may be a secret)."""
-    error = exc.errors()[0]
-    name = "_".join(str(part) for part in error["loc"]).upper()
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"invalid setting MEMMACHINE_{name}: {error['msg']}{more}"
+        telemetry.close()
 
 
 def _version(args: argparse.Namespace) -> int:
@@ -182,12 +144,18 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _openapi(args: argparse.Namespace) -> int:
+    """Write the REST API's OpenAPI document (what ``/openapi.json`` serves). It does not
+    depend on the settings, which are not read; no store is opened."""
+    from memmachine_server.app import create_app
+
+    app = create_app(Settings.model_construct())
+    document = json.dumps(app.openapi(), indent=2, ensure_ascii=False) + "\n"
+    if args.out is None:
+        sys.stdout.write(document)
+    else:
+        args.out.write_text(document, encoding="utf-8")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -209,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     cli_data.register(commands)
     cli_keys.register(commands)
     cli_jobs.register(commands)
+    openapi = commands.add_parser(
+        "openapi", help="print the REST API's OpenAPI document (as /openapi.json serves it)"
+    )
+    openapi.add_argument("--out", type=Path, help="write it to this file instead of stdout")
+    openapi.set_defaults(run=_openapi)
     show_version = commands.add_parser("version", help="print the version")
     show_version.set_defaults(run=_version)
     return parser

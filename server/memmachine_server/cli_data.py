@@ -125,7 +125,8 @@ def _launch_with(
     args: argparse.Namespace, work: Callable[[MemoryManager, Settings], Awaitable[int]]
 ) -> int:
     """Run ``work`` with a started manager built like ``serve`` builds it, and close it."""
-    from memmachine_server.cli import _launch, _start
+    from memmachine_server.cli_common import launch as _launch
+    from memmachine_server.cli_common import start as _start
 
     async def run(settings: Settings) -> int:
         manager = await _start(settings)

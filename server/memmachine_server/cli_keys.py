@@ -72,7 +72,7 @@ def _with_store(args: argparse.Namespace, action: Action) -> int:
     """Settings as ``serve`` reads them, the key store started, ``action``, the store
     closed. A problem is one line on stderr and exit status 1."""
     from memmachine.bootstrap import build_key_store
-    from memmachine_server.cli import _settings_problem
+    from memmachine_server.cli_common import settings_problem as _settings_problem
 
     try:
         settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))

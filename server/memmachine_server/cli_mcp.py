@@ -37,7 +37,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 def _mcp(args: argparse.Namespace) -> int:
     """Build and start the manager like ``serve`` (one line on stderr and exit 1 when that
     fails), serve MCP over stdio, then close the manager (and the embedded database)."""
-    from memmachine_server.cli import _launch
+    from memmachine_server.cli_common import launch as _launch
 
     return _launch({"data_dir": args.data_dir}, _run_mcp)
 
@@ -45,7 +45,8 @@ def _mcp(args: argparse.Namespace) -> int:
 async def _run_mcp(settings: Settings) -> int:
     from memmachine.errors import MemMachineError
     from memmachine_server.app import package_version
-    from memmachine_server.cli import _fail, _start
+    from memmachine_server.cli_common import fail as _fail
+    from memmachine_server.cli_common import start as _start
     from memmachine_server.mcp_server import (
         McpCaller,
         build_mcp_server,

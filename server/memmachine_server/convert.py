@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from memmachine.compaction import CompactionResult
 from memmachine.models import (
     Episode,
     EpisodeHit,
@@ -15,6 +14,7 @@ from memmachine.models import (
     WorkingMessage,
     utc_now,
 )
+from memmachine.pipeline.compaction import CompactionResult
 from memmachine_sdk import models as wire
 
 

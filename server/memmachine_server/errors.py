@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,6 +23,7 @@ from memmachine.errors import (
     PermissionDeniedError,
     RateLimitedError,
     StoreError,
+    WriteOutcomeUnknownError,
 )
 from memmachine_sdk.models import ErrorBody, ErrorDetail
 
@@ -35,9 +37,17 @@ _STATUS: list[tuple[type[MemMachineError], int]] = [
     (RateLimitedError, 429),
     (NotFoundError, 404),
     (ConflictError, 409),
+    (WriteOutcomeUnknownError, 504),
     (StoreError, 503),
     (ConfigurationError, 500),
 ]
+
+
+def route_of(scope: Mapping[str, Any]) -> str:
+    """The route template that served a request (``/v1/users/{user_id}``), or
+    ``unmatched``: what logs and metrics name instead of the path, which holds ids."""
+    path = getattr(scope.get("route"), "path", None)
+    return path if isinstance(path, str) else "unmatched"
 
 
 def error_response(status: int, detail: ErrorDetail) -> JSONResponse:
@@ -66,13 +76,29 @@ async def _on_memmachine_error(request: Request, exc: Exception) -> JSONResponse
         response = error_response(status, detail)
         response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
         return response
-    if isinstance(exc, StoreError):
+    if isinstance(exc, WriteOutcomeUnknownError):
         log.warning(
-            "store %s failed on %s %s: %s", exc.store, request.method, request.url.path, exc.message
+            "store %s gave no answer to a write on %s %s: %s",
+            exc.store,
+            request.method,
+            request.url.path,
+            exc.message,
+        )
+        detail.message = (
+            f"the {exc.store} store did not answer in time: the write may or may not have "
+            "been applied; repeat it only if it is safe to apply twice"
+        )
+    elif isinstance(exc, StoreError):
+        log.warning(
+            "store %s failed on %s %s: %s",
+            exc.store,
+            request.method,
+            route_of(request.scope),
+            exc.message,
         )
         detail.message = f"the {exc.store} store is unavailable"
     elif status >= 500:
-        log.error("%s on %s %s: %s", exc.code, request.method, request.url.path, exc.message)
+        log.error("%s on %s %s: %s", exc.code, request.method, route_of(request.scope), exc.message)
         detail.message = "internal error"
     return error_response(status, detail)
 
@@ -81,6 +107,12 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
     assert isinstance(exc, RequestValidationError)
     problems = []
     for error in exc.errors():
+        if error.get("type") == "json_invalid":  # its loc is the character position
+            position = error.get("loc", ("body", "?"))[-1]
+            problems.append(
+                {"field": "body", "message": f"not valid JSON (at character {position})"}
+            )
+            continue
         problems.append(
             {"field": _field_of(tuple(error.get("loc", ()))), "message": error.get("msg", "")}
         )
@@ -93,8 +125,23 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
     )
 
 
+#: What FastAPI says when a JSON body cannot even be decoded (bytes that are not UTF-8).
+_UNPARSABLE_BODY = "There was an error parsing the body"
+
+
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == _UNPARSABLE_BODY:
+        # bad input like any other: a 422 naming the body, as for JSON that does not parse
+        return error_response(
+            422,
+            ErrorDetail(
+                code="invalid_input",
+                message="body: not valid JSON in UTF-8",
+                field="body",
+                errors=[{"field": "body", "message": "not valid JSON in UTF-8"}],
+            ),
+        )
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
         exc.status_code, "http_error"
     )
@@ -102,7 +149,7 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    log.exception("unhandled error on %s %s", request.method, route_of(request.scope))
     return error_response(500, ErrorDetail(code="internal_error", message="internal error"))
 
 

@@ -13,7 +13,13 @@ presents and it does not know, so a key made by the CLI works at once and a revo
 stops within that interval.
 
 ``MEMMACHINE_AUTH`` decides whether a request without a key is served (see
-:meth:`Keyring.requires_key`); a presented key is always checked, in every mode.
+:meth:`Keyring.requires_key`); a presented key is always checked, in every mode. Open mode
+is only ever a starting state: once a server has had a key (this run, or a revoked one in
+its key store), revoking the last key does not open it again.
+
+Rate limits are spent through a :class:`~memmachine.ports.RateLimiter`: the composition
+root's choice (:func:`memmachine.bootstrap.build_rate_limiter`: on Redis when one is
+configured, so every replica spends from one bucket per key), else one in this process.
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ import ipaddress
 import logging
 from dataclasses import dataclass
 
-from memmachine.auth import RateLimiter, StoredKey, parse_key, secret_matches
+from memmachine.adapters.inprocess.in_process_rate_limiter import InProcessRateLimiter
+from memmachine.auth import StoredKey, parse_key, secret_matches
 from memmachine.config import Settings
 from memmachine.errors import AuthenticationError, MemMachineError
-from memmachine.ports import KeyStore
+from memmachine.ports import KeyStore, RateLimiter
 
 __all__ = ["Keyring", "Principal", "is_loopback", "open_mode_refusal"]
 
@@ -52,6 +59,8 @@ class Principal:
     can_write: bool = True
     is_admin: bool = False
     all_tenants: bool = False
+    #: The key's own requests per minute; ``None`` = the server's default.
+    rate_limit: int | None = None
 
 
 def is_loopback(host: str) -> bool:
@@ -78,9 +87,9 @@ class _StaticKey:
 class Keyring:
     """The keys a server accepts and the rule for requests without one.
 
-    ``store`` ``None`` = only the static and admin keys of ``settings``. Call
-    :meth:`start` (loads the store's keys, then re-reads them in the background) and
-    :meth:`close`."""
+    ``store`` ``None`` = only the static and admin keys of ``settings``; ``limiter``
+    ``None`` = rate limits in this process. Call :meth:`start` (starts the limiter, loads
+    the store's keys, then re-reads them in the background) and :meth:`close`."""
 
     def __init__(
         self,
@@ -91,7 +100,7 @@ class Keyring:
     ) -> None:
         self.settings = settings
         self.store = store
-        self.limiter = limiter or RateLimiter()
+        self.limiter: RateLimiter = limiter or InProcessRateLimiter()
         self.mode = settings.auth
         self.loopback = is_loopback(settings.host)
         self._static = [
@@ -102,6 +111,8 @@ class Keyring:
         admin = settings.admin_key.get_secret_value().strip() if settings.admin_key else ""
         self._admin_digest = _digest(admin) if admin else None
         self._active: dict[str, StoredKey] = {}
+        #: Whether a key was ever accepted: the server then never serves open again.
+        self._had_keys = bool(self._static or self._admin_digest)
         self._refresh_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
@@ -111,9 +122,12 @@ class Keyring:
         """Start the store, load its active keys, log (loudly when open) how requests
         without a key are treated, and re-read the store every ``key_refresh_seconds``
         until :meth:`close`."""
+        await self.limiter.start()
         if self.store is not None:
             await self.store.start()
             await self.refresh()
+            if not self._had_keys and await self.store.list_keys():
+                self._had_keys = True  # only revoked keys: they were required once
             self._task = asyncio.create_task(self._refresh_forever(), name="memmachine-keyring")
         self._log_mode()
 
@@ -126,6 +140,7 @@ class Keyring:
                 await task
         if self.store is not None:
             await self.store.close()
+        await self.limiter.close()
 
     async def _refresh_forever(self) -> None:
         while True:
@@ -143,13 +158,17 @@ class Keyring:
             before = self.requires_key()
             keys = await self.store.active_keys()
             previous, self._active = self._active, {k.key.key_id: k for k in keys}
+            self._had_keys = self._had_keys or bool(self._active)
             for key_id in previous.keys() - self._active.keys():
-                self.limiter.forget(key_id)  # revoked elsewhere
+                await self.limiter.forget(key_id)  # revoked elsewhere
             if self._task is not None and before != self.requires_key():
-                if self.requires_key():
-                    log.warning("an API key now exists: every /v1 request needs a key from now on")
-                else:
-                    log.warning("no API key is left: %s", self._open_reason())
+                log.warning("an API key now exists: every /v1 request needs a key from now on")
+            elif self._task is not None and previous and not self._active and self.mode == "auto":
+                log.warning(
+                    "no active API key is left: requests still need one (a server that had "
+                    "keys never serves open again; create a key with %s)",
+                    _CREATE_HINT,
+                )
 
     async def refresh_for(self, token: str) -> None:
         """Look ``token``'s key up in the store when it looks like a stored key this
@@ -163,6 +182,7 @@ class Keyring:
         if stored is not None and stored.key.active:
             was_open = not self.requires_key()
             self._active[parsed.key_id] = stored
+            self._had_keys = True
             if was_open and self.requires_key():
                 log.warning("an API key now exists: every /v1 request needs a key from now on")
 
@@ -175,22 +195,21 @@ class Keyring:
     def requires_key(self) -> bool:
         """Whether a request without a key is refused.
 
-        ``on``: always. ``off``: never. ``auto``: once any key exists; with none, only on a
-        loopback bind address (a server bound elsewhere with no key refuses every request
-        rather than serve it open; ``memmachine serve`` refuses to start that way)."""
+        ``on``: always. ``off``: never. ``auto``: once any key exists, and from then on even
+        when every key is revoked (open mode is only ever how a server starts); before any,
+        only on a loopback bind address (a server bound elsewhere with no key refuses every
+        request rather than serve it open; ``memmachine serve`` refuses to start that way)."""
         if self.mode == "on":
             return True
         if self.mode == "off":
             return False
-        return self.has_keys() or not self.loopback
+        return self._had_keys or self.has_keys() or not self.loopback
 
     def identify(self, token: str) -> Principal:
-        """The principal behind a presented key, after spending one request of its rate
-        limit. Raises AuthenticationError for a key nobody issued or one revoked, and
-        RateLimitedError when the key is over its limit."""
+        """The principal behind a presented key (nothing is spent: see :meth:`spend`).
+        Raises AuthenticationError for a key nobody issued or one revoked."""
         digest = _digest(token)
         if self._admin_digest is not None and hmac.compare_digest(digest, self._admin_digest):
-            self._spend("admin", None)
             return Principal(
                 tenant="default",
                 key_id="admin",
@@ -204,32 +223,41 @@ class Keyring:
             stored = self._active.get(parsed.key_id)
             if stored is not None and secret_matches(parsed.secret, stored.secret_hash):
                 key = stored.key
-                self._spend(key.key_id, key.rate_limit_per_minute)
                 return Principal(
                     tenant=key.tenant,
                     key_id=key.key_id,
                     can_read=key.can_read,
                     can_write=key.can_write,
                     is_admin=key.is_admin,
+                    rate_limit=key.rate_limit_per_minute,
                 )
         for static in self._static:
             if hmac.compare_digest(digest, static.digest):
-                self._spend(static.key_id, None)
                 return Principal(tenant=static.tenant, key_id=static.key_id)
         raise AuthenticationError("unknown or revoked API key")
 
-    def forget(self, key_id: str) -> None:
+    async def spend(self, principal: Principal) -> None:
+        """Spend one request of the principal's key: its own limit, else
+        ``MEMMACHINE_RATE_LIMIT_PER_MINUTE``. RateLimitedError when it is over; a caller
+        without a key (open mode) is not limited."""
+        if principal.key_id is None:
+            return
+        limit = (
+            self.settings.rate_limit_per_minute
+            if principal.rate_limit is None
+            else principal.rate_limit
+        )
+        await self.limiter.check(principal.key_id, limit)
+
+    async def forget(self, key_id: str) -> None:
         """Stop accepting ``key_id`` in this process at once (it was just revoked)."""
         self._active.pop(key_id, None)
-        self.limiter.forget(key_id)
+        await self.limiter.forget(key_id)
 
     def remember(self, stored: StoredKey) -> None:
         """Accept a key created in this process at once."""
         self._active[stored.key.key_id] = stored
-
-    def _spend(self, key_id: str, own_limit: int | None) -> None:
-        limit = self.settings.rate_limit_per_minute if own_limit is None else own_limit
-        self.limiter.check(key_id, limit)
+        self._had_keys = True
 
     # ------------------------------------------------------------------ logging
 
@@ -254,7 +282,13 @@ class Keyring:
         if self.mode == "off":
             log.warning("%s", self._open_reason())
         elif not self.has_keys():
-            if self.mode == "on":
+            if self.mode == "auto" and self._had_keys:
+                log.warning(
+                    "every API key in the key store is revoked: requests still need a key "
+                    "(create one with %s, or set MEMMACHINE_AUTH=off to serve open)",
+                    _CREATE_HINT,
+                )
+            elif self.mode == "on":
                 log.warning(
                     "MEMMACHINE_AUTH=on but no API key exists: every /v1 request is refused "
                     "until one is created (%s)",

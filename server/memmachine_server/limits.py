@@ -1,6 +1,9 @@
-"""Refuse request bodies over the configured size before they are read into memory."""
+"""Refuse what no route could use before a route sees it: request bodies over the configured
+size (before they are read into memory) and URLs carrying a NUL character."""
 
 from __future__ import annotations
+
+from urllib.parse import parse_qsl
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -49,3 +52,37 @@ class BodySizeLimit:
             ErrorDetail(code="payload_too_large", message=self._message()),
         )
         await response(scope, receive, send)
+
+
+class UrlTextCheck:
+    """ASGI middleware: 422 naming the parameter when the path or a query parameter holds a
+    NUL character (``%00``), which no store keeps; the request models check bodies."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        field = _nul_field(scope) if scope["type"] == "http" else None
+        if field is None:
+            await self.app(scope, receive, send)
+            return
+        response = error_response(
+            422,
+            ErrorDetail(
+                code="invalid_input",
+                message=f"{field}: contains a NUL character (%00)",
+                field=field,
+            ),
+        )
+        await response(scope, receive, send)
+
+
+def _nul_field(scope: Scope) -> str | None:
+    """The parameter (``path`` for the path itself) holding a NUL, or ``None``."""
+    if "\x00" in str(scope.get("path", "")):
+        return "path"
+    query = bytes(scope.get("query_string") or b"").decode("latin-1")
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if "\x00" in name or "\x00" in value:
+            return name.replace("\x00", "") or "query"
+    return None

@@ -36,7 +36,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 from starlette.datastructures import Headers
@@ -60,8 +59,15 @@ from memmachine.models import FactRecord, MemoryType, Scope
 from memmachine.prompting import build_memory_prompt
 from memmachine_sdk import models as wire
 from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
+from memmachine_server.hosts import mcp_transport_security
 from memmachine_server.routes.custom import memory_types_out
-from memmachine_server.scope import Principal, principal_of, read_tenant, write_tenant
+from memmachine_server.scope import (
+    Principal,
+    keyring_of,
+    principal_of,
+    read_tenant,
+    write_tenant,
+)
 from memmachine_server.state import AppState
 
 __all__ = [
@@ -183,13 +189,14 @@ GroupIdArg = Annotated[
 EpisodeIdArg = Annotated[
     str, Field(min_length=1, max_length=128, description="The episode id add_memory returned.")
 ]
-TopKArg = Annotated[int, Field(ge=1, description="How many episodic and profile hits to return.")]
+TopKArg = Annotated[wire.TopK, Field(description="How many episodic and profile hits to return.")]
 MemoryTypeArg = Annotated[
     str,
     Field(min_length=1, max_length=64, description="A custom memory type's name."),
 ]
 CustomInputArg = Annotated[
     dict[str, Any],
+    wire.Checked,
     Field(
         description=(
             "The type's input, an object matching its store_schema (for store) or "
@@ -399,6 +406,7 @@ class _MemoryTools:
         ctx: Context,
         content: Annotated[
             str | None,
+            wire.Checked,
             Field(min_length=1, description="The text of one message to store."),
         ] = None,
         role: Annotated[
@@ -443,7 +451,7 @@ class _MemoryTools:
     async def search_memory(
         self,
         ctx: Context,
-        query: Annotated[str, Field(min_length=1, description="What to look for.")],
+        query: Annotated[str, wire.Checked, Field(min_length=1, description="What to look for.")],
         top_k: TopKArg = 10,
         types: Annotated[
             list[wire.MemoryTypeName],
@@ -506,15 +514,17 @@ class _MemoryTools:
         self,
         ctx: Context,
         tag: Annotated[
-            str | None, Field(min_length=1, description="Only facts with this tag.")
+            str | None, wire.Checked, Field(min_length=1, description="Only facts with this tag.")
         ] = None,
         feature: Annotated[
-            str | None, Field(min_length=1, description="Only facts with this feature.")
+            str | None,
+            wire.Checked,
+            Field(min_length=1, description="Only facts with this feature."),
         ] = None,
         limit: Annotated[
             int, Field(ge=1, le=10_000, description="At most this many facts.")
         ] = 1000,
-        offset: Annotated[int, Field(ge=0, description="Skip this many facts (paging).")] = 0,
+        offset: Annotated[wire.Offset, Field(description="Skip this many facts (paging).")] = 0,
         user_id: UserIdArg = None,
     ) -> wire.ProfileResponse:
         with _tool_errors():
@@ -576,15 +586,17 @@ class _MemoryTools:
         ctx: Context,
         state: Annotated[
             dict[str, Any] | None,
+            wire.Checked,
             Field(description="The new state object; replaces the previous one entirely."),
         ] = None,
         summary: Annotated[
-            str | None, Field(description="The new running summary of the session.")
+            str | None, wire.Checked, Field(description="The new running summary of the session.")
         ] = None,
         expected_version: Annotated[
             int | None,
             Field(
                 ge=0,
+                le=2**63 - 1,
                 description=(
                     "Only write if the session is at this version (from get_state); "
                     "0 = only if never written."
@@ -611,7 +623,9 @@ class _MemoryTools:
     async def memory_prompt(
         self,
         ctx: Context,
-        query: Annotated[str, Field(min_length=1, description="The user's new message.")],
+        query: Annotated[
+            str, wire.Checked, Field(min_length=1, description="The user's new message.")
+        ],
         max_tokens: Annotated[
             int,
             Field(
@@ -623,7 +637,7 @@ class _MemoryTools:
         format: Annotated[
             wire.PromptFormatName, Field(description="Provider shape of `messages`.")
         ] = "openai",
-        top_k: Annotated[int, Field(ge=1, description="Relevant episodes to consider.")] = 10,
+        top_k: Annotated[wire.TopK, Field(description="Relevant episodes to consider.")] = 10,
         recent_messages: Annotated[
             int,
             Field(ge=0, le=1000, description="Newest session messages to consider."),
@@ -916,8 +930,8 @@ class McpHttpEndpoint:
         self._server.streamable_http_app(
             stateless_http=True,
             json_response=True,
-            # Hosts are not restricted here: auth is the API key, as for the REST routes.
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            # The app's HostAllowList answers first; the SDK checks the same hosts again.
+            transport_security=mcp_transport_security(state.settings, keyring_of(state)),
         )
         sessions = self._server.session_manager
         async with sessions.run():

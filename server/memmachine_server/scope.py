@@ -9,16 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 
 from memmachine.errors import AuthenticationError, InvalidInputError, PermissionDeniedError
-from memmachine.models import Scope
+from memmachine.models import ProjectScope, Scope
 from memmachine_sdk.models import ScopeFields
 from memmachine_server.keyring import Keyring, Principal
 from memmachine_server.state import AppState, app_state
 
 __all__ = [
+    "API_KEY_HEADER",
+    "BEARER",
+    "SCOPE_HEADERS",
     "AdminPrincipal",
     "Principal",
     "ReadTenant",
@@ -27,23 +31,42 @@ __all__ = [
     "WriteTenant",
     "authenticate",
     "keyring_of",
+    "presented_key",
     "principal_of",
+    "resolve_project",
     "resolve_scope",
     "tenant_of",
 ]
 
-_FIELDS = ("user_id", "session_id", "agent_id", "group_id", "org_id", "project_id")
-_HEADERS = {
-    "user_id": "x-user-id",
-    "session_id": "x-session-id",
-    "agent_id": "x-agent-id",
-    "group_id": "x-group-id",
-    "org_id": "x-org-id",
-    "project_id": "x-project-id",
+#: The scope ids a request may carry, each with the header it may also come from.
+SCOPE_HEADERS = {
+    "user_id": "X-User-ID",
+    "session_id": "X-Session-ID",
+    "agent_id": "X-Agent-ID",
+    "group_id": "X-Group-ID",
+    "org_id": "X-Org-ID",
+    "project_id": "X-Project-ID",
 }
 
 
-def _presented_key(headers: Mapping[str, str]) -> str:
+#: The two ways to present an API key, as OpenAPI security schemes. They only declare the
+#: headers: :func:`authenticate` reads and checks them (and never answers 403 for a
+#: missing key, as FastAPI's own checks would).
+BEARER = HTTPBearer(
+    scheme_name="bearer",
+    description="An API key (`memmachine keys create`) as `Authorization: Bearer <key>`.",
+    auto_error=False,
+)
+API_KEY_HEADER = APIKeyHeader(
+    name="X-API-Key",
+    scheme_name="apiKey",
+    description="The same API key in the `X-API-Key` header.",
+    auto_error=False,
+)
+
+
+def presented_key(headers: Mapping[str, str]) -> str:
+    """The key of ``Authorization: Bearer <key>`` or ``X-API-Key``; ``""`` when none."""
     auth = headers.get("authorization", "")
     presented = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
     return presented or headers.get("x-api-key", "").strip()
@@ -57,7 +80,7 @@ def keyring_of(state: AppState) -> Keyring:
     return state.keyring
 
 
-def authenticate(state: AppState, headers: Mapping[str, str]) -> Principal:
+async def authenticate(state: AppState, headers: Mapping[str, str]) -> Principal:
     """The principal behind ``Authorization: Bearer <key>`` (or ``X-API-Key``).
 
     The one place every interface (REST, MCP over HTTP) turns credentials into a tenant.
@@ -67,23 +90,28 @@ def authenticate(state: AppState, headers: Mapping[str, str]) -> Principal:
     Raises AuthenticationError for a missing (when required), unknown or revoked key and
     RateLimitedError for a key over its limit."""
     keyring = keyring_of(state)
-    presented = _presented_key(headers)
+    presented = presented_key(headers)
     if presented:
-        return keyring.identify(presented)
+        principal = keyring.identify(presented)
+        await keyring.spend(principal)
+        return principal
     if keyring.requires_key():
         raise AuthenticationError("an API key is required (Authorization: Bearer <key>)")
     return Principal(tenant="default")
 
 
 async def principal_of(
-    request: Request, state: Annotated[AppState, Depends(app_state)]
+    request: Request,
+    state: Annotated[AppState, Depends(app_state)],
+    _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+    _api_key: Annotated[str | None, Security(API_KEY_HEADER)] = None,
 ) -> Principal:
     """:func:`authenticate`, after re-reading the key store when the request presents a
     stored key this process has not seen yet (one the CLI made a moment ago)."""
-    presented = _presented_key(request.headers)
+    presented = presented_key(request.headers)
     if presented:
         await keyring_of(state).refresh_for(presented)
-    return authenticate(state, request.headers)
+    return await authenticate(state, request.headers)
 
 
 def tenant_of(principal: Annotated[Principal, Depends(principal_of)]) -> str:
@@ -157,12 +185,12 @@ def resolve_scope(
     """Build the request's scope; a missing user (or required session) is a 422 naming it."""
     values: dict[str, str] = {}
     overrides = {"session_id": session_id, "user_id": user_id}
-    for name in _FIELDS:
+    for name in SCOPE_HEADERS:
         value = overrides.get(name)
         if value is None and body is not None:
             value = getattr(body, name)
         if value is None:
-            value = request.query_params.get(name) or request.headers.get(_HEADERS[name])
+            value = request.query_params.get(name) or request.headers.get(SCOPE_HEADERS[name])
         if value is not None:
             values[name] = value
     if "user_id" not in values:
@@ -180,6 +208,24 @@ def resolve_scope(
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
+        raise InvalidInputError(
+            f"{field} must be 1-128 characters of letters, digits and . _ @ + - = # ~ |",
+            field=field,
+        ) from None
+
+
+def resolve_project(request: Request, tenant: str) -> ProjectScope:
+    """The request's org and project (query string, then ``X-Org-ID`` / ``X-Project-ID``;
+    ``default`` when absent) under the caller's tenant; a malformed id is a 422 naming it."""
+    values: dict[str, str] = {}
+    for name in ("org_id", "project_id"):
+        value = request.query_params.get(name) or request.headers.get(SCOPE_HEADERS[name])
+        if value is not None:
+            values[name] = value
+    try:
+        return ProjectScope(tenant=tenant, **values)
+    except ValidationError as exc:
+        field = ".".join(str(part) for part in exc.errors()[0]["loc"])
         raise InvalidInputError(
             f"{field} must be 1-128 characters of letters, digits and . _ @ + - = # ~ |",
             field=field,

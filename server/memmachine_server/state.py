@@ -8,6 +8,7 @@ from fastapi import Request
 
 from memmachine.config import Settings
 from memmachine.manager import MemoryManager
+from memmachine.telemetry import Telemetry
 from memmachine_server.keyring import Keyring
 
 
@@ -19,6 +20,8 @@ class AppState:
     #: The accepted keys (store, static, admin), the key store and the rate limiter;
     #: ``None`` = static and admin keys from ``settings`` only.
     keyring: Keyring | None = None
+    #: The app's metrics and tracer (``None`` in an app state built without them).
+    telemetry: Telemetry | None = None
 
 
 def app_state(request: Request) -> AppState:

@@ -39,11 +39,11 @@ import redis.asyncio as aioredis
 from neo4j import AsyncGraphDatabase, basic_auth
 from redis.exceptions import ResponseError
 
-from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
-from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
-from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
-from memmachine.adapters.neo4j_episode_store import Neo4jEpisodeStore
-from memmachine.models import Episode, Scope
+from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
+from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
+from memmachine.models import Episode, ProjectScope, Scope, UserActivity
 from memmachine.ports import EpisodeStore
 from tests.conftest import Neo4jTarget
 
@@ -251,3 +251,27 @@ async def open_episode_store(
 async def episode_store(open_episode_store: OpenEpisodeStore) -> EpisodeStore:
     """A started store with vectors of :data:`DIMENSIONS`, empty, private to the test."""
     return await open_episode_store()
+
+
+# ---------------------------------------------------------------------- listing users
+
+#: User ids whose code-point order is not a locale's: "B" before "a", "-" before "_".
+USER_IDS_IN_ORDER = ["B", "a", "a-b", "a_b", "ab"]
+
+ListUsers = Callable[..., Awaitable[list[UserActivity]]]
+
+
+async def check_user_listing(list_users: ListUsers, project: ProjectScope) -> None:
+    """The contract's ``list_users`` order, paging and prefix, for a store holding something
+    for exactly the users :data:`USER_IDS_IN_ORDER` of ``project``."""
+
+    async def listed(**options: object) -> list[str]:
+        return [user.user_id for user in await list_users(project, **options)]
+
+    first = await listed(limit=2)
+    assert await listed() == USER_IDS_IN_ORDER
+    assert first + await listed(after=first[-1]) == USER_IDS_IN_ORDER
+    assert await listed(prefix="a") == ["a", "a-b", "a_b", "ab"]
+    assert await listed(prefix="a-") == ["a-b"]
+    assert await listed(prefix="a", after="a-b") == ["a_b", "ab"]
+    assert await listed(limit=0) == []

@@ -18,7 +18,13 @@ import pytest
 from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError
 from memmachine.models import Episode, EpisodeRecord, IndexEntry, IndexState, Scope, utc_now
 from memmachine.ports import EpisodeStore
-from tests.contract.conftest import DIMENSIONS, MODEL, OpenEpisodeStore
+from tests.contract.conftest import (
+    DIMENSIONS,
+    MODEL,
+    USER_IDS_IN_ORDER,
+    OpenEpisodeStore,
+    check_user_listing,
+)
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -927,3 +933,106 @@ async def test_fulltext_finds_text_containing_query_syntax(
     await episode_store.add_episodes(ann, [record("nasty", nasty), record("plain", "hi there")])
     assert set(hit_ids(await episode_store.fulltext_search(ann, "wild", 5))) == {"nasty"}
     assert set(hit_ids(await episode_store.fulltext_search(ann, "hi", 5))) == {"nasty", "plain"}
+
+
+# ---------------------------------------------------------------------- inspection
+
+
+async def test_list_users_counts_each_users_episodes_and_sessions(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    """The inspector's user list: one row per user of the project, with counts."""
+    started = utc_now()
+    await episode_store.add_episodes(ann, [record("a1"), record("a2")])
+    await episode_store.add_episodes(ann.for_session("s2"), [record("a3")])
+    bob = ann.model_copy(update={"user_id": "bob"})
+    await episode_store.add_episodes(bob, [record("b1")])
+    other_project = ann.model_copy(update={"project_id": "ops", "user_id": "carl"})
+    await episode_store.add_episodes(other_project, [record("c1")])
+    other_tenant = ann.model_copy(update={"tenant": f"{ann.tenant}x", "user_id": "dan"})
+    await episode_store.add_episodes(other_tenant, [record("d1")])
+
+    users = await episode_store.list_users(ann.project_scope())
+
+    assert [(u.user_id, u.episodes, u.sessions) for u in users] == [("ann", 3, 2), ("bob", 1, 1)]
+    assert all(
+        u.last_active is not None and u.last_active >= started - timedelta(seconds=5) for u in users
+    )
+    assert [u.user_id for u in await episode_store.list_users(other_project.project_scope())] == [
+        "carl"
+    ]
+    assert [u.user_id for u in await episode_store.list_users(other_tenant.project_scope())] == [
+        "dan"
+    ]
+
+
+async def test_list_users_pages_by_user_id_in_code_point_order(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    for name in reversed(USER_IDS_IN_ORDER):
+        await episode_store.add_episodes(
+            ann.model_copy(update={"user_id": name}), [record(f"e-{name}")]
+        )
+    await check_user_listing(episode_store.list_users, ann.project_scope())
+
+
+async def test_list_users_leaves_out_users_whose_episodes_are_all_deleted(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    await episode_store.add_episodes(ann, [record("a1"), record("a2")])
+    await episode_store.add_episodes(bob, [record("b1")])
+
+    await episode_store.delete_episodes(bob.user_scope())
+    await episode_store.delete_episode(ann, "a1")
+
+    users = await episode_store.list_users(ann.project_scope())
+    assert [(u.user_id, u.episodes, u.sessions) for u in users] == [("ann", 1, 1)]
+
+
+async def test_list_sessions_newest_first_with_counts_and_times(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    await episode_store.add_episodes(ann, [record("a1", minutes=0), record("a2", minutes=5)])
+    await episode_store.add_episodes(ann.for_session("s2"), [record("a3", minutes=60)])
+    await episode_store.add_episodes(ann.for_session("s3"), [record("a4", minutes=90)])
+    await episode_store.add_episodes(ann, [record("a5", minutes=10)])  # s1 written last
+    await episode_store.add_episodes(bob.for_session("s9"), [record("b1")])
+
+    sessions = await episode_store.list_sessions(ann)
+
+    assert [(s.session_id, s.episodes) for s in sessions] == [("s1", 3), ("s3", 1), ("s2", 1)]
+    assert sessions[0].first_at == T0
+    assert sessions[0].last_at == T0 + timedelta(minutes=10)
+    assert sessions[0].updated_at >= sessions[1].updated_at >= sessions[2].updated_at
+    paged = await episode_store.list_sessions(ann, limit=1, offset=1)
+    assert [s.session_id for s in paged] == ["s3"]
+    assert [s.session_id for s in await episode_store.list_sessions(bob)] == ["s9"]
+    with pytest.raises(InvalidInputError):
+        await episode_store.list_sessions(ann, offset=-1)
+
+
+async def test_episode_timeline_counts_episodes_per_bucket(
+    episode_store: EpisodeStore, ann: Scope, bob: Scope
+) -> None:
+    day = 24 * 60
+    await episode_store.add_episodes(
+        ann,
+        [record("a1", minutes=0), record("a2", minutes=30), record("a3", minutes=2 * day)],
+    )
+    await episode_store.add_episodes(ann.for_session("s2"), [record("a4", minutes=2 * day + 1)])
+    await episode_store.add_episodes(bob, [record("b1", minutes=day)])
+    midnight = T0.replace(hour=0)
+
+    timeline = await episode_store.episode_timeline(ann.user_scope())
+    hourly = await episode_store.episode_timeline(ann, bucket_seconds=3600)
+
+    assert [(b.start, b.count) for b in timeline] == [
+        (midnight, 2),
+        (midnight + timedelta(days=2), 2),
+    ]
+    assert [(b.start, b.count) for b in hourly] == [
+        (T0, 2),
+        (T0 + timedelta(days=2), 1),
+    ]
+    with pytest.raises(InvalidInputError):
+        await episode_store.episode_timeline(ann, bucket_seconds=0)

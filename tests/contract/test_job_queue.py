@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from memmachine.adapters import redis_job_queue
-from memmachine.adapters.redis_job_queue import RedisJobQueue, backoff_ceiling_seconds
+from memmachine.adapters.redis import redis_job_queue
+from memmachine.adapters.redis.redis_job_queue import RedisJobQueue, backoff_ceiling_seconds
 from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
 from memmachine.models import Scope, utc_now
-from memmachine.ports import Job, JobQueue
+from memmachine.ports import Job, JobQueue, JobQueueStats
 from tests.conftest import async_redis_client, drop_redis_keys
 
 OpenQueue = Callable[..., Awaitable[RedisJobQueue]]
@@ -315,6 +315,28 @@ async def test_jobs_survive_reopening_the_queue(open_queue: OpenQueue) -> None:
     assert claimed.id == job.id
 
 
+async def test_count_jobs_counts_the_users_jobs_by_status(queue: RedisJobQueue) -> None:
+    assert await queue.count_jobs(ALICE) == {"queued": 0, "running": 0, "done": 0, "dead": 0}
+    for key in ("a", "b", "c", "d"):
+        await queue.enqueue(ALICE, "extract", {}, idempotency_key=key, max_attempts=1)
+    await queue.enqueue(BOB, "extract", {}, idempotency_key="bob")
+    await queue.enqueue(MALLORY, "extract", {}, idempotency_key="mallory")
+    done = await queue.claim("w", kinds=["extract"])
+    assert done is not None
+    assert done.scope.user_id == "alice"
+    await queue.complete(done.id, "w")
+    dead = await queue.claim("w")
+    assert dead is not None
+    assert dead.scope.user_id == "alice"
+    await queue.fail(dead.id, "w", "boom")
+    running = await queue.claim("w")
+    assert running is not None
+    assert running.scope.user_id == "alice"
+
+    assert await queue.count_jobs(ALICE) == {"queued": 1, "running": 1, "done": 1, "dead": 1}
+    assert await queue.count_jobs(BOB) == {"queued": 1, "running": 0, "done": 0, "dead": 0}
+
+
 # --------------------------------------------------------------------------- retention
 
 
@@ -429,6 +451,52 @@ async def test_purge_dead_empties_a_dead_list_longer_than_one_batch(
     assert await queue.list_jobs(ALICE) == []
 
 
+async def test_stats_count_queued_running_and_dead_jobs_of_every_user(
+    queue: RedisJobQueue,
+) -> None:
+    assert await queue.stats() == JobQueueStats(queued=0, running=0, dead=0)
+    await queue.enqueue(ALICE, "extract", {}, idempotency_key="a", max_attempts=1)
+    await queue.enqueue(BOB, "compact", {}, idempotency_key="b")
+    await queue.enqueue(MALLORY, "extract", {}, idempotency_key="m", delay_seconds=60)
+    assert await queue.stats() == JobQueueStats(queued=3, running=0, dead=0)
+
+    claimed = await queue.claim("w", kinds=["extract"])
+    assert claimed is not None
+    assert await queue.stats() == JobQueueStats(queued=2, running=1, dead=0)
+    await queue.fail(claimed.id, "w", "boom")  # its only attempt: dead
+    assert await queue.stats() == JobQueueStats(queued=2, running=0, dead=1)
+
+    await queue.replay(ALICE, claimed.id)
+    assert await queue.stats() == JobQueueStats(queued=3, running=0, dead=0)
+    again = await queue.claim("w", kinds=["extract"], lease_seconds=0.05)
+    assert again is not None
+    await asyncio.sleep(0.1)
+    other = await queue.claim("x", kinds=["compact"])  # reclaims the expired lease: dead
+    assert other is not None
+    assert await queue.stats() == JobQueueStats(queued=1, running=1, dead=1)
+
+    await queue.complete(other.id, "x")  # done jobs are not counted
+    assert await queue.stats() == JobQueueStats(queued=1, running=0, dead=1)
+    assert await queue.purge_dead(ALICE) == 1
+    assert await queue.stats() == JobQueueStats(queued=1, running=0, dead=0)
+
+
+async def test_the_request_id_is_kept_with_the_job(queue: RedisJobQueue) -> None:
+    job = await queue.enqueue(ALICE, "extract", {}, idempotency_key="r", request_id="req-1.a")
+    plain = await queue.enqueue(ALICE, "extract", {}, idempotency_key="p")
+    assert (job.request_id, plain.request_id) == ("req-1.a", None)
+    stored = await queue.get(ALICE, job.id)
+    assert stored is not None
+    assert stored.request_id == "req-1.a"
+    claimed = await queue.claim("w")
+    assert claimed is not None
+    assert claimed.request_id == "req-1.a"
+    for bad in ("", "has space", "x" * 200, 'quote"d'):
+        with pytest.raises(InvalidInputError) as caught:
+            await queue.enqueue(ALICE, "extract", {}, idempotency_key="bad", request_id=bad)
+        assert caught.value.field == "request_id"
+
+
 # --------------------------------------------------------------------------- cluster
 
 
@@ -507,7 +575,9 @@ async def test_start_moves_a_queue_of_the_untagged_layout(
                 "j000000000000001",
                 "j000000000000003",
             }
+            assert (await queue.stats()).dead == 1  # the old version's dead job is counted
             replayed = await queue.replay(ALICE, "j000000000000002")
+            assert (await queue.stats()).dead == 0
             assert (replayed.status, replayed.last_error) == ("queued", "boom")
             kept = await queue.enqueue(ALICE, "compact", {}, idempotency_key="k3")
             assert (kept.id, kept.status) == ("j000000000000003", "done")

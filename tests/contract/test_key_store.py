@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memmachine.adapters.sql_key_store import SqlKeyStore
-from memmachine.adapters.sql_profile_store import SqlProfileStore
+from memmachine.adapters.sql.sql_key_store import SqlKeyStore
+from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 from memmachine.auth import IssuedKey, issue_key, secret_matches
 from memmachine.errors import ConflictError, NotFoundError
 from memmachine.models import FactRecord, Scope, utc_now

@@ -20,17 +20,18 @@ import pytest
 from sqlalchemy import delete, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from memmachine.adapters.sql_models import ProfileFactHistoryRow, ProfileFactRow
-from memmachine.adapters.sql_profile_store import SqlProfileStore
+from memmachine.adapters.sql.sql_models import ProfileFactHistoryRow, ProfileFactRow
+from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 from memmachine.errors import (
     ConfigurationError,
     InvalidInputError,
     MemMachineError,
     StoreError,
 )
-from memmachine.models import Fact, FactRecord, Scope
+from memmachine.models import Fact, FactRecord, Scope, utc_now
 from memmachine.ports import ProfileStore
 from tests.conftest import temporary_postgres_database
+from tests.contract.conftest import USER_IDS_IN_ORDER, check_user_listing
 
 # --------------------------------------------------------------------------- adapters
 
@@ -849,3 +850,56 @@ def test_unusable_urls_are_configuration_errors(url: str) -> None:
 def test_kind_comes_from_the_url(tmp_path: Path) -> None:
     assert SqlProfileStore(f"sqlite:///{tmp_path}/x.db").kind == "sqlite"
     assert SqlProfileStore("postgresql://u:p@localhost/db").kind == "postgresql"
+
+
+# --------------------------------------------------------------------------- inspection
+
+
+async def test_list_users_counts_current_facts_per_user(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    before = utc_now()
+    await profile_store.upsert_facts(scope, [fact("food", "likes", "tea"), fact("a", "b", "c")])
+    bob = scope.model_copy(update={"user_id": "bob"})
+    await profile_store.upsert_facts(bob, [fact("food", "likes", "coffee")])
+    other_project = scope.model_copy(update={"project_id": "ops", "user_id": "carl"})
+    await profile_store.upsert_facts(other_project, [fact("x", "y", "z")])
+    other_tenant = scope.model_copy(update={"tenant": f"{scope.tenant}x", "user_id": "dan"})
+    await profile_store.upsert_facts(other_tenant, [fact("x", "y", "z")])
+
+    users = await profile_store.list_users(scope.project_scope())
+
+    assert [(u.user_id, u.facts) for u in users] == [("alice", 2), ("bob", 1)]
+    assert all(
+        u.last_active is not None and u.last_active >= before - timedelta(seconds=5) for u in users
+    )
+    assert [u.user_id for u in await profile_store.list_users(other_project.project_scope())] == [
+        "carl"
+    ]
+    assert [u.user_id for u in await profile_store.list_users(other_tenant.project_scope())] == [
+        "dan"
+    ]
+
+
+async def test_list_users_keeps_a_user_whose_facts_are_all_invalidated(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    """What is left of a user (their history) stays findable until it is deleted."""
+    [stored] = await profile_store.upsert_facts(scope, [fact("food", "likes", "tea")])
+    await profile_store.invalidate_fact(scope, stored.id, "moved on")
+
+    [user] = await profile_store.list_users(scope.project_scope())
+    assert (user.user_id, user.facts) == ("alice", 0)
+
+    await profile_store.delete_facts(scope)
+    assert await profile_store.list_users(scope.project_scope()) == []
+
+
+async def test_list_users_pages_by_user_id_in_code_point_order(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    for name in reversed(USER_IDS_IN_ORDER):
+        await profile_store.upsert_facts(
+            scope.model_copy(update={"user_id": name}), [fact("t", "f", name)]
+        )
+    await check_user_listing(profile_store.list_users, scope.project_scope())

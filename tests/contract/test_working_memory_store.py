@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from memmachine.adapters.redis_working_memory_store import RedisWorkingMemoryStore
+from memmachine.adapters.redis.redis_working_memory_store import RedisWorkingMemoryStore
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -27,6 +27,7 @@ from memmachine.errors import (
 from memmachine.models import Scope, WorkingMessage
 from memmachine.ports import WorkingMemoryStore
 from tests.conftest import async_redis_client, drop_redis_keys
+from tests.contract.conftest import USER_IDS_IN_ORDER, check_user_listing
 
 MakeStore = Callable[[str], Awaitable[RedisWorkingMemoryStore]]
 
@@ -776,3 +777,76 @@ async def test_invalid_ttl_is_refused(working_store: RedisWorkingMemoryStore, sc
     with pytest.raises(InvalidInputError):
         await working_store.put(scope, state={}, expected_version=-1, ttl_seconds=TTL)
     assert await working_store.get(scope) is None
+
+
+# --------------------------------------------------------------------------- inspection
+
+
+async def test_list_sessions_gives_each_live_session_without_messages(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    await working_store.append(scope, msgs("a", "b"), ttl_seconds=TTL)
+    await working_store.put(scope.for_session("s2"), summary="so far", ttl_seconds=None)
+    await working_store.append(scope.for_session("s3"), msgs("c"), ttl_seconds=TTL)
+    await working_store.delete(scope.for_session("s3"))
+    await working_store.append(scope, msgs("d"), ttl_seconds=TTL)  # s1 written last
+    bob = scope.model_copy(update={"user_id": "bob"})
+    await working_store.append(bob, msgs("x"), ttl_seconds=TTL)
+
+    sessions = await working_store.list_sessions(scope.model_copy(update={"session_id": None}))
+
+    assert [(s.scope.session_id, s.message_count, s.version) for s in sessions] == [
+        ("s1", 3, 2),
+        ("s2", 0, 1),
+    ]
+    assert all(s.messages == [] for s in sessions)
+    assert sessions[1].summary == "so far"
+    assert sessions[1].ttl_seconds is None
+    assert sessions[0].ttl_seconds is not None
+    assert 0 < sessions[0].ttl_seconds <= TTL
+
+
+async def test_list_users_counts_live_sessions_per_user(
+    working_store: RedisWorkingMemoryStore, scope: Scope, raw: Any, unique: str
+) -> None:
+    await working_store.append(scope, msgs("a"), ttl_seconds=TTL)
+    await working_store.append(scope.for_session("s2"), msgs("b"), ttl_seconds=TTL)
+    bob = scope.model_copy(update={"user_id": "bob"})
+    await working_store.append(bob, msgs("x"), ttl_seconds=TTL)
+    carl = scope.model_copy(update={"user_id": "carl"})
+    await working_store.append(carl, msgs("y"), ttl_seconds=TTL)
+    other_project = scope.model_copy(update={"project_id": "ops", "user_id": "dan"})
+    await working_store.append(other_project, msgs("z"), ttl_seconds=TTL)
+    other_tenant = scope.model_copy(update={"tenant": "rival", "user_id": "eve"})
+    await working_store.append(other_tenant, msgs("z"), ttl_seconds=TTL)
+    await working_store.delete_user(bob)
+    # carl's only session expires: its keys vanish on their own
+    expiring = f"mmtest-{unique}-a:{{acme:sales:crm:wm:carl}}:s1:*"
+    await raw.delete(*[key async for key in raw.scan_iter(match=expiring)])
+
+    users = await working_store.list_users(scope.project_scope())
+
+    assert [(u.user_id, u.working_sessions) for u in users] == [("alice", 2)]
+    assert users[0].last_active is not None
+    assert [u.user_id for u in await working_store.list_users(other_project.project_scope())] == [
+        "dan"
+    ]
+    assert [u.user_id for u in await working_store.list_users(other_tenant.project_scope())] == [
+        "eve"
+    ]
+    # carl is found again as soon as he has a session
+    await working_store.append(carl.for_session("s5"), msgs("back"), ttl_seconds=TTL)
+    assert [u.user_id for u in await working_store.list_users(scope.project_scope())] == [
+        "alice",
+        "carl",
+    ]
+
+
+async def test_list_users_pages_by_user_id_in_code_point_order(
+    working_store: RedisWorkingMemoryStore, scope: Scope
+) -> None:
+    for name in reversed(USER_IDS_IN_ORDER):
+        await working_store.append(
+            scope.model_copy(update={"user_id": name}), msgs(name), ttl_seconds=TTL
+        )
+    await check_user_listing(working_store.list_users, scope.project_scope())

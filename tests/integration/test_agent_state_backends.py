@@ -302,7 +302,7 @@ async def test_redis_start_moves_records_of_the_untagged_layout(
 ) -> None:
     """Records an earlier version wrote without the user's hash tag load after the upgrade,
     and forgetting the user still removes every one of them."""
-    from memmachine.adapters.redis_state_backend import RedisStateBackend
+    from memmachine.adapters.redis.redis_state_backend import RedisStateBackend
 
     prefix = f"state-old-{unique}"
     tenant = f"t{unique}"

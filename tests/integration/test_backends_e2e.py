@@ -38,6 +38,7 @@ from tests.integration.conftest import (
     production_settings,
 )
 from tests.integration.test_startup import pid_alive
+from tests.server.conftest import LOCAL
 from tests.services import RedisServer, free_port
 
 FALKORDB_PASSWORD = "falkor-e2e-secret"
@@ -415,7 +416,7 @@ def test_shutdown_closes_every_connection_and_leaves_no_child(
         monkeypatch.setenv(name, value)
     children_before = children_of(os.getpid())
 
-    with TestClient(create_app(Settings()), raise_server_exceptions=False) as api:
+    with TestClient(create_app(Settings()), raise_server_exceptions=False, base_url=LOCAL) as api:
         response = api.post(
             "/v1/memories",
             json={"user_id": "cy", "session_id": "s", "messages": [{"content": "hello"}]},

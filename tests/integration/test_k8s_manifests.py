@@ -110,7 +110,8 @@ def test_workers_run_the_jobs_the_api_does_not() -> None:
     config = found[("ConfigMap", "memmachine-config")]["data"]
     worker = container(found[("Deployment", "memmachine-worker")])
     assert worker["args"] == ["memmachine", "worker"]
-    assert "ports" not in worker
+    assert worker["ports"] == [{"name": "metrics", "containerPort": 9090}]  # no API
+    assert config["MEMMACHINE_METRICS_WORKER_PORT"] == "9090"
     assert config["MEMMACHINE_JOBS_IN_PROCESS_WORKER"] == "false"
 
 

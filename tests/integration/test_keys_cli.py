@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from memmachine.config import EmbeddingSettings
 from memmachine_server.app import create_app
-from tests.server.conftest import make_settings
+from tests.server.conftest import LOCAL, make_settings
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -56,7 +56,7 @@ def test_a_cli_key_works_on_the_server_lists_and_revokes(tmp_path: Path) -> None
     settings = make_settings(
         data_dir, embedding=EmbeddingSettings(provider="none"), key_refresh_seconds=0.2
     )
-    with TestClient(create_app(settings), raise_server_exceptions=False) as app:
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as app:
         assert remember(app, key, "stored with a CLI key") == 201
         assert remember(app, None, "no key") == 401  # a key exists: auto mode requires keys
 

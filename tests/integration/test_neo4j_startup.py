@@ -16,7 +16,7 @@ import httpx
 import pytest
 from neo4j import GraphDatabase
 
-from memmachine.adapters.neo4j_episode_store import Neo4jEpisodeStore
+from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
 from memmachine.models import EpisodeRecord, Scope
 from tests.conftest import Neo4jTarget
 from tests.services import NEO4J_VERSION, Neo4jServer, free_port

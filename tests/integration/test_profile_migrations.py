@@ -20,15 +20,15 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from memmachine.adapters.migrations import (
+from memmachine.adapters.sql.migrations import (
     BASELINE_REVISION,
     alembic_config,
     current_revision,
     head_revision,
 )
-from memmachine.adapters.migrations.pgvector import has_vector_column
-from memmachine.adapters.sql_models import Base
-from memmachine.adapters.sql_profile_store import SqlProfileStore
+from memmachine.adapters.sql.migrations.pgvector import has_vector_column
+from memmachine.adapters.sql.sql_models import Base
+from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 from memmachine.errors import StoreError
 from memmachine.models import FactRecord, Scope
 from tests.conftest import temporary_postgres_database

@@ -6,8 +6,8 @@ the stage under test; the sentence test uses the shared MiniLM model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -311,3 +311,48 @@ async def test_score_fusion_keeps_near_ties_close(open_memory: Open) -> None:
     assert by_score[1].score > 0.9 * by_score[0].score
     assert by_score[-1].score < 0.25 * by_score[0].score
     assert by_rank[-1].score > 0.75 * by_rank[0].score
+
+
+class Stages:
+    """A stage observer that notes the name of each stage it is told of."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self.names.append(name)
+        yield
+
+
+async def test_a_search_reports_each_stage_that_ran_in_order(open_memory: Open) -> None:
+    question = "Which lake did Caroline paint?"
+    messages = [say("Caroline", "I painted a lake at sunrise"), say("Mel", "a lake, nice")]
+    traces: dict[str, list[str]] = {}
+    async with open_memory() as memory:
+        await store(memory, "s1", *messages)
+        for label, tuning in (
+            ("all off", memory.retrieval),
+            (
+                "speaker and neighbours",
+                memory.retrieval.model_copy(update={"speaker_boost": 0.5, "neighbour_weight": 0.3}),
+            ),
+        ):
+            memory.retrieval = tuning
+            observer = Stages()
+            traced = await memory.episodic_service.search(
+                USER, question, top_k=2, observer=observer
+            )
+            assert contents(traced) == contents(
+                await memory.search_episodes(USER, question, top_k=2)
+            )
+            traces[label] = observer.names
+    assert traces["all off"] == ["candidates", "fusion", "boosts", "ranking"]
+    assert traces["speaker and neighbours"] == [
+        "candidates",
+        "fusion",
+        "speaker_boost",
+        "boosts",
+        "neighbourhood",
+        "ranking",
+    ]

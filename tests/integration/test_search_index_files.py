@@ -12,8 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
-from memmachine.adapters.search_index_files import SearchIndexFiles
+from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
+from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
 from memmachine.models import Scope
 from memmachine.ports import EpisodeStore
 from tests.integration.test_indexed_episode_store import (
@@ -82,9 +82,9 @@ async def test_a_user_not_in_memory_is_opened_from_disk_with_the_same_answers(
     # a new process (or a replica sharing the directory): nothing in memory, no store scan
     async with plain(server, graph) as store, on_disk(server, graph, tmp_path) as second:
         await same_answers(store, second, rng)
-        assert second.stats.opened == 1
-        assert second.stats.by_store == 0
-        assert second.stats.loaded == 0  # nothing read back from the store
+        assert second.paths.opened == 1
+        assert second.paths.by_store == 0
+        assert second.paths.loaded == 0  # nothing read back from the store
         # its own writes join the mapped index and are searched at once
         await second.add_episodes(ANN.for_session("s9"), records(rng, "new", 30))
         await same_answers(store, second, rng)
@@ -105,8 +105,8 @@ async def test_writes_made_elsewhere_after_the_file_are_caught_up(
             await same_answers(store, second, rng)
             found = await second.fulltext_search(ANN.for_session("late"), " ".join(WORDS), 50)
             assert len(found) == 12
-            assert second.stats.opened == 1
-            assert second.stats.by_store == 0
+            assert second.paths.opened == 1
+            assert second.paths.by_store == 0
 
 
 async def test_deleted_episodes_do_not_stay_on_disk(
@@ -140,7 +140,7 @@ async def test_deleted_episodes_do_not_stay_on_disk(
             assert await third.sweep() == 1
             assert not third._files.path(ANN.user_key).exists()
             await same_answers(elsewhere, third, rng)  # loaded from the store instead
-            assert third.stats.opened == 0
+            assert third.paths.opened == 0
 
 
 async def test_a_stale_file_found_when_opening_is_removed(
@@ -155,7 +155,7 @@ async def test_a_stale_file_found_when_opening_is_removed(
         async with on_disk(server, graph, tmp_path) as fresh:
             hits = await fresh.fulltext_search(ANN.user_scope(), " ".join(WORDS), 500)
             assert "e1" not in {episode.id for episode, _ in hits}
-            assert fresh.stats.opened == 0
+            assert fresh.paths.opened == 0
             await same_answers(elsewhere, fresh, rng)
 
 
@@ -204,9 +204,9 @@ async def test_users_leaving_the_budget_come_back_from_disk(
                 assert len(found) == 60
         held = sum(slot.index is not None for slot in fast._slots.values())
         assert held < len(users)  # the budget holds only some at a time
-        assert fast.stats.loaded == 0  # never read back from the store
-        assert fast.stats.opened >= len(users) * 3 // 2
-        assert fast.stats.by_store == 0
+        assert fast.paths.loaded == 0  # never read back from the store
+        assert fast.paths.opened >= len(users) * 3 // 2
+        assert fast.paths.by_store == 0
 
 
 async def test_files_of_another_store_or_a_recreated_one_are_never_used(
@@ -227,7 +227,7 @@ async def test_files_of_another_store_or_a_recreated_one_are_never_used(
         await recreated.add_episodes(ANN, records(rng, "other", 5))
         found = await recreated.fulltext_search(ANN.user_scope(), " ".join(WORDS), 100)
         assert {episode.id for episode, _ in found} == {f"other{i}" for i in range(5)}
-        assert recreated.stats.opened == 0
+        assert recreated.paths.opened == 0
 
 
 async def test_an_unreadable_file_is_removed_and_the_store_answers(
@@ -241,7 +241,7 @@ async def test_an_unreadable_file_is_removed_and_the_store_answers(
     path.write_bytes(path.read_bytes()[:200])  # torn
     async with plain(server, graph) as truth, on_disk(server, graph, tmp_path) as fresh:
         await same_answers(truth, fresh, rng)
-        assert fresh.stats.opened == 0
+        assert fresh.paths.opened == 0
 
 
 def indexes_in(directory: Path) -> list[Path]:

@@ -32,9 +32,9 @@ import redis.asyncio as aioredis
 from pydantic import SecretStr
 from redis.exceptions import ResponseError
 
-from memmachine.adapters.embedder_factory import build_embedder
-from memmachine.adapters.indexed_episode_store import IndexedEpisodeStore
+from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 from memmachine.bootstrap import build_manager
+from memmachine.bootstrap.embedders import build_embedder
 from memmachine.config import EmbeddingSettings, SearchIndexSettings, Settings
 from memmachine.manager import MemoryManager
 from memmachine.models import Episode, NewMessage, Scope
@@ -216,12 +216,12 @@ async def on_store(
                     episodes = {e.id: e for e, _ in found["store"]}
                     assert all(e == episodes.get(e.id, e) for e, _ in hits), where
             for path, searched in paths.items():
-                manager.episodes = searched
+                manager.episodes = manager.episodic_service.store = searched
                 hits = await manager.search_episodes(scope, text, top_k=TOP_K, query_vector=vector)
                 rankings[path].append([(hit.episode.metadata["dia_id"], hit.score) for hit in hits])
-            manager.episodes = store
-        assert from_file.stats.opened >= len(questions)  # each question opened the file
-        assert from_file.stats.by_store == 0
+            manager.episodes = manager.episodic_service.store = store
+        assert from_file.paths.opened >= len(questions)  # each question opened the file
+        assert from_file.paths.by_store == 0
         return rankings
     finally:
         await manager.close()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
-from memmachine.adapters.redis_job_queue import RedisJobQueue
+from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.redis.redis_job_queue import RedisJobQueue
 from memmachine.errors import ModelOutputError
 from memmachine.jobs import Worker
 from memmachine.models import Scope

@@ -18,10 +18,10 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 
-from memmachine.adapters.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 from memmachine.config import SafetySettings
 from memmachine_server.app import create_app
-from tests.server.conftest import make_settings
+from tests.server.conftest import LOCAL, make_settings
 
 EMAIL = "alice.secret@example.com"
 PHONE = "+1 415 555 0100"
@@ -40,7 +40,7 @@ def start_app(tmp_path: Path) -> Iterator[StartApp]:
 
     def start(safety: SafetySettings) -> tuple[TestClient, Path]:
         data_dir = (tmp_path / f"app{len(opened)}").resolve()
-        client = TestClient(create_app(make_settings(data_dir, safety=safety)))
+        client = TestClient(create_app(make_settings(data_dir, safety=safety)), base_url=LOCAL)
         client.__enter__()
         opened.append(client)
         return client, data_dir

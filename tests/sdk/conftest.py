@@ -41,6 +41,7 @@ class Seen:
     method: str
     path: str
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ScriptedServer:
@@ -77,7 +78,12 @@ class ScriptedServer:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 reply = server._next(
-                    Seen(self.command, self.path.split("?")[0], json.loads(raw) if raw else None)
+                    Seen(
+                        self.command,
+                        self.path.split("?")[0],
+                        json.loads(raw) if raw else None,
+                        {name.lower(): value for name, value in self.headers.items()},
+                    )
                 )
                 if reply.hang:
                     server.release.wait(30)

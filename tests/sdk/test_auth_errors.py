@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from memmachine_sdk import Client, PermissionDeniedError, RateLimitedError, RetryPolicy
 from memmachine_server.app import create_app
-from tests.server.conftest import make_settings
+from tests.server.conftest import LOCAL, make_settings
 
 ADMIN = "sdk-admin-key"
 
@@ -19,7 +19,7 @@ ADMIN = "sdk-admin-key"
 @pytest.fixture(scope="module")
 def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     settings = make_settings(tmp_path_factory.mktemp("keys"), admin_key=ADMIN)
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as client:
         yield client
 
 

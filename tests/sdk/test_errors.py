@@ -40,6 +40,7 @@ from memmachine_sdk import (
 )
 from memmachine_server.errors import install_error_handlers
 from tests.sdk.conftest import Reply, ScriptedServer
+from tests.server.conftest import LOCAL
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def failing_app() -> Iterator[TestClient]:
     async def bad_fact() -> None:
         raise CoreInvalidInput("value reads as an instruction", field="facts.0.value")
 
-    with TestClient(app, raise_server_exceptions=False) as http:
+    with TestClient(app, raise_server_exceptions=False, base_url=LOCAL) as http:
         yield http
 
 

@@ -4,17 +4,10 @@ MEMMACHINE_API_KEY), the way a user's application would be."""
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from memmachine_sdk import (
@@ -24,22 +17,9 @@ from memmachine_sdk import (
     MemMachineConnectionError,
     UnauthorizedError,
 )
+from tests.live import LiveServer, clean_environment, serve
 
 API_KEY = "live-sdk-key"
-
-
-@dataclass
-class LiveServer:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def descendants(pid: int) -> set[int]:
@@ -75,45 +55,14 @@ def alive(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("live")
-    port = free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("MEMMACHINE_") and key not in ("OPENAI_API_KEY",)
-    }
-    env.update(
+    env = clean_environment(
         MEMMACHINE_DATA_DIR=str(tmp / "data"),
         MEMMACHINE_EMBEDDING_PROVIDER="local",
         MEMMACHINE_EMBEDDING_MODEL=str(model_dir),
         MEMMACHINE_API_KEYS=f"{API_KEY}=live-tenant",
     )
-    log = tmp / "server.log"
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memmachine_server.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    server = LiveServer(f"http://127.0.0.1:{port}", process, log)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"server exited early:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(server.url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"server did not come up:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
+    with serve(tmp, env) as server:
         yield server
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
 
 
 @pytest.fixture

@@ -15,13 +15,13 @@ from fastapi.testclient import TestClient
 
 from memmachine_sdk import AsyncClient, Client, ConflictError, NotFoundError, SessionState
 from memmachine_server.app import create_app
-from tests.server.conftest import make_settings
+from tests.server.conftest import LOCAL, make_settings
 
 
 @pytest.fixture(scope="module")
 def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     app = create_app(make_settings(tmp_path_factory.mktemp("handle")))
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, raise_server_exceptions=False, base_url=LOCAL) as client:
         yield client  # an httpx.Client whose requests go to the app
 
 
@@ -32,7 +32,7 @@ async def in_process(data_dir: Path) -> AsyncIterator[AsyncClient]:
     app = create_app(make_settings(data_dir))
     async with app.router.lifespan_context(app):  # start the stores like a server would
         transport = httpx.ASGITransport(app=app)
-        async with AsyncClient("http://memmachine.test", transport=transport) as client:
+        async with AsyncClient(LOCAL, transport=transport) as client:
             yield client
 
 

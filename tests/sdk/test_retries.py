@@ -21,6 +21,7 @@ from memmachine_sdk import (
     RetryPolicy,
     ServerError,
     ServiceUnavailableError,
+    WriteOutcomeUnknownError,
 )
 from memmachine_sdk.errors import parse_retry_after
 from tests.sdk.conftest import Reply, ScriptedServer
@@ -106,6 +107,44 @@ def test_gateway_errors_retry_reads_but_never_an_add(scripted: ScriptedServer) -
         mm.add(["once only"], user_id="u", session_id="s")
     assert err.value.status == 504
     assert len(scripted.seen) == 1
+
+
+OUTCOME_UNKNOWN = {
+    "error": {
+        "code": "write_outcome_unknown",
+        "message": "the episodic store did not answer in time",
+    }
+}
+
+
+def test_an_add_whose_outcome_is_unknown_is_never_repeated(scripted: ScriptedServer) -> None:
+    # The store may hold the episodes: sending the add again could store them twice.
+    scripted.answer(Reply(504, OUTCOME_UNKNOWN), Reply(201, ADDED))
+    with Client(scripted.url, retry=FAST) as mm, pytest.raises(WriteOutcomeUnknownError) as err:
+        mm.add(["once only"], user_id="u", session_id="s")
+    assert (err.value.status, err.value.code) == (504, "write_outcome_unknown")
+    assert isinstance(err.value, ServerError)
+    assert len(scripted.seen) == 1
+
+
+def test_an_add_sends_one_idempotency_key_on_all_its_attempts(scripted: ScriptedServer) -> None:
+    scripted.answer(Reply(503, UNAVAILABLE), Reply(201, ADDED))
+    with Client(scripted.url, retry=FAST) as mm:
+        mm.add(["first"], user_id="u", session_id="s")
+        keys = [seen.headers.get("idempotency-key") for seen in scripted.seen]
+        scripted.answer(Reply(201, ADDED))
+        mm.add(["second"], user_id="u", session_id="s")
+    first, retried = keys
+    assert first
+    assert first == retried
+    [second] = [seen.headers.get("idempotency-key") for seen in scripted.seen]
+    assert second
+    assert second != first
+    # reads carry none
+    scripted.answer(Reply(200, WORKING))
+    with Client(scripted.url, retry=FAST) as mm:
+        mm.get_working("s", user_id="u")
+    assert "idempotency-key" not in scripted.seen[0].headers
 
 
 def test_a_timeout_on_add_is_not_repeated_but_a_read_is(scripted: ScriptedServer) -> None:

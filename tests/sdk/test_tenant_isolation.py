@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from memmachine_sdk import Client, NotFoundError
 from memmachine_server.app import create_app
-from tests.server.conftest import make_settings
+from tests.server.conftest import LOCAL, make_settings
 
 ADMIN = "sdk-isolation-admin"
 
@@ -20,7 +20,7 @@ ADMIN = "sdk-isolation-admin"
 @pytest.fixture(scope="module")
 def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     settings = make_settings(tmp_path_factory.mktemp("tenants"), admin_key=ADMIN)
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as client:
         yield client
 
 

@@ -14,6 +14,9 @@ from memmachine_server.app import create_app
 from tests.conftest import shared_model_dir
 
 AppFactory = Callable[..., TestClient]
+#: Where test clients send requests: a loopback name, as a local client would (a server
+#: serving without a key answers no other host name).
+LOCAL = "http://localhost"
 
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:
@@ -34,7 +37,7 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """One started app per test module; tests use distinct user ids to stay independent."""
     settings = make_settings(tmp_path_factory.mktemp("api"))
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as client:
         yield client
 
 
@@ -47,7 +50,7 @@ def app_factory(tmp_path: Path) -> Iterator[AppFactory]:
         settings = make_settings(
             overrides.pop("data_dir", tmp_path / f"app{len(opened)}"), **overrides
         )
-        client = TestClient(create_app(settings), raise_server_exceptions=False)
+        client = TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL)
         client.__enter__()
         opened.append(client)
         return client

@@ -15,12 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from memmachine.adapters.sql_key_store import SqlKeyStore
+from memmachine.adapters.sql.sql_key_store import SqlKeyStore
 from memmachine.auth import issue_key, parse_key
 from memmachine.config import EmbeddingSettings, Settings
 from memmachine_server.app import create_app
 from memmachine_server.keyring import is_loopback
-from tests.server.conftest import AppFactory, make_settings
+from tests.server.conftest import LOCAL, AppFactory, make_settings
 from tests.server.test_bad_input import error_of
 
 ADMIN = "test-admin-key-0123456789"
@@ -49,7 +49,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """One app with MEMMACHINE_ADMIN_KEY set (so keys are required), shared by the module;
     tests use their own tenants."""
     settings = make_settings(tmp_path_factory.mktemp("auth"), admin_key=ADMIN)
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as client:
         yield client
 
 

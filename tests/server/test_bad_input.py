@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -185,3 +186,59 @@ def test_a_body_field_named_query_is_named_in_the_error(api: TestClient) -> None
     assert error["field"] == "query"
     error = error_of(api.get("/v1/memories", params={"user_id": "u", "limit": "many"}), 422)
     assert error["field"] == "limit"
+
+
+@pytest.mark.parametrize(
+    ("path", "payload", "field"),
+    [
+        (
+            "/v1/memories",
+            {"user_id": "u", "session_id": "s", "messages": [{"content": "a\u0000b"}]},
+            "messages.0.content",
+        ),
+        (
+            "/v1/memories",
+            {
+                "user_id": "u",
+                "session_id": "s",
+                "messages": [{"content": "x", "metadata": {"note": "\ud800"}}],
+            },
+            "messages.0.metadata",
+        ),
+        (
+            "/v1/profile",
+            {"user_id": "u", "facts": [{"tag": "t", "feature": "f", "value": "v\u0000"}]},
+            "facts.0.value",
+        ),
+    ],
+)
+def test_strings_no_store_can_hold_are_refused_naming_the_field(
+    api: TestClient, path: str, payload: dict[str, Any], field: str
+) -> None:
+    body = json.dumps(payload)  # keeps the lone surrogate as an escape
+    response = api.post(path, content=body, headers={"content-type": "application/json"})
+    error = error_of(response, 422)
+    assert error["field"] == field
+    listed = api.get("/v1/memories", params={"user_id": "u"}).json()
+    assert listed["total"] == 0
+
+
+def test_state_nested_too_deeply_is_refused(api: TestClient) -> None:
+    state: dict[str, Any] = {}
+    inner = state
+    for _ in range(80):
+        inner["next"] = {}
+        inner = inner["next"]
+    response = api.put("/v1/sessions/s/working", json={"user_id": "u", "state": state})
+    error = error_of(response, 422)
+    assert error["field"] == "state"
+    assert api.get("/v1/sessions/s/working", params={"user_id": "u"}).json()["state"] == {}
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"user_id": "u",', b"\x80\x81 not utf-8"])
+def test_a_body_that_is_not_json_is_a_422_naming_the_body(api: TestClient, body: bytes) -> None:
+    """JSON that does not parse and bytes that are not even UTF-8 are the same mistake: a
+    422 that names the body, never a 400 or a character position posing as a field."""
+    for route in ("/v1/memories", "/v1/memories/search", "/v1/profile"):
+        response = api.post(route, content=body, headers={"Content-Type": "application/json"})
+        assert error_of(response, 422)["field"] == "body"

@@ -15,10 +15,10 @@ from fastapi.testclient import TestClient
 from memmachine.errors import ConfigurationError
 from memmachine_server.app import create_app
 from tests.conftest import REPO_ROOT
-from tests.server.conftest import AppFactory, make_settings
+from tests.server.conftest import LOCAL, AppFactory, make_settings
 
 READING_LIST = "examples.custom_memory_type:ReadingList"
-SESSION_NOTES = "tests.unit.test_memory_types:SessionNotes"
+SESSION_NOTES = "tests.unit.memory.test_memory_types:SessionNotes"
 TYPES = [READING_LIST, SESSION_NOTES]
 ACME = {"Authorization": "Bearer acme-key"}
 GLOBEX = {"Authorization": "Bearer globex-key"}
@@ -34,7 +34,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         api_keys="acme-key=acme,globex-key=globex",
         admin_key=ADMIN_KEY,
     )
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as client:
         yield client
 
 
@@ -187,17 +187,20 @@ def test_records_survive_a_restart(tmp_path: Path, where: str) -> None:
     settings = make_settings(
         tmp_path / "data", memory_types=[READING_LIST], memory_types_store=where
     )
-    with TestClient(create_app(settings)) as first:
+    with TestClient(create_app(settings), base_url=LOCAL) as first:
         stored = store(first, "reading_list", {"user_id": "ana", "input": {"title": "Dune"}}, {})
         assert stored.status_code == 200
-    with TestClient(create_app(settings)) as second:
+    with TestClient(create_app(settings), base_url=LOCAL) as second:
         assert titles(retrieve(second, "reading_list", {"user_id": "ana"}, {})) == ["Dune"]
     assert (tmp_path / "data" / "memory_types.db").exists() == (where == "sqlite")
 
 
 def test_a_bad_registration_stops_the_server_naming_it(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "data", memory_types=["examples.nowhere:Thing"])
-    with pytest.raises(ConfigurationError) as caught, TestClient(create_app(settings)):
+    with (
+        pytest.raises(ConfigurationError) as caught,
+        TestClient(create_app(settings), base_url=LOCAL),
+    ):
         pass
     assert "MEMMACHINE_MEMORY_TYPES entry 'examples.nowhere:Thing'" in caught.value.message
 

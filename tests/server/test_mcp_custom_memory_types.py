@@ -25,7 +25,7 @@ async def app(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FastAPI
         api_keys=f"{KEY_A}=tenant-a,{KEY_B}=tenant-b",
         memory_types=[
             "examples.custom_memory_type:ReadingList",
-            "tests.unit.test_memory_types:SessionNotes",
+            "tests.unit.memory.test_memory_types:SessionNotes",
         ],
     )
     application = create_app(settings)

@@ -21,8 +21,9 @@ from memmachine.errors import StoreError
 from memmachine.manager import MemoryManager
 from memmachine.models import RerankerStatus
 from memmachine.retrieval import episode_search_text
+from memmachine.telemetry import Telemetry
 from memmachine_server.app import create_app
-from tests.server.conftest import AppFactory, make_settings
+from tests.server.conftest import LOCAL, AppFactory, make_settings
 
 USER = "rr"
 POOL = 8
@@ -69,8 +70,8 @@ def client(tmp_path: Path, reranker: TagReranker) -> Iterator[TestClient]:
     """A lexical-only app (the fused order is the full-text order) whose manager reranks the
     best ``POOL`` fused hits with ``reranker``; it holds 12 notes, all matching "harbour"."""
 
-    async def factory(settings: Settings) -> MemoryManager:
-        manager = await build_manager(settings)
+    async def factory(settings: Settings, *, telemetry: Telemetry | None = None) -> MemoryManager:
+        manager = await build_manager(settings, telemetry=telemetry)
         manager.reranker = reranker
         manager.reranker_status = RerankerStatus(enabled=True, model=reranker.model)
         return manager
@@ -81,7 +82,9 @@ def client(tmp_path: Path, reranker: TagReranker) -> Iterator[TestClient]:
         retrieval=RetrievalSettings(rerank_candidates=POOL),
     )
     with TestClient(
-        create_app(settings, manager_factory=factory), raise_server_exceptions=False
+        create_app(settings, manager_factory=factory),
+        raise_server_exceptions=False,
+        base_url=LOCAL,
     ) as api:
         response = api.post(
             "/v1/memories",

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memmachine_server.app import create_app
-from tests.server.conftest import make_settings
+from tests.server.conftest import LOCAL, make_settings
 
 ADMIN = "isolation-admin-key-42"
 #: A word only tenant B ever writes; it must never appear in an answer to tenant A.
@@ -43,7 +43,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """Tenant B holds episodes, a profile fact, working memory and a job for
     ``shared-user`` / ``shared-session``; tenant A holds nothing yet."""
     settings = make_settings(tmp_path_factory.mktemp("isolation"), admin_key=ADMIN)
-    with TestClient(create_app(settings), raise_server_exceptions=False) as app:
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as app:
         a, b = _key(app, "tenant-a"), _key(app, "tenant-b")
         added = app.post(
             "/v1/memories",
@@ -153,6 +153,25 @@ def test_tenant_a_reads_none_of_tenant_bs_memories(world: World) -> None:
 
     clean(app.get(f"/v1/jobs/{world.b_job_id}", params=user, headers=a), 404)
     assert clean(app.get("/v1/jobs", params=user, headers=a), 200)["jobs"] == []
+
+
+def test_tenant_a_lists_none_of_tenant_bs_users(world: World) -> None:
+    """The inspector's reads: tenant B's user is invisible to tenant A's key."""
+    app, a, b = world.app, world.a, world.b
+    assert clean(app.get("/v1/users", headers=a), 200) == {"users": [], "next_after": None}
+    assert clean(app.get("/v1/users", params={"prefix": USER[:3]}, headers=a), 200)["users"] == []
+    clean(app.get(f"/v1/users/{USER}", headers=a), 404)
+    sessions = clean(app.get(f"/v1/users/{USER}/sessions", headers=a), 200)
+    assert (sessions["sessions"], sessions["working"]) == ([], [])
+    assert clean(app.get(f"/v1/users/{USER}/timeline", headers=a), 200)["buckets"] == []
+    preview = clean(app.get(f"/v1/users/{USER}/forget-preview", headers=a), 200)
+    assert (preview["episodes"], preview["facts"], preview["working_sessions"]) == (0, 0, 0)
+    counts = clean(app.get(f"/v1/users/{USER}/job-counts", headers=a), 200)
+    assert sum(counts.values()) == 0
+    # tenant B's own key sees its user
+    [user] = app.get("/v1/users", headers=b).json()["users"]
+    assert (user["user_id"], user["episodes"], user["facts"]) == (USER, 2, 1)
+    assert app.get("/v1/whoami", headers=a).json()["tenant"] == "tenant-a"
 
 
 def test_tenant_a_cannot_change_or_delete_tenant_bs_memories(world: World) -> None:

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from memmachine import memory_tools
 from memmachine_sdk import MemMachineClient
 from memmachine_sdk.errors import BadRequestError
+from tests.server.conftest import LOCAL
 
 JSON_TYPES = {"string", "integer", "number", "boolean", "object", "array", "null"}
 
@@ -143,7 +144,7 @@ def test_malformed_tool_calls_are_422_naming_the_field(
 def test_sdk_memory_prompt_tools_and_execute(api: TestClient) -> None:
     # The TestClient speaks the httpx Client interface the SDK uses, against the real app.
     http: Any = api
-    with MemMachineClient("http://testserver", user_id="tool-sdk", http_client=http) as client:
+    with MemMachineClient(LOCAL, user_id="tool-sdk", http_client=http) as client:
         tools = client.tools()
         assert [tool["function"]["name"] for tool in tools] == ["remember", "recall", "forget"]
         message = client.execute_tool(

@@ -1,4 +1,5 @@
-"""API key generation, parsing and hashing, and the per-key token bucket."""
+"""API key generation, parsing and hashing, and the in-process token bucket's arithmetic
+(its contract is checked with the Redis one in ``tests/contract/test_rate_limiter.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import hashlib
 import pytest
 from pydantic import ValidationError
 
-from memmachine.auth import RateLimiter, hash_secret, issue_key, parse_key, secret_matches
+from memmachine.adapters.inprocess.in_process_rate_limiter import InProcessRateLimiter
+from memmachine.auth import hash_secret, issue_key, parse_key, secret_matches
 from memmachine.errors import RateLimitedError
 
 
@@ -59,33 +61,33 @@ class Clock:
         return self.now
 
 
-def test_a_bucket_allows_a_minutes_worth_then_refills_at_the_rate() -> None:
+async def test_a_bucket_allows_a_minutes_worth_then_refills_at_the_rate() -> None:
     clock = Clock()
-    limiter = RateLimiter(clock)
+    limiter = InProcessRateLimiter(clock)
     for _ in range(3):
-        limiter.check("k", 3)
+        await limiter.check("k", 3)
     with pytest.raises(RateLimitedError) as raised:
-        limiter.check("k", 3)
+        await limiter.check("k", 3)
     assert raised.value.retry_after == pytest.approx(20.0)
-    limiter.check("other", 3)  # buckets are per key
+    await limiter.check("other", 3)  # buckets are per key
 
     clock.now += 20.0  # one request's worth at 3 per minute
-    limiter.check("k", 3)
+    await limiter.check("k", 3)
     with pytest.raises(RateLimitedError):
-        limiter.check("k", 3)
+        await limiter.check("k", 3)
     clock.now += 3600
     for _ in range(3):  # never more than the burst
-        limiter.check("k", 3)
+        await limiter.check("k", 3)
     with pytest.raises(RateLimitedError):
-        limiter.check("k", 3)
+        await limiter.check("k", 3)
 
 
-def test_zero_is_unlimited_and_a_forgotten_key_starts_full() -> None:
-    limiter = RateLimiter(Clock())
+async def test_zero_is_unlimited_and_a_forgotten_key_starts_full() -> None:
+    limiter = InProcessRateLimiter(Clock())
     for _ in range(1000):
-        limiter.check("k", 0)
-    limiter.check("k", 1)
+        await limiter.check("k", 0)
+    await limiter.check("k", 1)
     with pytest.raises(RateLimitedError):
-        limiter.check("k", 1)
-    limiter.forget("k")
-    limiter.check("k", 1)
+        await limiter.check("k", 1)
+    await limiter.forget("k")
+    await limiter.check("k", 1)

@@ -1,6 +1,7 @@
-"""Smoke tests of the scale benchmark (bench/scale.py) and the REST load test
-(bench/load.py): their arguments are checked, and a very small run of each goes end to end
-through the real manager / a real ``memmachine serve``, so the scripts cannot rot."""
+"""Smoke tests of the scale benchmark (bench/scale.py), the REST load test (bench/load.py)
+and its replica variant (bench/replicas.py): their arguments are checked, and a very small
+run of each goes end to end through the real manager / real ``memmachine serve`` processes,
+so the scripts cannot rot."""
 
 from __future__ import annotations
 
@@ -316,3 +317,35 @@ def test_graph_costs_takes_each_store_apart(tmp_path: Path) -> None:
     profile = stores["Neo4j"]["as configured"]["searches"]["profile"]
     seeks = [op for op in profile["operators"] if op["operator"].startswith("NodeIndexSeek")]
     assert [op["rows"] for op in seeks] == [50]
+
+
+def test_a_tiny_replicas_run(
+    model_dir: Path, tmp_path: Path, postgres_admin_url: str, redis_service_url: str
+) -> None:
+    """bench/replicas.py: one replica, then two, on production stores; nothing lost, the
+    probe's writes found through the other replica, deleted ones never returned."""
+    out = tmp_path / "replicas.json"
+    _run_bench(
+        "replicas",
+        [
+            "--phases", "1,2",
+            "--clients", "2",
+            "--duration", "3",
+            "--max-ops", "20",
+            "--probe-pause", "0.05",
+            "--model", str(model_dir),
+            "--postgres-admin-url", postgres_admin_url,
+            "--machine-redis-url", redis_service_url,
+            "--json", str(out),
+        ],
+    )  # fmt: skip
+    results = json.loads(out.read_text())
+    assert [phase["replicas"] for phase in results["phases"]] == [1, 2]
+    for phase in results["phases"]:
+        check, probes = phase["verify"], phase["probes"]
+        assert phase["errors"] == 0
+        assert check["acknowledged"] == check["stored"] > 0
+        assert check["missing"] == check["unexpected"] == check["changed"] == 0
+        assert probes["found_first"] >= 1
+        assert probes["never_found"] == probes["resurfaced"] == probes["error_count"] == 0
+    assert results["server_log_tracebacks"] == 0

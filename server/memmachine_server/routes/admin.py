@@ -14,12 +14,13 @@ from memmachine.errors import InvalidInputError, PermissionDeniedError, StoreUna
 from memmachine.ports import KeyStore
 from memmachine_sdk import models as wire
 from memmachine_server.keyring import Keyring, Principal
+from memmachine_server.openapi import AUTH_ERRORS, errors
 from memmachine_server.scope import AdminPrincipal, keyring_of
 from memmachine_server.state import app_state
 
 __all__ = ["key_out", "router"]
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
+router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=AUTH_ERRORS)
 
 
 def key_out(key: ApiKey) -> wire.ApiKeyOut:
@@ -53,7 +54,12 @@ def _tenant_for(principal: Principal, asked: str | None) -> str | None:
     return principal.tenant
 
 
-@router.post("/keys", status_code=201, response_model=wire.CreatedKeyOut)
+@router.post(
+    "/keys",
+    status_code=201,
+    response_model=wire.CreatedKeyOut,
+    responses=errors(403, 413, 422),
+)
 async def create_key(
     body: wire.CreateKeyRequest, request: Request, principal: AdminPrincipal
 ) -> wire.CreatedKeyOut:
@@ -73,7 +79,7 @@ async def create_key(
     return wire.CreatedKeyOut(key=issued.token, **key_out(record).model_dump())
 
 
-@router.get("/keys", response_model=wire.ApiKeyListResponse)
+@router.get("/keys", response_model=wire.ApiKeyListResponse, responses=errors(403, 422))
 async def list_keys(
     request: Request, principal: AdminPrincipal, tenant: str | None = None
 ) -> wire.ApiKeyListResponse:
@@ -84,11 +90,11 @@ async def list_keys(
     return wire.ApiKeyListResponse(keys=[key_out(key) for key in keys])
 
 
-@router.delete("/keys/{key_id}", response_model=wire.ApiKeyOut)
+@router.delete("/keys/{key_id}", response_model=wire.ApiKeyOut, responses=errors(403, 404))
 async def revoke_key(key_id: str, request: Request, principal: AdminPrincipal) -> wire.ApiKeyOut:
     """Revoke a key: from now on it gets 401 here (other server processes within
     ``MEMMACHINE_KEY_REFRESH_SECONDS``)."""
     keyring, store = _keys(request)
     key = await store.revoke(key_id, None if principal.all_tenants else principal.tenant)
-    keyring.forget(key_id)
+    await keyring.forget(key_id)
     return key_out(key)

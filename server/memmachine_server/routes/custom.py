@@ -15,12 +15,13 @@ from fastapi import APIRouter, Depends, Request
 from memmachine.manager import MemoryManager
 from memmachine.memory_types import MemoryTypeRegistry
 from memmachine_sdk import models as wire
+from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
 __all__ = ["memory_types_out", "router"]
 
-router = APIRouter(prefix="/v1/memory-types", tags=["memory types"])
+router = APIRouter(prefix="/v1/memory-types", tags=["memory types"], responses=AUTH_ERRORS)
 Manager = Annotated[MemoryManager, Depends(manager_of)]
 
 
@@ -40,13 +41,18 @@ def memory_types_out(registry: MemoryTypeRegistry) -> wire.MemoryTypesResponse:
     )
 
 
-@router.get("", response_model=wire.MemoryTypesResponse)
+@router.get("", response_model=wire.MemoryTypesResponse, responses=errors(403))
 async def list_memory_types(tenant: ReadTenant, manager: Manager) -> wire.MemoryTypesResponse:
     """The registered custom memory types, by name, with the JSON schemas of their input."""
     return memory_types_out(manager.memory_types)
 
 
-@router.post("/{name}/store", response_model=wire.CustomMemoryResponse)
+@router.post(
+    "/{name}/store",
+    response_model=wire.CustomMemoryResponse,
+    responses=errors(403, 404, 409, 413, 422),
+    dependencies=[scope_parameters()],
+)
 async def store_custom(
     name: str,
     body: wire.CustomMemoryRequest,
@@ -62,7 +68,12 @@ async def store_custom(
     return wire.CustomMemoryResponse(type=name, result=result)
 
 
-@router.post("/{name}/retrieve", response_model=wire.CustomMemoryResponse)
+@router.post(
+    "/{name}/retrieve",
+    response_model=wire.CustomMemoryResponse,
+    responses=errors(403, 404, 413, 422),
+    dependencies=[scope_parameters()],
+)
 async def retrieve_custom(
     name: str,
     body: wire.CustomMemoryRequest,

@@ -9,12 +9,13 @@ from fastapi import APIRouter, Depends, Query, Request
 from memmachine.errors import NotFoundError, StoreUnavailableError
 from memmachine.ports import Job, JobQueue
 from memmachine_sdk import models as wire
+from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
 __all__ = ["job_out", "queue_of", "router"]
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], responses=AUTH_ERRORS)
 
 
 def queue_of(request: Request) -> JobQueue:
@@ -50,10 +51,16 @@ def job_out(job: Job) -> wire.JobOut:
         created_at=job.created_at,
         updated_at=job.updated_at,
         available_at=job.available_at,
+        request_id=job.request_id,
     )
 
 
-@router.get("/jobs", response_model=wire.JobListResponse)
+@router.get(
+    "/jobs",
+    response_model=wire.JobListResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters()],
+)
 async def list_jobs(
     request: Request,
     tenant: ReadTenant,
@@ -67,7 +74,12 @@ async def list_jobs(
     return wire.JobListResponse(jobs=[job_out(job) for job in jobs])
 
 
-@router.delete("/jobs/dead", response_model=wire.JobPurgeResponse)
+@router.delete(
+    "/jobs/dead",
+    response_model=wire.JobPurgeResponse,
+    responses=errors(403, 404, 409, 422),
+    dependencies=[scope_parameters()],
+)
 async def purge_dead_jobs(
     request: Request,
     tenant: WriteTenant,
@@ -80,7 +92,12 @@ async def purge_dead_jobs(
     return wire.JobPurgeResponse(purged=purged)
 
 
-@router.get("/jobs/{job_id}", response_model=wire.JobOut)
+@router.get(
+    "/jobs/{job_id}",
+    response_model=wire.JobOut,
+    responses=errors(403, 404, 422),
+    dependencies=[scope_parameters()],
+)
 async def get_job(job_id: str, request: Request, tenant: ReadTenant, queue: Queue) -> wire.JobOut:
     """One of the user's jobs; another user's job is a 404 like a missing one."""
     job = await queue.get(resolve_scope(request, tenant), job_id)
@@ -89,7 +106,12 @@ async def get_job(job_id: str, request: Request, tenant: ReadTenant, queue: Queu
     return job_out(job)
 
 
-@router.post("/jobs/{job_id}/replay", response_model=wire.JobOut)
+@router.post(
+    "/jobs/{job_id}/replay",
+    response_model=wire.JobOut,
+    responses=errors(403, 404, 409, 422),
+    dependencies=[scope_parameters()],
+)
 async def replay_job(
     job_id: str, request: Request, tenant: WriteTenant, queue: Queue
 ) -> wire.JobOut:

@@ -10,14 +10,21 @@ from memmachine.manager import MemoryManager
 from memmachine.models import MemoryType
 from memmachine_sdk import models as wire
 from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
+from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
-router = APIRouter(prefix="/v1/memories", tags=["memories"])
+router = APIRouter(prefix="/v1/memories", tags=["memories"], responses=AUTH_ERRORS)
 Manager = Annotated[MemoryManager, Depends(manager_of)]
 
 
-@router.post("", status_code=201, response_model=wire.AddMemoriesResponse)
+@router.post(
+    "",
+    status_code=201,
+    response_model=wire.AddMemoriesResponse,
+    responses=errors(403, 413, 422),
+    dependencies=[scope_parameters()],
+)
 async def add_memories(
     body: wire.AddMemoriesRequest, request: Request, tenant: WriteTenant, manager: Manager
 ) -> wire.AddMemoriesResponse:
@@ -29,13 +36,18 @@ async def add_memories(
     )
 
 
-@router.get("", response_model=wire.EpisodeListResponse)
+@router.get(
+    "",
+    response_model=wire.EpisodeListResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters()],
+)
 async def list_memories(
     request: Request,
     tenant: ReadTenant,
     manager: Manager,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[wire.Offset, Query()] = 0,
     order: Literal["oldest", "newest"] = "oldest",
 ) -> wire.EpisodeListResponse:
     """A page of the user's episodes (optionally one session, agent or group)."""
@@ -51,7 +63,12 @@ async def list_memories(
     )
 
 
-@router.post("/search", response_model=wire.SearchResponse)
+@router.post(
+    "/search",
+    response_model=wire.SearchResponse,
+    responses=errors(403, 413, 422),
+    dependencies=[scope_parameters()],
+)
 async def search_memories(
     body: wire.SearchRequest, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.SearchResponse:
@@ -72,7 +89,12 @@ async def search_memories(
     )
 
 
-@router.get("/{episode_id}", response_model=wire.EpisodeOut)
+@router.get(
+    "/{episode_id}",
+    response_model=wire.EpisodeOut,
+    responses=errors(403, 404, 422),
+    dependencies=[scope_parameters()],
+)
 async def get_memory(
     episode_id: str, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.EpisodeOut:
@@ -80,7 +102,12 @@ async def get_memory(
     return episode_out(await manager.get_episode(scope, episode_id))
 
 
-@router.delete("/{episode_id}", status_code=204)
+@router.delete(
+    "/{episode_id}",
+    status_code=204,
+    responses=errors(403, 404, 422),
+    dependencies=[scope_parameters()],
+)
 async def delete_memory(
     episode_id: str, request: Request, tenant: WriteTenant, manager: Manager
 ) -> Response:

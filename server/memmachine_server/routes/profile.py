@@ -10,14 +10,20 @@ from memmachine.manager import MemoryManager
 from memmachine.models import FactRecord
 from memmachine_sdk import models as wire
 from memmachine_server.convert import fact_out, fact_version_out
+from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
-router = APIRouter(prefix="/v1/profile", tags=["profile"])
+router = APIRouter(prefix="/v1/profile", tags=["profile"], responses=AUTH_ERRORS)
 Manager = Annotated[MemoryManager, Depends(manager_of)]
 
 
-@router.post("", response_model=wire.ProfileResponse)
+@router.post(
+    "",
+    response_model=wire.ProfileResponse,
+    responses=errors(403, 413, 422),
+    dependencies=[scope_parameters()],
+)
 async def set_profile(
     body: wire.SetProfileRequest, request: Request, tenant: WriteTenant, manager: Manager
 ) -> wire.ProfileResponse:
@@ -28,7 +34,12 @@ async def set_profile(
     return wire.ProfileResponse(facts=[fact_out(fact) for fact in facts])
 
 
-@router.get("", response_model=wire.ProfileResponse)
+@router.get(
+    "",
+    response_model=wire.ProfileResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters()],
+)
 async def get_profile(
     request: Request,
     tenant: ReadTenant,
@@ -36,14 +47,19 @@ async def get_profile(
     tag: str | None = None,
     feature: str | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[wire.Offset, Query()] = 0,
 ) -> wire.ProfileResponse:
     scope = resolve_scope(request, tenant)
     facts = await manager.list_facts(scope, tag=tag, feature=feature, limit=limit, offset=offset)
     return wire.ProfileResponse(facts=[fact_out(fact) for fact in facts])
 
 
-@router.get("/history", response_model=wire.ProfileHistoryResponse)
+@router.get(
+    "/history",
+    response_model=wire.ProfileHistoryResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters()],
+)
 async def get_profile_history(
     request: Request,
     tenant: ReadTenant,
@@ -59,7 +75,12 @@ async def get_profile_history(
     )
 
 
-@router.post("/facts/{fact_id}/invalidate", response_model=wire.ProfileHistoryResponse)
+@router.post(
+    "/facts/{fact_id}/invalidate",
+    response_model=wire.ProfileHistoryResponse,
+    responses=errors(403, 404, 413, 422),
+    dependencies=[scope_parameters()],
+)
 async def invalidate_fact(
     fact_id: str,
     request: Request,
@@ -78,7 +99,12 @@ async def invalidate_fact(
     )
 
 
-@router.post("/search", response_model=wire.ProfileSearchResponse)
+@router.post(
+    "/search",
+    response_model=wire.ProfileSearchResponse,
+    responses=errors(403, 413, 422),
+    dependencies=[scope_parameters()],
+)
 async def search_profile(
     body: wire.ProfileSearchRequest, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.ProfileSearchResponse:
@@ -87,14 +113,24 @@ async def search_profile(
     return wire.ProfileSearchResponse(facts=[fact_out(hit.fact, hit) for hit in hits])
 
 
-@router.get("/facts/{fact_id}", response_model=wire.FactOut)
+@router.get(
+    "/facts/{fact_id}",
+    response_model=wire.FactOut,
+    responses=errors(403, 404, 422),
+    dependencies=[scope_parameters()],
+)
 async def get_fact(
     fact_id: str, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.FactOut:
     return fact_out(await manager.get_fact(resolve_scope(request, tenant), fact_id))
 
 
-@router.delete("/facts/{fact_id}", status_code=204)
+@router.delete(
+    "/facts/{fact_id}",
+    status_code=204,
+    responses=errors(403, 404, 422),
+    dependencies=[scope_parameters()],
+)
 async def delete_fact(
     fact_id: str, request: Request, tenant: WriteTenant, manager: Manager
 ) -> Response:
@@ -102,7 +138,12 @@ async def delete_fact(
     return Response(status_code=204)
 
 
-@router.delete("", response_model=wire.DeletedResponse)
+@router.delete(
+    "",
+    response_model=wire.DeletedResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters()],
+)
 async def delete_facts(
     request: Request,
     tenant: WriteTenant,

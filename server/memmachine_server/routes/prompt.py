@@ -10,14 +10,20 @@ from memmachine.manager import MemoryManager
 from memmachine.prompting import build_memory_prompt
 from memmachine.tools import execute_tool_call, memory_tools
 from memmachine_sdk import models as wire
+from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import ReadTenant, Tenant, ToolTenant, resolve_scope
 from memmachine_server.state import manager_of
 
-router = APIRouter(prefix="/v1", tags=["prompt"])
+router = APIRouter(prefix="/v1", tags=["prompt"], responses=AUTH_ERRORS)
 Manager = Annotated[MemoryManager, Depends(manager_of)]
 
 
-@router.post("/memory-prompt", response_model=wire.MemoryPromptResponse)
+@router.post(
+    "/memory-prompt",
+    response_model=wire.MemoryPromptResponse,
+    responses=errors(403, 413, 422),
+    dependencies=[scope_parameters()],
+)
 async def memory_prompt(
     body: wire.MemoryPromptRequest, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.MemoryPromptResponse:
@@ -38,12 +44,17 @@ async def memory_prompt(
 
 
 @router.get("/tools", response_model=wire.ToolsResponse)
-async def tools(tenant: Tenant) -> wire.ToolsResponse:
+async def list_tools(tenant: Tenant) -> wire.ToolsResponse:
     """``remember``, ``recall`` and ``forget`` in OpenAI function-calling format (strict)."""
     return wire.ToolsResponse(tools=memory_tools())
 
 
-@router.post("/tools/execute", response_model=wire.ToolMessageOut)
+@router.post(
+    "/tools/execute",
+    response_model=wire.ToolMessageOut,
+    responses=errors(403, 413, 422),
+    dependencies=[scope_parameters()],
+)
 async def execute_tool(
     body: wire.ToolCallRequest, request: Request, tenant: ToolTenant, manager: Manager
 ) -> wire.ToolMessageOut:

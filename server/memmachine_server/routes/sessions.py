@@ -6,26 +6,32 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from memmachine.compaction import compact_session
 from memmachine.manager import MemoryManager
+from memmachine.pipeline.compaction import compact_session
 from memmachine_sdk import models as wire
 from memmachine_server.convert import compaction_out, working_messages, working_out
+from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.routes.jobs import job_out
 from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
-router = APIRouter(prefix="/v1", tags=["sessions"])
+router = APIRouter(prefix="/v1", tags=["sessions"], responses=AUTH_ERRORS)
 Manager = Annotated[MemoryManager, Depends(manager_of)]
 
 
-@router.get("/sessions/{session_id}/working", response_model=wire.WorkingMemoryOut)
+@router.get(
+    "/sessions/{session_id}/working",
+    response_model=wire.WorkingMemoryOut,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters(path="session_id")],
+)
 async def get_working(
     session_id: str,
     request: Request,
     tenant: ReadTenant,
     manager: Manager,
     last_n: Annotated[int | None, Query(ge=0, le=100_000)] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[wire.Offset, Query()] = 0,
     limit: Annotated[int | None, Query(ge=0, le=100_000)] = None,
 ) -> wire.WorkingMemoryOut:
     """The session's messages — all, the newest ``last_n``, or the page ``offset``/``limit``
@@ -35,7 +41,12 @@ async def get_working(
     return working_out(memory)
 
 
-@router.post("/sessions/{session_id}/working/messages", response_model=wire.WorkingMemoryOut)
+@router.post(
+    "/sessions/{session_id}/working/messages",
+    response_model=wire.WorkingMemoryOut,
+    responses=errors(403, 413, 422),
+    dependencies=[scope_parameters(path="session_id")],
+)
 async def append_working(
     session_id: str,
     body: wire.AppendWorkingRequest,
@@ -48,7 +59,12 @@ async def append_working(
     return working_out(await manager.append_working(scope, working_messages(body.messages)))
 
 
-@router.put("/sessions/{session_id}/working", response_model=wire.WorkingMemoryOut)
+@router.put(
+    "/sessions/{session_id}/working",
+    response_model=wire.WorkingMemoryOut,
+    responses=errors(403, 409, 413, 422),
+    dependencies=[scope_parameters(path="session_id")],
+)
 async def put_working(
     session_id: str,
     body: wire.PutWorkingRequest,
@@ -68,8 +84,13 @@ async def put_working(
     return working_out(memory)
 
 
-@router.post("/sessions/{session_id}/compact", response_model=wire.CompactResponse)
-async def compact(
+@router.post(
+    "/sessions/{session_id}/compact",
+    response_model=wire.CompactResponse,
+    responses=errors(403, 409, 422),
+    dependencies=[scope_parameters(path="session_id")],
+)
+async def compact_working(
     session_id: str,
     request: Request,
     tenant: WriteTenant,
@@ -87,7 +108,12 @@ async def compact(
     return wire.CompactResponse(job=job_out(await manager.enqueue_compaction(scope, force=True)))
 
 
-@router.delete("/sessions/{session_id}/working", status_code=204)
+@router.delete(
+    "/sessions/{session_id}/working",
+    status_code=204,
+    responses=errors(403, 404, 422),
+    dependencies=[scope_parameters(path="session_id")],
+)
 async def delete_working(
     session_id: str, request: Request, tenant: WriteTenant, manager: Manager
 ) -> Response:
@@ -95,7 +121,12 @@ async def delete_working(
     return Response(status_code=204)
 
 
-@router.delete("/sessions/{session_id}", response_model=wire.ForgetResponse)
+@router.delete(
+    "/sessions/{session_id}",
+    response_model=wire.ForgetResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters(path="session_id")],
+)
 async def forget_session(
     session_id: str, request: Request, tenant: WriteTenant, manager: Manager
 ) -> wire.ForgetResponse:
@@ -105,7 +136,12 @@ async def forget_session(
     return wire.ForgetResponse.model_validate(report.model_dump())
 
 
-@router.delete("/users/{user_id}", response_model=wire.ForgetResponse)
+@router.delete(
+    "/users/{user_id}",
+    response_model=wire.ForgetResponse,
+    responses=errors(403, 422),
+    dependencies=[scope_parameters(path="user_id")],
+)
 async def forget_user(
     user_id: str, request: Request, tenant: WriteTenant, manager: Manager
 ) -> wire.ForgetResponse:

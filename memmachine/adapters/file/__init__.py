@@ -1,0 +1,1 @@
+"""The local file system: typed agent state as JSON files."""

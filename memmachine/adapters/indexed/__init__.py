@@ -1,0 +1,1 @@
+"""In-process search indexes in front of any episode store."""

@@ -1,0 +1,1 @@
+"""In-process implementations of ports for one process: the API keys' rate limiter."""

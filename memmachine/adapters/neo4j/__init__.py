@@ -1,0 +1,1 @@
+"""Neo4j: the episode store."""

@@ -1,0 +1,1 @@
+"""ONNX Runtime: the local embedder and its int8 copy."""

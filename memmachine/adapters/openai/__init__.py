@@ -1,0 +1,1 @@
+"""OpenAI-compatible endpoints: embeddings and chat."""

@@ -1,0 +1,1 @@
+"""OpenTelemetry: traces (the otel extra)."""

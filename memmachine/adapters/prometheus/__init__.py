@@ -1,0 +1,1 @@
+"""Prometheus: the metrics registry behind /metrics."""

@@ -1,0 +1,1 @@
+"""Redis: working memory, the job queue and typed agent state."""

@@ -1,0 +1,2 @@
+"""SQL: profile facts, API keys and their migrations through SQLAlchemy (PostgreSQL,
+SQLite), and typed agent state in a SQLite file."""

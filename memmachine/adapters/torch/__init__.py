@@ -1,0 +1,1 @@
+"""PyTorch (the gpu extra): sentence-transformers embeddings and the cross-encoder reranker."""

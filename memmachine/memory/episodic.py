@@ -1,0 +1,212 @@
+"""Episodic memory: every message as an episode, embedded and indexed when it is written,
+found again by the search pipeline (:mod:`memmachine.retrieval`)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Sequence
+
+from memmachine.config import RetrievalSettings
+from memmachine.errors import InvalidInputError, NotFoundError
+from memmachine.memory.common import require_session
+from memmachine.memory.embedding import embed_records
+from memmachine.models import (
+    ID_PATTERN,
+    Episode,
+    EpisodeHit,
+    EpisodeRecord,
+    NewMessage,
+    Scope,
+    as_utc,
+    utc_now,
+)
+from memmachine.ports import Embedder, EpisodeStore, Reranker
+from memmachine.retrieval.pipeline import Search, SearchPipeline
+from memmachine.retrieval.stages import default_pipeline
+from memmachine.retrieval.text import Said, episode_search_text, indexed_text
+from memmachine.safety.gate import WriteGate, check_query
+from memmachine.stage_observer import StageObserver
+
+__all__ = ["EpisodicService"]
+
+
+class EpisodicService:
+    """Writes, reads, searches and deletes episodes in the episode store.
+
+    ``embedder``, ``reranker``, ``retrieval`` and ``store`` may be replaced at any time; the
+    next call uses them (benchmarks and tests search one data set through several stores)."""
+
+    def __init__(
+        self,
+        *,
+        store: EpisodeStore,
+        gate: WriteGate,
+        embedder: Embedder | None,
+        reranker: Reranker | None,
+        retrieval: RetrievalSettings,
+        pipeline: SearchPipeline | None = None,
+        stage_observer: StageObserver | None = None,
+    ) -> None:
+        self._store = store
+        self._gate = gate
+        self.embedder = embedder
+        self.reranker = reranker
+        self.retrieval = retrieval
+        self.pipeline = pipeline or default_pipeline()
+        #: Told of every search stage that runs (metrics, traces); ``None``: nobody.
+        self.stage_observer = stage_observer
+
+    @property
+    def store(self) -> EpisodeStore:
+        """The episode store every call reads and writes."""
+        return self._store
+
+    @store.setter
+    def store(self, value: EpisodeStore) -> None:
+        self._store = value
+
+    async def add(
+        self, scope: Scope, messages: Sequence[NewMessage], *, ids: Sequence[str] | None = None
+    ) -> list[Episode]:
+        """Store messages as episodes of ``scope.session_id``, in order (the session is
+        required). ``ids`` gives the episodes' ids (one per message, each matching
+        ``ID_PATTERN``; an id the user already has raises ``ConflictError`` and stores
+        nothing) instead of fresh ones.
+
+        Each message passes the write gate before it is embedded: content and metadata
+        string values redacted with ``metadata["redacted"]`` counting what was replaced,
+        and a message that reads as an instruction to the model stored with
+        ``metadata["suspected_injection"]`` giving the reason, so extraction can skip it."""
+        scope = require_session(scope)
+        self._gate.check_messages(messages)
+        episode_ids = _episode_ids(ids, len(messages))
+        messages = self._gate.messages(messages)
+        now = utc_now()
+        said = await self._said_before(scope) if messages else []
+        lexical = self.retrieval.lexical_context
+        records = []
+        contexts: list[list[Said]] = []
+        for episode_id, message in zip(episode_ids, messages, strict=True):
+            timestamp = as_utc(message.timestamp) if message.timestamp else now
+            own = episode_search_text(
+                message.content, timestamp=timestamp, producer=message.producer, role=message.role
+            )
+            before = [content for _, content in said[len(said) - lexical :]] if lexical else []
+            records.append(
+                EpisodeRecord(
+                    id=episode_id,
+                    role=message.role,
+                    producer=message.producer,
+                    content=message.content,
+                    timestamp=timestamp,
+                    metadata=message.metadata,
+                    search_text=indexed_text(own, before),
+                )
+            )
+            contexts.append(list(said))
+            said.append((message.producer or message.role, message.content))
+        if self.embedder is not None and records:
+            await embed_records(self.embedder, records, contexts, self.retrieval)
+        return await self._store.add_episodes(scope, self._gate.episodes(records))
+
+    async def _said_before(self, session_scope: Scope) -> list[Said]:
+        """The last messages of the session, oldest first, as many as the context window or
+        lexical context may use (none when both are off)."""
+        tuning = self.retrieval
+        window = tuning.context_window if self.embedder is not None else 0
+        wanted = max(window, tuning.lexical_context)
+        if wanted <= 0:
+            return []
+        latest = await self._store.list_episodes(session_scope, limit=wanted, newest_first=True)
+        return [(episode.producer or episode.role, episode.content) for episode in latest[::-1]]
+
+    async def get(self, scope: Scope, episode_id: str) -> Episode:
+        """One of the user's episodes (``NotFoundError`` when there is none)."""
+        episode = await self._store.get_episode(scope.user_scope(), episode_id)
+        if episode is None:
+            raise NotFoundError(f"episode {episode_id!r} not found")
+        return episode
+
+    async def page(
+        self, scope: Scope, *, limit: int = 100, offset: int = 0, newest_first: bool = False
+    ) -> tuple[list[Episode], int]:
+        """A page of the scope's episodes and the total count in scope."""
+        page, total = await asyncio.gather(
+            self._store.list_episodes(scope, limit=limit, offset=offset, newest_first=newest_first),
+            self._store.count_episodes(scope),
+        )
+        return page, total
+
+    async def delete(self, scope: Scope, episode_id: str) -> None:
+        """Delete one of the user's episodes (``NotFoundError`` when there is none)."""
+        if not await self._store.delete_episode(scope.user_scope(), episode_id):
+            raise NotFoundError(f"episode {episode_id!r} not found")
+
+    async def remove(self, scope: Scope, episodes: Sequence[Episode]) -> None:
+        """Take back episodes this service just stored (a multi-store write that failed)."""
+        for episode in episodes:
+            await self._store.delete_episode(scope, episode.id)
+
+    async def forget(self, scope: Scope) -> int:
+        """Delete every episode in ``scope``; how many there were."""
+        return await self._store.delete_episodes(scope)
+
+    async def ids(self, scope: Scope) -> list[str]:
+        """The ids of every episode in ``scope``."""
+        ids: list[str] = []
+        page = 1_000
+        while True:
+            batch = await self._store.list_episodes(scope, limit=page, offset=len(ids))
+            ids.extend(episode.id for episode in batch)
+            if len(batch) < page:
+                return ids
+
+    async def search(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        top_k: int = 10,
+        expand_context: int = 0,
+        query_vector: Sequence[float] | None = None,
+        observer: StageObserver | None = None,
+    ) -> list[EpisodeHit]:
+        """Hybrid search over the scope's episodes, best first, through the stages of
+        :mod:`memmachine.retrieval.stages` (each switched by its setting in
+        :class:`~memmachine.config.RetrievalSettings`).
+
+        Without a reranker a hit's ``score`` is in [0, 1]: 1.0 = first in every signal with
+        every boost and the largest neighbour share; with one, the reranker's score scaled
+        over its candidates. ``expand_context`` adds up to that many neighbouring turns
+        before and after each hit (``context=True``) on top of the ``top_k`` hits.
+        Each stage runs inside ``observer.stage(name)`` (default: ``stage_observer``)."""
+        check_query(self._gate.limits, query, top_k)
+        search = Search(
+            scope=scope,
+            query=query,
+            top_k=top_k,
+            expand_context=expand_context,
+            query_vector=query_vector,
+            store=self._store,
+            embedder=self.embedder,
+            reranker=self.reranker,
+            tuning=self.retrieval,
+        )
+        return await self.pipeline.run(search, observer or self.stage_observer)
+
+
+def _episode_ids(ids: Sequence[str] | None, count: int) -> list[str]:
+    """The caller's episode ids, checked, or ``count`` fresh ones."""
+    if ids is None:
+        return [str(uuid.uuid4()) for _ in range(count)]
+    if len(ids) != count:
+        raise InvalidInputError(f"{len(ids)} ids for {count} messages", field="ids")
+    for index, episode_id in enumerate(ids):
+        if re.fullmatch(ID_PATTERN, episode_id) is None:
+            raise InvalidInputError(
+                f"episode id {index} must be 1-128 letters, digits or ._@+-=#~|",
+                field=f"ids.{index}",
+            )
+    return list(ids)

