@@ -4,17 +4,17 @@ on FalkorDB and on Neo4j, each on a fresh server the bench starts (tests/service
 Writes: the same synthetic episodes (one user, sessions of ``--batch`` messages, one
 384-d vector per episode plus a context-window vector and, for one in four, a sentence
 vector, as the default write path stores them) go through ``add_episodes`` on the store as
-the app configures it, then again with parts of its schema dropped: the vector index, then
-the full-text index too, then without any vectors. (The FalkorDB store creates no vector
-index, so its rows skip that variant.) The differences say what each part
+the app configures it (vectors and the full-text index; neither store creates a vector
+index), then with Neo4j's vector index added back as earlier versions created it, without
+the full-text index, and without any vectors. The differences say what each part
 costs. Every row reports wall time and the CPU seconds of the graph server and of this
 process (from /proc), so a busy machine shows as slower wall time, not as a different cost.
 
 Searches, on the ``--episodes`` of the one scope, each part on its own: find the scope's
 episodes (no scoring), the exact scan of the episodes' own vectors that
 ``vector_search`` runs, the scan of the derivative (sentence/window) vectors, the BM25
-full-text query, and, on Neo4j, its vector index queried directly (which the store does not
-use). On Neo4j the plan of the vector scan is profiled: its database hits and page-cache
+full-text query, and, on Neo4j, a vector index (created by the bench for it) queried
+directly. On Neo4j the plan of the vector scan is profiled: its database hits and page-cache
 hits per search.
 
     uv run python bench/graph_costs.py --episodes 20000 --json /tmp/graph-costs.json
@@ -48,9 +48,9 @@ import scale  # the sibling bench: servers, CPU clocks, vocabulary
 
 DIMENSIONS = 384
 VARIANTS = {
-    "as configured": "vectors, vector index, full-text index (what the app runs)",
-    "no vector index": "the vector index dropped",
-    "no vector or full-text index": "both dropped",
+    "as configured": "vectors, full-text index (what the app runs)",
+    "with a vector index": "Neo4j's vector index added back, as versions before issue 22 had",
+    "no full-text index": "the full-text index dropped",
     "no vectors": "lexical-only store: no vectors at all, full-text index kept",
 }
 
@@ -91,15 +91,22 @@ async def measure_variant(
         await store.close()
 
 
+#: Neo4j's vector index as versions before issue 22 created it (and the searches query).
+NEO4J_VECTOR_INDEX = (
+    "CREATE VECTOR INDEX episode_embedding IF NOT EXISTS FOR (n:Episode) ON (n.embedding) "
+    "OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}}"
+)
+
+
 async def drop_indexes(store: Any, kind: str, variant: str) -> None:
-    if variant not in ("no vector index", "no vector or full-text index"):
-        return
-    if kind == "neo4j":
-        await store._run("DROP INDEX episode_embedding IF EXISTS")
-        if variant == "no vector or full-text index":
+    if kind == "neo4j" and variant == "with a vector index":
+        await store._run(NEO4J_VECTOR_INDEX)
+        await store._run("CALL db.awaitIndexes(120)")
+    if variant == "no full-text index":
+        if kind == "neo4j":
             await store._run("DROP INDEX episode_terms IF EXISTS")
-    elif variant == "no vector or full-text index":  # the FalkorDB store has no vector index
-        await store._run("CALL db.idx.fulltext.drop('Episode')")
+        else:
+            await store._run("CALL db.idx.fulltext.drop('Episode')")
 
 
 def unit(rng: np.random.Generator) -> list[float]:
@@ -199,6 +206,10 @@ def search_parts(store: Any, kind: str) -> dict[str, str]:
             "CALL db.index.vector.queryNodes('episode_embedding', $k, $vector) "
             "YIELD node, score RETURN node.id, score"
         )
+        parts["vector index, 10 x k nearest, then the scope's k"] = (
+            "CALL db.index.vector.queryNodes('episode_embedding', 10 * $k, $vector) "
+            f"YIELD node AS e, score WHERE {where} RETURN e.id, score LIMIT $k"
+        )
     return parts
 
 
@@ -210,6 +221,9 @@ async def measure_searches(store: Any, kind: str, pid: int, args: argparse.Names
     words = scale.vocabulary()
     texts = [" ".join(random.Random(i).sample(words, 3)) for i in range(args.queries)]
     results: dict[str, Any] = {}
+    if kind == "neo4j":  # for the vector index query, built over the episodes now stored
+        await store._run(NEO4J_VECTOR_INDEX)
+        await store._run("CALL db.awaitIndexes(600)")
     for name, cypher in search_parts(store, kind).items():
         for vector in queries[:3]:  # plan caches and JIT warm, as on a server in use
             await store._run(cypher, {**scope_params, "vector": vector, "k": 20}, read_only=True)
@@ -232,7 +246,26 @@ async def measure_searches(store: Any, kind: str, pid: int, args: argparse.Names
     results["BM25 full-text query (fulltext_search)"] = _summary(samples, clock, len(texts))
     if kind == "neo4j":
         results["profile"] = await profile_vector_scan(store, queries[0], scope_params)
+        results["vector index recall"] = await vector_index_recall(store, queries, scope_params)
     return results
+
+
+async def vector_index_recall(
+    store: Any, queries: Sequence[list[float]], scope_params: dict[str, str]
+) -> dict[str, float]:
+    """How many of the exact 20 nearest (the store's scan) Neo4j's vector index returns
+    among its first 20, asked for 20 and for 200 (the over-fetch a user holding a tenth of
+    the index would need before filtering to their scope)."""
+    exact_cypher = search_parts(store, "neo4j")["scan the episodes' own vectors"]
+    index_cypher = search_parts(store, "neo4j")["vector index, k nearest of all episodes"]
+    found = {20: 0, 200: 0}
+    for vector in queries:
+        params = {**scope_params, "vector": vector, "k": 20}
+        exact = {row[0] for row in await store._run(exact_cypher, params, read_only=True)}
+        for k in found:
+            rows = await store._run(index_cypher, {**params, "k": k}, read_only=True)
+            found[k] += len(exact & {row[0] for row in rows[:20]})
+    return {f"overlap_at_20_asked_{k}": hits / (20 * len(queries)) for k, hits in found.items()}
 
 
 def _summary(samples: Sequence[float], clock: Clock, count: int) -> dict[str, float]:
@@ -291,8 +324,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             name = scale.GRAPHS[kind]
             rows: dict[str, Any] = {}
             for variant in args.variants:
-                if kind == "falkordb" and variant == "no vector index":
-                    continue  # the store creates none on FalkorDB: the same as configured
+                if kind == "falkordb" and variant == "with a vector index":
+                    continue  # FalkorDB rebuilds vector indexes on every load: never made
                 sys.stderr.write(f"== {name}: {variant}\n")
                 work = Path(tmp) / f"{kind}-{len(rows)}"
                 with scale.graph_server(kind, work) as server:
@@ -327,12 +360,21 @@ def render(results: dict[str, Any]) -> str:
     for store, rows in results["stores"].items():
         searches = rows.get("as configured", {}).get("searches", {})
         for name, part in searches.items():
-            if name == "profile":
+            if name in ("profile", "vector index recall"):
                 continue
             lines.append(
                 f"| {store} | {name} | {part['p50_ms']:.1f} / {part['p95_ms']:.1f} | "
                 f"{part['server_cpu_ms']:.1f} | {part['bench_cpu_ms']:.1f} |"
             )
+    for store, rows in results["stores"].items():
+        recall = rows.get("as configured", {}).get("searches", {}).get("vector index recall")
+        if recall:
+            lines += [
+                "",
+                f"{store}: of the exact 20 nearest, the vector index returns "
+                f"{recall['overlap_at_20_asked_20']:.1%} among its first 20 when asked for "
+                f"20, {recall['overlap_at_20_asked_200']:.1%} when asked for 200.",
+            ]
     for store, rows in results["stores"].items():
         profile = rows.get("as configured", {}).get("searches", {}).get("profile")
         if profile:

@@ -25,6 +25,14 @@ method that uses it).
 
     uv run python bench/locomo_recall.py [--conversations N] [--set speaker_boost=0 ...]
         [--ablate [--ablate-writes]] [--expand N] [--data-dir DIR [--reuse]] [--json out.json]
+        [--paths index,store,file]
+
+``--paths`` chooses which path answers memmachine's searches: ``index`` (the in-process
+index, the default), ``store`` (the store's own scans, as for a user whose index is not
+ready) and ``file`` (each question with the user's index out of memory, so the search opens
+it from its file). Several, comma-separated, run each on the same questions in the same run
+(rows ``memmachine, <path>``) and count the questions whose ranking is identical to the
+first path's.
 
 Results and the command that produced them: bench/RESULTS.md. Content is the turn text plus
 ``" [shares image: <caption>]"`` when a caption exists.
@@ -334,6 +342,9 @@ async def run(
             variants: dict[str, tuple[RetrievalSettings, int, str]] = {
                 "memmachine": (tuning, args.expand, "")
             }
+            paths = await search_paths(manager, args.paths, data_dir)
+            for path in args.paths[1:]:
+                variants[f"memmachine, {path}"] = (tuning, args.expand, "")
             if args.ablate:
                 for name, change in ABLATIONS.items():
                     expand = 1 if name.startswith("+ context expansion") else args.expand
@@ -341,7 +352,7 @@ async def run(
             if args.ablate_writes:
                 for name, (suffix, _) in WRITE_ABLATIONS.items():
                     variants[name] = (tuning, args.expand, suffix)
-            results = await score(manager, turns, questions, variants, args, data_dir)
+            results = await score(manager, turns, questions, variants, args, data_dir, paths)
         finally:
             await manager.close()
     meta = {
@@ -354,6 +365,7 @@ async def run(
         "expand_context": args.expand,
         "ingest": ingest_costs,
         "retrieval": tuning.model_dump(),
+        "paths": args.paths,
         "ablations": {
             **{name: ABLATIONS[name] for name in results if name in ABLATIONS},
             **{name: WRITE_ABLATIONS[name][1] for name in results if name in WRITE_ABLATIONS},
@@ -429,6 +441,30 @@ def _ingested(marker: Path, fingerprint: dict[str, Any]) -> bool:
     return marker.exists() and bool(json.loads(marker.read_text()) == fingerprint)
 
 
+#: ``--paths``: which path answers a search (see the module docstring).
+PATHS = ("index", "store", "file")
+
+
+async def search_paths(manager: MemoryManager, wanted: Sequence[str], data_dir: Path) -> Any:
+    """The episode store to search through for each path in ``wanted``: the manager's own
+    (an in-process index in front of the store), the store itself, and the index kept on
+    disk in ``data_dir/search-index-paths`` (evicted before every search by :func:`score`)."""
+    from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
+
+    indexed = manager.episodes
+    inner = getattr(indexed, "inner", indexed)
+    out: dict[str, Any] = {"index": indexed, "store": inner}
+    if "file" in wanted:
+        from_file = IndexedEpisodeStore(
+            inner, load_inline=10**9, index_dir=data_dir / "search-index-paths", sweep_seconds=0
+        )
+        await from_file.start()  # the inner store is started already: only the wrapper
+        out["file"] = from_file
+    if "index" in wanted and not isinstance(indexed, IndexedEpisodeStore):
+        raise SystemExit("--paths index: the search index is off (MEMMACHINE_SEARCH_INDEX_*)")
+    return out
+
+
 async def score(
     manager: MemoryManager,
     turns: dict[str, list[Turn]],
@@ -436,6 +472,7 @@ async def score(
     variants: dict[str, tuple[RetrievalSettings, int, str]],
     args: argparse.Namespace,
     data_dir: Path,
+    paths: dict[str, Any],
 ) -> dict[str, Scores]:
     embedder = manager.embedder
     names = [*BASELINES, *variants] if embedder else ["bm25", *variants]
@@ -516,6 +553,12 @@ async def score(
 
             for name, (tuning, expand, suffix) in variants.items():
                 manager.retrieval = tuning
+                path = name.partition(", ")[2] if name.startswith("memmachine, ") else ""
+                path = path or args.paths[0]
+                manager.episodes = manager.episodic_service.store = paths[path]
+                if path == "file":  # the user's index out of memory: opened by the search
+                    await paths[path].settled()
+                    paths[path].evict(scope)
                 began = time.perf_counter()
                 found = await manager.search_episodes(
                     Scope(user_id=_user(sample_id, suffix)) if suffix else scope,
@@ -530,7 +573,33 @@ async def score(
                 results[name].add(sample_id, category, evidence, returned, elapsed)
                 bar.step()
     manager.retrieval = variants["memmachine"][0]
+    manager.episodes = manager.episodic_service.store = paths["index"]
     return results
+
+
+def compare_paths(results: dict[str, Scores], paths: Sequence[str]) -> str:
+    """memmachine's recall through each search path, and how many questions got the very
+    same ranking as through the first."""
+    names = ["memmachine", *(f"memmachine, {path}" for path in paths[1:])]
+    first = results["memmachine"]
+    lines = [
+        "",
+        "memmachine through each search path (same run, same questions):",
+        "",
+        "| path | any@1 | any@5 | any@10 | any@20 | all@10 | p50 ms | p95 ms | "
+        f"rankings identical to {paths[0]} |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for path, name in zip(paths, names, strict=True):
+        scores = results[name]
+        same = sum(a == b for a, b in zip(first.rankings, scores.rankings, strict=True))
+        lines.append(
+            f"| {path} | "
+            + " | ".join(f"{scores.at('any', k):.3f}" for k in KS)
+            + f" | {scores.at('all', 10):.3f} | {scores.percentile(0.5):.1f} | "
+            f"{scores.percentile(0.95):.1f} | {same} / {len(scores.rankings)} |"
+        )
+    return "\n".join(lines)
 
 
 def context(turn: Turn) -> str:
@@ -613,6 +682,13 @@ def _setting(text: str) -> tuple[str, Any]:
     return name, getattr(RetrievalSettings.model_validate({name: parsed}), name)
 
 
+def _paths(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names or any(name not in PATHS for name in names):
+        raise argparse.ArgumentTypeError(f"--paths takes {', '.join(PATHS)}, got {text!r}")
+    return list(dict.fromkeys(names))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -650,6 +726,13 @@ def main() -> None:
         type=_setting,
         metavar="NAME=VALUE",
         help="override a RetrievalSettings field, e.g. speaker_boost=0",
+    )
+    parser.add_argument(
+        "--paths",
+        type=_paths,
+        default=["index"],
+        help="which path answers memmachine's searches: index (default), store, file, or "
+        "several comma-separated, compared question by question",
     )
     parser.add_argument(
         "--production",
@@ -752,6 +835,8 @@ def report(
     """Print a run's tables (and write its JSON when asked)."""
     print(f"{meta['questions']} questions, {meta['date']}, {meta['machine']}\n")
     print(summary_table(results))
+    if len(args.paths) > 1:
+        print(compare_paths(results, args.paths))
     print("\nmemmachine per category:\n")
     print(category_table(results["memmachine"]))
     if len(results) > 4:

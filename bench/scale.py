@@ -38,6 +38,17 @@ only the bench's graph and keys are removed.
     uv run python bench/scale.py --sizes 1000000 --onnx-episodes 0   # hours on 2 cores
     uv run python bench/scale.py --ingest-profiles 3000   # write profiles side by side
 
+``--cold`` also measures, at every checkpoint, each search with the hot user's index out of
+memory (what a user gets after leaving the index budget, after a restart, or on a replica
+sharing the index directory): dropped before every query, so the timed search opens the
+user's index file (the file's pages in the page cache, as after a recent use; interleaved
+with the hot searches); the same searches answered by the store itself (what such a user
+got before indexes were kept on disk; on ``--store-queries``); and last, on its own, with
+the file's pages also dropped from the page cache before every query (a first use since
+long ago; on ``max(--store-queries, 50)`` queries).
+
+    uv run python bench/scale.py --sizes 100k --hot 100k --cold --production --graph falkordb,neo4j
+
 ``--ingest-profiles N`` measures ingestion alone: the same N episodes go into fresh stores
 once per write profile (:data:`INGEST_PROFILES`: the model in fp32 or int8, with and
 without context windows, and the store path alone), so what each costs shows side by side.
@@ -50,6 +61,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import os
@@ -794,12 +806,14 @@ async def measure_search(
     top_k: int,
     clock: CpuClock,
     store_queries: int = 0,
+    cold: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Latency (ms) of ``search_episodes`` with and without query embedding (interleaved,
     after a short warm-up), then of its parts on their own; with the mean CPU ms per call
     (bench process + FalkorDB server) of each. With an in-process index in front of the
     store, the store's own vector and full-text scans are timed too, on the first
-    ``store_queries`` queries."""
+    ``store_queries`` queries. With ``cold``, also the search with the user's index out of
+    memory (see the module docstring)."""
     tuning = manager.retrieval
     depth = max(tuning.min_candidates, top_k * tuning.candidates_per_result)
     no_neighbours = tuning.model_copy(update={"neighbour_weight": 0.0})
@@ -831,14 +845,42 @@ async def measure_search(
         "query_embedding": lambda q, v: manager.embedder.embed([q]),
         "no_neighbour_stage": without_neighbours,
     }
+    #: untimed work before a variant's timed call
+    prepare: dict[str, Any] = {}
+    episodes = manager.episodes
+    if cold and hasattr(episodes, "evict"):
+        from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
+
+        path = episodes.index_file(scope)
+        files = SearchIndexFiles(path.parent.parent, episodes.inner.identity)
+
+        async def out_of_memory(drop_cache: bool) -> None:
+            await episodes.settled()
+            episodes.evict(scope)
+            if drop_cache:
+                gc.collect()  # unmap the dropped index before its pages can be dropped
+                drop_page_cache(path)
+
+        variants["cold_from_file"] = lambda q, v: whole(q, None)
+        prepare["cold_from_file"] = lambda: out_of_memory(False)
+
+        async def open_file(q: str, v: list[float]) -> None:
+            assert files.open(scope.user_key) is not None
+
+        variants["open_index_file"] = open_file
+        variants["ledger_read"] = lambda q, v: episodes.inner.index_state(scope)
     for query, vector in pairs[:5]:  # warm-up
-        for call in variants.values():
+        for name, call in variants.items():
+            if name in prepare:
+                await prepare[name]()
             await call(query, vector)
     hits = 0
     samples: dict[str, list[float]] = {name: [] for name in variants}
     cpu: dict[str, float] = dict.fromkeys(variants, 0.0)
     for query, vector in pairs:  # every variant on every query, interleaved
         for name, call in variants.items():
+            if name in prepare:
+                await prepare[name]()
             cpu_started = clock.now()
             started = time.perf_counter()
             await call(query, vector)
@@ -851,12 +893,22 @@ async def measure_search(
     inner = getattr(manager.episodes, "inner", None)
     if inner is not None and store_queries > 0:
         # the same searches in the store itself (what the in-process index replaces)
+        async def by_store(query: str, vector: list[float]) -> None:
+            # the user's index not ready: the store answers
+            manager.episodes = manager.episodic_service.store = inner
+            try:
+                await manager.search_episodes(scope, query, top_k=top_k)
+            finally:
+                manager.episodes = manager.episodic_service.store = episodes
+
         scans: dict[str, Any] = {
             "store_scan_vector_search": lambda q, v: inner.vector_search(
                 scope, v, depth, derivatives=tuning.sentence_derivatives
             ),
             "store_scan_fulltext_search": lambda q, v: inner.fulltext_search(scope, q, depth),
         }
+        if cold:
+            scans["by_store_with_embedding"] = by_store
         for name, call in scans.items():
             times: list[float] = []
             used = 0.0
@@ -867,7 +919,33 @@ async def measure_search(
                 times.append((time.perf_counter() - started) * 1000)
                 used += clock.now() - cpu_started
             out[name] = {**percentiles(times), "cpu_ms": used * 1000 / len(times)}
+    if cold and hasattr(episodes, "evict"):
+        # last, on its own: once the file's pages are dropped, every search would read some
+        # from disk until they are all back, so this pass must not run between the others
+        times, used = [], 0.0
+        for query, _ in pairs[: max(store_queries, 50)]:
+            await out_of_memory(True)
+            cpu_started = clock.now()
+            started = time.perf_counter()
+            await whole(query, None)
+            times.append((time.perf_counter() - started) * 1000)
+            used += clock.now() - cpu_started
+        out["cold_from_disk"] = {**percentiles(times), "cpu_ms": used * 1000 / len(times)}
+        with path.open("rb") as file:  # its pages back in the page cache for what follows
+            while file.read(1 << 24):
+                pass
     return out
+
+
+def drop_page_cache(path: Path) -> None:
+    """Ask the kernel to drop ``path``'s cached pages (none of them may be mapped), so the
+    next read comes from the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 async def warm_index(manager: Any, scope: Any) -> dict[str, float] | None:
@@ -879,12 +957,21 @@ async def warm_index(manager: Any, scope: Any) -> dict[str, float] | None:
     started = time.perf_counter()
     cpu_started = time.process_time()
     loaded = await warm(scope)
-    return {
+    out = {
         "seconds": time.perf_counter() - started,
         "cpu_seconds": time.process_time() - cpu_started,
         "loaded": float(loaded),
         "memory_bytes": float(manager.episodes.memory_held),
     }
+    began = time.perf_counter()
+    await manager.episodes.settled()
+    out["file_write_seconds"] = time.perf_counter() - began
+    path = manager.episodes.index_file(scope)
+    if path is not None and path.exists():
+        # once written, the index answers from its mapped file
+        out["file_bytes"] = float(path.stat().st_size)
+        out["memory_bytes_from_file"] = float(manager.episodes.memory_held)
+    return out
 
 
 def _run_header() -> dict[str, Any]:
@@ -978,7 +1065,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"searching at {checkpoint:,} episodes ({in_scope[name]:,} in {name}'s scope)\n"
                 )
                 search = await measure_search(
-                    manager, scope, queries, query_vectors, args.top_k, clock, args.store_queries
+                    manager,
+                    scope,
+                    queries,
+                    query_vectors,
+                    args.top_k,
+                    clock,
+                    args.store_queries,
+                    cold=args.cold,
                 )
                 _, counted = await manager.list_episodes(scope, limit=1)
                 assert counted == in_scope[name], (name, counted, in_scope[name])
@@ -996,6 +1090,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "resources": measure_resources(stores),
                 }
             )
+        paths = getattr(manager.episodes, "paths", None)
+        results["index_stats"] = None if paths is None else paths.as_dict()
         results["ingest"] = {
             kind: {
                 "episodes": count,
@@ -1231,7 +1327,59 @@ def render(results: dict[str, Any]) -> str:
             + " |"
         )
     lines += _growth_lines(results)
+    lines += _cold_lines(results)
     return "\n".join(lines)
+
+
+#: The cold-path columns: (key in ``search_ms``, header).
+COLD_COLUMNS = (
+    ("with_embedding", "hot: index in memory"),
+    ("cold_from_file", "cold: opened from its file (pages cached)"),
+    ("cold_from_disk", "cold: opened from its file, pages read from disk"),
+    ("by_store_with_embedding", "cold before: the store answers"),
+)
+
+
+def _cold_lines(results: dict[str, Any]) -> list[str]:
+    """The ``--cold`` table: each kind of search, p50 / p95 / p99 ms (CPU ms per search)."""
+    rows = [(p, s) for p, s in _scope_rows(results) if "cold_from_file" in s["search_ms"]]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Search with the user's index out of memory (query embedded; p50 / p95 / p99 ms, "
+        "CPU ms per search in brackets), and what opening takes:",
+        "",
+        "| store size | scope | "
+        + " | ".join(label for _, label in COLD_COLUMNS)
+        + " | open the file | read the ledger | index file MB / index memory MB built / "
+        "opened from the file |",
+        "| ---: | ---: |" + " --- |" * (len(COLD_COLUMNS) + 3),
+    ]
+    for point, scope in rows:
+        search = scope["search_ms"]
+        cells = []
+        for key, _ in COLD_COLUMNS:
+            cell = search.get(key)
+            cells.append(
+                "-"
+                if cell is None
+                else f"{cell['p50']:.1f} / {cell['p95']:.1f} / {cell['p99']:.1f} "
+                f"({cell['cpu_ms']:.1f})"
+            )
+        for key in ("open_index_file", "ledger_read"):
+            cell = search[key]
+            cells.append(f"{cell['p50']:.1f} / {cell['p95']:.1f}")
+        index = scope.get("index") or {}
+        cells.append(
+            f"{_mb(int(index.get('file_bytes', 0)))} / "
+            f"{_mb(int(index.get('memory_bytes', 0)))} / "
+            f"{_mb(int(index.get('memory_bytes_from_file', 0)))}"
+        )
+        lines.append(
+            f"| {point['episodes']:,} | {scope['episodes']:,} | " + " | ".join(cells) + " |"
+        )
+    return lines
 
 
 def _scope_rows(results: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -1358,6 +1506,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=20,
         help="queries also run as the store's own scans, without the in-process index",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="also time searches with the hot user's index out of memory (opened from its "
+        "file, with and without its pages cached) and answered by the store",
+    )
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--working", action="store_true", help="also append to working memory")
@@ -1456,6 +1610,36 @@ def render_side_by_side(runs: Sequence[dict[str, Any]]) -> str:
                 f"{cell(search, 'store_scan_vector_search')} | "
                 f"{cell(search, 'store_scan_fulltext_search')} | "
                 f"{_mb(point['resources'].get('graph_rss'))} |"
+            )
+    cold = [
+        (results, point, scope)
+        for results in runs
+        for point, scope in _scope_rows(results)
+        if "cold_from_file" in scope["search_ms"]
+    ]
+    if cold:
+        lines += [
+            "",
+            "Cold, side by side (p50 / p95 ms, CPU ms per search in brackets):",
+            "",
+            "| graph store | store size | scope | "
+            + " | ".join(label for _, label in COLD_COLUMNS)
+            + " |",
+            "| --- | ---: | ---: |" + " --- |" * len(COLD_COLUMNS),
+        ]
+        for results, point, scope in cold:
+            search = scope["search_ms"]
+            cells = [
+                "-"
+                if key not in search
+                else f"{search[key]['p50']:.1f} / {search[key]['p95']:.1f} "
+                f"({search[key]['cpu_ms']:.1f})"
+                for key, _ in COLD_COLUMNS
+            ]
+            lines.append(
+                f"| {results.get('graph', '-')} | {point['episodes']:,} | {scope['episodes']:,} | "
+                + " | ".join(cells)
+                + " |"
             )
     lines += ["", "| graph store | embedder | episodes | episodes/s (wall) | per CPU-second |"]
     lines.append("| --- | --- | ---: | ---: | ---: |")

@@ -226,7 +226,8 @@ class IndexEntry:
     revision that added the episode (0 for episodes stored before revisions existed);
     ``terms`` are the analysed full-text terms in order, repeats kept; ``embedding`` and
     ``derivatives`` are float32 vectors (``None`` / empty without vectors), each derivative
-    with its weight in ``derivative_weights`` (same order and length).
+    with its weight in ``derivative_weights`` (same order and length); ``episode`` is the
+    stored episode itself, so an index can hand out its hits without asking the store.
     """
 
     id: str
@@ -240,6 +241,7 @@ class IndexEntry:
     embedding: npt.NDArray[np.float32] | None
     derivatives: tuple[npt.NDArray[np.float32], ...] = ()
     derivative_weights: tuple[float, ...] = ()
+    episode: Episode | None = None
 
 
 class UserActivity(BaseModel):

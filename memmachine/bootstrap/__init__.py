@@ -150,7 +150,9 @@ def _wire(
             language_model=build_language_model(settings.llm),
         ),
     )
-    episodes = searched_in_memory(parts.episodes, settings.search_index, telemetry)
+    episodes = searched_in_memory(
+        parts.episodes, settings.search_index, settings.data_dir, telemetry
+    )
     profile, working, jobs = parts.profile, parts.working, parts.jobs
     embedder, reranker = parts.embedder, parts.reranker
     language_model, llm_off_reason = parts.language_model

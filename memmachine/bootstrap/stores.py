@@ -4,6 +4,7 @@ credentials (adapters are imported only by the function that picks them)."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -149,20 +150,28 @@ def _episode_store_of(
 
 
 def searched_in_memory(
-    store: EpisodeStore, settings: SearchIndexSettings, telemetry: Telemetry | None = None
+    store: EpisodeStore,
+    settings: SearchIndexSettings,
+    data_dir: Path,
+    telemetry: Telemetry | None = None,
 ) -> EpisodeStore:
     """``store`` behind in-process search indexes, unless they are switched off (their
-    sizes watched by the metrics, with ``telemetry``)."""
+    sizes watched by the metrics, with ``telemetry``); kept on disk too (in
+    ``settings.directory``, else ``<data dir>/search-index``) unless that is switched off."""
     if not settings.enabled:
         return store
     from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 
+    directory = None
+    if settings.on_disk:
+        directory = (settings.directory or data_dir / "search-index").expanduser().resolve()
     indexed = IndexedEpisodeStore(
         store,
         memory_budget=settings.memory_mb << 20,
         min_episodes=settings.min_episodes,
         load_inline=settings.load_inline,
         episode_cache=settings.episode_cache,
+        index_dir=directory,
     )
     if telemetry is not None and telemetry.metrics is not None:
         telemetry.metrics.watch_index(indexed.stats)

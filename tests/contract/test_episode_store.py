@@ -536,6 +536,10 @@ async def test_index_entries_carry_what_a_search_index_needs(
     assert b.embedding is None
     assert b.derivatives == ()
     assert b.sequence == 2
+    # the episode itself, as get_episodes returns it
+    assert [a.episode, b.episode] == await episode_store.get_episodes(ann, ["a", "b"])
+    assert a.episode is not None
+    assert (a.episode.content, a.episode.scope) == ("Cats chase mice", bot)
 
 
 async def test_index_entries_since_a_revision_are_the_later_additions(

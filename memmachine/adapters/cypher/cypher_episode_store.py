@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -66,11 +67,13 @@ _MICROSECOND = timedelta(microseconds=1)
 _ENTRY_BATCH = 2000
 #: Batches of at least this many rows are turned into entries in a worker thread.
 _PARSE_IN_THREAD = 200
-#: What :meth:`CypherEpisodeStore.index_entries` reads of an episode ``e``, in this order.
+#: What :meth:`CypherEpisodeStore.index_entries` reads of an episode ``e``, in this order,
+#: before the episode's own columns (:func:`_columns`).
 _ENTRY_COLUMNS = (
     "e.id, e.session_id, e.agent_id, e.group_id, e.sequence, e.timestamp, "
     "coalesce(e.revision, 0), e.search_terms, e.embedding"
 )
+_ENTRY_COLUMN_COUNT = 9
 
 #: Name of the full-text index over ``Episode.search_terms`` (where the engine names it).
 FULLTEXT_INDEX = "episode_terms"
@@ -160,10 +163,21 @@ class CypherEpisodeStore(Lifecycle):
         self._dialect = dialect
         self._dimensions = embedding_dimensions
         self._model = embedding_model
+        self._instance: str | None = None
 
     @property
     def embedding_dimensions(self) -> int | None:
         return self._dimensions
+
+    @property
+    def identity(self) -> str | None:
+        """Which graph or database this is, once started: the engine and a random id the
+        store keeps in its settings node (set when first opened), so files derived from
+        one store's episodes are never taken for another's, nor for the same store's
+        after it was recreated. ``None`` before ``start()``."""
+        if self._instance is None:
+            return None
+        return f"{self.kind}:{self._instance}"
 
     @property
     def _location(self) -> str:
@@ -534,7 +548,9 @@ class CypherEpisodeStore(Lifecycle):
         query, their derivatives (one row each, so no list has to be read back as text) in
         another. Rows are turned into entries in a worker thread when there are many
         (reading a vector written as text costs ~80 µs)."""
-        rows = await self._run(f"{select} RETURN {_ENTRY_COLUMNS}", params, read_only=True)
+        rows = await self._run(
+            f"{select} RETURN {_ENTRY_COLUMNS}, {_columns('e')}", params, read_only=True
+        )
         if not rows:
             return []
         parts: list[list[Any]] = []
@@ -574,7 +590,7 @@ class CypherEpisodeStore(Lifecycle):
             revision,
             terms,
             embedding,
-        ) = row
+        ) = row[:_ENTRY_COLUMN_COUNT]
         return IndexEntry(
             id=str(episode_id),
             session_id=str(session_id),
@@ -587,6 +603,7 @@ class CypherEpisodeStore(Lifecycle):
             embedding=None if embedding is None else read(embedding),
             derivatives=tuple(read(vector) for vector, _ in parts),
             derivative_weights=tuple(weight for _, weight in parts),
+            episode=_episode_from_row(row[_ENTRY_COLUMN_COUNT:]),
         )
 
     async def get_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> list[Episode]:
@@ -882,23 +899,27 @@ class CypherEpisodeStore(Lifecycle):
             MERGE (m:MemMachineMeta {key: $key})
             ON CREATE SET m.schema_version = $schema_version, m.created_at = $now
             WITH m
+            SET m.instance = coalesce(m.instance, $instance)
+            WITH m
             SET m.embedding_model = CASE
                 WHEN $dimensions IS NOT NULL AND (m.embedding_dimensions IS NULL
                      OR m.embedding_dimensions = $dimensions)
                 THEN coalesce(m.embedding_model, $model) ELSE m.embedding_model END
             WITH m
             SET m.embedding_dimensions = coalesce(m.embedding_dimensions, $dimensions)
-            RETURN m.embedding_dimensions, m.embedding_model, m.schema_version
+            RETURN m.embedding_dimensions, m.embedding_model, m.schema_version, m.instance
             """,
             {
                 "key": _META_KEY,
+                "instance": uuid.uuid4().hex,
                 "schema_version": _SCHEMA_VERSION,
                 "now": _micros(utc_now()),
                 "dimensions": self._dimensions,
                 "model": self._model,
             },
         )
-        stored_dimensions, stored_model, schema_version = rows[0]
+        stored_dimensions, stored_model, schema_version, instance = rows[0]
+        self._instance = str(instance)
         version = 1 if schema_version is None else int(schema_version)
         if version > _SCHEMA_VERSION:
             raise ConfigurationError(

@@ -36,6 +36,19 @@ count and makes the next search here reload the user's index from the store, so 
 episode is never returned once the delete is acknowledged; a user written to from several
 processes in turn therefore reloads on every other process after each delete (additions
 only cost the small catch-up read).
+
+With ``index_dir`` (and a store that tells its identity), indexes are also kept on disk,
+one file per user (:class:`~memmachine.adapters.indexed.search_index_files.SearchIndexFiles`): a
+user whose index is not in memory (dropped for the budget, after a restart, or loaded by
+another process sharing the directory) is opened from their file in milliseconds, its
+vectors mapped rather than read, and brought up to date as above. A file is written after
+an index is loaded from the store, when an index leaves memory with writes the file lacks,
+and when a user's in-memory rows have grown by a quarter since their file. Building an
+index larger than ``spill_rows`` writes its vectors out as it goes, so even the first load
+of a large user holds little in memory. Files hold derived personal data: a deletion
+through this store removes the user's file at once, a file found out of step with the
+store (deletions made elsewhere) is removed when next opened, and every ``sweep_seconds``
+each file is checked against the store and removed if it holds deleted episodes.
 """
 
 from __future__ import annotations
@@ -47,8 +60,11 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
 from memmachine.errors import MemMachineError
+from memmachine.indexing.index_snapshot import compacted, snapshot_of
 from memmachine.indexing.scope_index import ScopeIndex
 from memmachine.indexing.terms import query_terms
 from memmachine.models import (
@@ -67,13 +83,15 @@ from memmachine.models import (
 from memmachine.ports import EpisodeStore, Lifecycle
 from memmachine.telemetry import SearchIndexStats
 
-__all__ = ["IndexedEpisodeStore"]
+__all__ = ["IndexedEpisodeStore", "SearchPaths"]
 
 logger = logging.getLogger(__name__)
 
 #: Bytes an index needs per episode besides its vectors (postings, ids, columns), for the
 #: budget check before loading; the real size is checked once loaded.
 _BYTES_PER_EPISODE = 200
+#: Rows an index may gain beyond its file before a new file is written, at least.
+_SAVE_AFTER = 1024
 #: After a failed load, wait this long before trying again.
 _RETRY_SECONDS = 30.0
 #: ``adjacent`` / ``neighbours`` reuse a state read this recent (of the same epoch): they
@@ -104,16 +122,39 @@ class _Slot:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     loading: asyncio.Task[None] | None = None
     failed_at: float | None = None
+    #: ``(revision, deletions, rows)`` of the index when the user's file was written from
+    #: it (or it was opened from the file); ``None``: no file reflects it.
+    saved: tuple[int, int, int] | None = None
+    saving: bool = False
+
+
+@dataclass
+class SearchPaths:
+    """How searches were answered since start: from an index in memory, from an index
+    just opened from its file, or by the wrapped store; and how many indexes were loaded
+    from the store and written to files."""
+
+    in_memory: int = 0
+    opened: int = 0
+    by_store: int = 0
+    loaded: int = 0
+    saved: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
 
 
 class IndexedEpisodeStore(Lifecycle):
     """An :class:`~memmachine.ports.EpisodeStore` answering searches from in-process
     per-user indexes (see the module docstring).
 
-    ``memory_budget`` caps the bytes all indexes hold together; ``min_episodes`` leaves
+    ``memory_budget`` caps the bytes all indexes hold together (of an index opened from
+    its file: what every search reads, see
+    :attr:`~memmachine.indexing.scope_index.ScopeIndex.nbytes`); ``min_episodes`` leaves
     smaller users to the wrapped store; users with at most ``load_inline`` episodes are
     loaded by the search that first needs them, larger ones in the background while the
-    wrapped store answers; ``episode_cache`` is how many fetched episodes are kept.
+    wrapped store answers; ``episode_cache`` is how many fetched episodes are kept;
+    ``index_dir`` keeps indexes on disk too (see the module docstring).
     """
 
     def __init__(
@@ -124,6 +165,9 @@ class IndexedEpisodeStore(Lifecycle):
         min_episodes: int = 0,
         load_inline: int = 2_000,
         episode_cache: int = 4_096,
+        index_dir: Path | str | None = None,
+        spill_rows: int = 8_192,
+        sweep_seconds: float = 600.0,
     ) -> None:
         self._inner = inner
         self.name = inner.name
@@ -141,9 +185,17 @@ class IndexedEpisodeStore(Lifecycle):
         self._batches: dict[str, _Batch] = {}
         #: Users left to the store for the budget's sake, with their size then.
         self._too_big: dict[str, int] = {}
-        #: Searches answered from an index, and by the wrapped store, since start.
-        self._in_index = 0
-        self._in_store = 0
+        self._index_dir = None if index_dir is None else Path(index_dir)
+        self._files: SearchIndexFiles | None = None
+        self._spill_rows = max(spill_rows, 1)
+        self._sweep_seconds = sweep_seconds
+        self._sweeper: asyncio.Task[None] | None = None
+        self._saves: set[asyncio.Task[None]] = set()
+        #: Per user: how many deletions this process made (a file written from an index
+        #: read before one of them is removed again).
+        self._forgets: dict[str, int] = {}
+        #: How searches were answered since start (what :meth:`stats` sums up).
+        self.paths = SearchPaths()
 
     @property
     def inner(self) -> EpisodeStore:
@@ -159,14 +211,24 @@ class IndexedEpisodeStore(Lifecycle):
     async def start(self) -> None:
         await self._inner.start()
         self._dimensions = getattr(self._inner, "embedding_dimensions", self._dimensions)
+        identity = getattr(self._inner, "identity", None)
+        if self._index_dir is not None and isinstance(identity, str):
+            self._files = SearchIndexFiles(self._index_dir, identity)
+            if self._sweep_seconds > 0:
+                self._sweeper = asyncio.create_task(self._sweep_forever(self._files))
 
     async def close(self) -> None:
         loads = [slot.loading for slot in self._slots.values() if slot.loading is not None]
+        if self._sweeper is not None:
+            loads.append(self._sweeper)
+            self._sweeper = None
         for task in loads:
             task.cancel()
         for task in loads:
             with contextlib.suppress(asyncio.CancelledError, MemMachineError):
                 await task
+        while self._saves:  # a write under way finishes: no half-written file is left
+            await asyncio.gather(*self._saves, return_exceptions=True)
         self._slots.clear()
         self._episodes.clear()
         await self._inner.close()
@@ -175,8 +237,9 @@ class IndexedEpisodeStore(Lifecycle):
         report = await self._inner.health()
         if report.status != "ok":
             return report
-        users = sum(slot.index is not None for slot in self._slots.values())
-        note = f"search indexes: {users} users, {self.memory_held / 2**20:.0f} MiB"
+        note = f"search indexes: {self.users_in_memory} users, {self.memory_held / 2**20:.0f} MiB"
+        if self._files is not None:
+            note += f" (kept on disk in {self._files.directory})"
         detail = f"{report.detail}; {note}" if report.detail else note
         return report.model_copy(update={"detail": detail})
 
@@ -195,6 +258,7 @@ class IndexedEpisodeStore(Lifecycle):
         finally:
             self._wrote(scope)
         if deleted:
+            self._forget_file(key)
             await self._deleted(scope, lambda index: index.remove([episode_id]))
             self._episodes.pop((key, episode_id), None)
         return deleted
@@ -205,6 +269,7 @@ class IndexedEpisodeStore(Lifecycle):
         finally:
             self._wrote(scope)
         if deleted:
+            self._forget_file(scope.user_key)
             await self._deleted(scope, lambda index: index.remove_scope(scope))
         return deleted
 
@@ -259,7 +324,7 @@ class IndexedEpisodeStore(Lifecycle):
     async def vector_search(
         self, scope: Scope, embedding: Sequence[float], k: int, *, derivatives: bool = True
     ) -> list[tuple[Episode, float]]:
-        index = self._tally(await self._ready(scope) if self._dimensions is not None else None)
+        index = await self._ready(scope) if self._dimensions is not None else None
         if index is None or k <= 0:
             return await self._inner.vector_search(scope, embedding, k, derivatives=derivatives)
         checked_vector(embedding, self._dimensions or 0, "embedding")
@@ -267,7 +332,7 @@ class IndexedEpisodeStore(Lifecycle):
         if mask is None:
             return []
         found = index.vector_top(embedding, k, mask, derivatives=derivatives)
-        return await self._with_episodes(scope, found)
+        return await self._with_episodes(scope, found, index)
 
     async def fulltext_search(
         self, scope: Scope, query: str, k: int
@@ -275,14 +340,14 @@ class IndexedEpisodeStore(Lifecycle):
         terms = query_terms(query)
         if not terms or k <= 0:
             return []
-        index = self._tally(await self._ready(scope))
+        index = await self._ready(scope)
         if index is None:
             return await self._inner.fulltext_search(scope, query, k)
         mask = index.mask(scope)
         if mask is None:
             return []
         found = index.bm25_top(terms, k, mask)
-        return await self._with_episodes(scope, found)
+        return await self._with_episodes(scope, found, index)
 
     async def neighbours(
         self, scope: Scope, episode_id: str, *, before: int, after: int
@@ -290,31 +355,36 @@ class IndexedEpisodeStore(Lifecycle):
         before, after = max(before, 0), max(after, 0)
         if before == 0 and after == 0:
             return []
-        index = self._tally(await self._ready(scope, reuse=True))
+        index = await self._ready(scope, reuse=True)
         if index is None:
             return await self._inner.neighbours(scope, episode_id, before=before, after=after)
         mask = index.mask(scope)
         around = index.neighbours(episode_id, before, after, mask) if mask is not None else None
         if not around:
             return []
-        found = await self._fetch(scope, around)
+        found = await self._fetch(scope, around, index)
         return [found[key] for key in around if key in found]
 
     async def adjacent(self, scope: Scope, episode_ids: Sequence[str]) -> dict[str, list[Episode]]:
         if not episode_ids:
             return {}
-        index = self._tally(await self._ready(scope, reuse=True))
+        index = await self._ready(scope, reuse=True)
         if index is None:
             return await self._inner.adjacent(scope, episode_ids)
         mask = index.mask(scope)
         if mask is None:
             return {}
         around = index.adjacent(episode_ids, mask)
-        found = await self._fetch(scope, [key for keys in around.values() for key in keys])
+        found = await self._fetch(scope, [key for keys in around.values() for key in keys], index)
         return {
             key: [found[other] for other in others if other in found]
             for key, others in around.items()
         }
+
+    @property
+    def users_in_memory(self) -> int:
+        """How many users' indexes are in memory."""
+        return sum(slot.index is not None for slot in self._slots.values())
 
     @property
     def memory_held(self) -> int:
@@ -325,20 +395,12 @@ class IndexedEpisodeStore(Lifecycle):
         """Users and bytes the indexes hold now, the budget, and the searches each path
         answered since start."""
         return SearchIndexStats(
-            users=sum(slot.index is not None for slot in self._slots.values()),
+            users=self.users_in_memory,
             bytes=self.memory_held,
             budget_bytes=self._budget,
-            searches_in_index=self._in_index,
-            searches_in_store=self._in_store,
+            searches_in_index=self.paths.in_memory + self.paths.opened,
+            searches_in_store=self.paths.by_store,
         )
-
-    def _tally(self, index: ScopeIndex | None) -> ScopeIndex | None:
-        """Count a search as answered by ``index``, or by the store when ``None``."""
-        if index is None:
-            self._in_store += 1
-        else:
-            self._in_index += 1
-        return index
 
     async def warm(self, scope: Scope) -> bool:
         """Load (or bring up to date) the index of ``scope``'s user now, whatever its size,
@@ -355,9 +417,13 @@ class IndexedEpisodeStore(Lifecycle):
         slot = self._slots.setdefault(key, _Slot())
         slot.failed_at = None
         index = slot.index
+        if index is None:
+            index = self._open(scope, slot, state)
         if index is None or index.deletions != state.deletions:
             async with slot.lock:
                 slot.index = await self._read_all(scope)
+                slot.saved = None
+                self._persist_soon(key, slot, slot.index)
             self._fit_budget()
         else:
             await self._catch_up(scope, slot, state)
@@ -399,6 +465,20 @@ class IndexedEpisodeStore(Lifecycle):
     async def _ready(self, scope: Scope, *, reuse: bool = False) -> ScopeIndex | None:
         """The user's index, up to date with the store; ``None`` when the wrapped store
         must answer (see the module docstring)."""
+        opened: list[ScopeIndex] = []
+        index = await self._ready_index(scope, reuse=reuse, opened=opened)
+        if not reuse:  # ``adjacent`` / ``neighbours`` follow a search already counted
+            if index is None:
+                self.paths.by_store += 1
+            elif opened:
+                self.paths.opened += 1
+            else:
+                self.paths.in_memory += 1
+        return index
+
+    async def _ready_index(
+        self, scope: Scope, *, reuse: bool, opened: list[ScopeIndex]
+    ) -> ScopeIndex | None:
         key = scope.user_key
         state = await self._state(scope, reuse=reuse)
         slot = self._slots.get(key)
@@ -407,7 +487,7 @@ class IndexedEpisodeStore(Lifecycle):
                 return None
             if state.episodes >= self._too_big.get(key, state.episodes + 1):
                 return None
-            needed = state.episodes * (4 * (self._dimensions or 0) + _BYTES_PER_EPISODE)
+            needed = state.episodes * self._bytes_per_episode()
             if needed > self._budget:
                 self._refuse(key, state.episodes, needed)
                 return None
@@ -420,6 +500,9 @@ class IndexedEpisodeStore(Lifecycle):
         # An index may be used when it reflects at least ``state``: no deletion it has not
         # applied, and additions caught up to the state's revision.
         index = slot.index
+        if index is None:
+            index = self._open(scope, slot, state)
+            opened += [index] if index is not None else []
         if index is None or index.deletions < state.deletions:
             index = await self._load(scope, slot, state)
             if index is None:
@@ -435,6 +518,38 @@ class IndexedEpisodeStore(Lifecycle):
         await self._catch_up(scope, slot, state)
         return index if index.revision >= state.revision else None
 
+    def _bytes_per_episode(self) -> int:
+        """What an index is expected to hold per episode, for the budget check before it
+        is opened or loaded: with files, the int8 codes of its vector and about one
+        sentence vector; without, its float32 vector."""
+        dimensions = self._dimensions or 0
+        if self._files is not None:
+            return 2 * dimensions + _BYTES_PER_EPISODE
+        return 4 * dimensions + _BYTES_PER_EPISODE
+
+    def _open(self, scope: Scope, slot: _Slot, state: IndexState) -> ScopeIndex | None:
+        """The user's index from their file, when it is one the store's ``state`` can be
+        reached from by additions only; a file that is not (deletions made elsewhere, or
+        a store that went back) is removed."""
+        if self._files is None:
+            return None
+        key = scope.user_key
+        index = self._files.open(key)
+        if index is None:
+            return None
+        if (
+            index.deletions != state.deletions
+            or index.revision > state.revision
+            or (index.revision == state.revision and len(index) != state.episodes)
+        ):
+            self._files.remove(key)
+            return None
+        slot.index = index
+        slot.saved = (index.revision, index.deletions, index.rows)
+        self._forget_episodes(key)
+        self._fit_budget()
+        return slot.index
+
     async def _load(self, scope: Scope, slot: _Slot, state: IndexState) -> ScopeIndex | None:
         """Load the user's index from scratch: now when small, else in the background."""
         slot.index = None
@@ -443,6 +558,8 @@ class IndexedEpisodeStore(Lifecycle):
             async with slot.lock:
                 if slot.index is None:
                     slot.index = await self._read_all(scope)
+                    slot.saved = None
+                    self._persist_soon(scope.user_key, slot, slot.index)
             self._fit_budget()
             return slot.index
         slot.loading = asyncio.create_task(self._load_quietly(scope, slot))
@@ -451,8 +568,12 @@ class IndexedEpisodeStore(Lifecycle):
     async def _read_all(self, scope: Scope) -> ScopeIndex:
         state = await self._inner.index_state(scope)
         index = ScopeIndex(self._dimensions)
+        self.paths.loaded += 1
+        files = self._files
         async for entries in self._inner.index_entries(scope):
             index.add(entries)
+            if files is not None and index.tail_rows >= self._spill_rows:
+                await asyncio.to_thread(index.freeze, files.spill)
         index.finish_loading()
         index.revision, index.deletions = state.revision, state.deletions
         return index
@@ -463,6 +584,7 @@ class IndexedEpisodeStore(Lifecycle):
         try:
             async with slot.lock:
                 slot.index = await self._read_all(scope)
+                slot.saved = None
         except MemMachineError as exc:
             slot.failed_at = time.monotonic()
             logger.warning("search index of %s not loaded: %s", key, exc.message)
@@ -471,6 +593,7 @@ class IndexedEpisodeStore(Lifecycle):
             slot.loading = None
         slot.failed_at = None
         index = slot.index
+        self._persist_soon(key, slot, index)
         logger.info(
             "search index of %s loaded: %d episodes, %.0f MiB in %.1f s",
             key,
@@ -491,6 +614,8 @@ class IndexedEpisodeStore(Lifecycle):
             async for entries in self._inner.index_entries(scope, since=index.revision):
                 index.add(entries)
             index.revision = state.revision
+        if self._grown(slot, index, share=4):
+            self._persist_soon(scope.user_key, slot, index)
         self._fit_budget()
 
     async def _catch_up_quietly(self, scope: Scope, slot: _Slot, state: IndexState) -> None:
@@ -521,8 +646,9 @@ class IndexedEpisodeStore(Lifecycle):
             for episode_id in apply(index):
                 self._episodes.pop((key, episode_id), None)
             index.deletions = state.deletions
+            slot.saved = None  # its file was removed: it held what was deleted
             if index.wants_compaction:
-                slot.index = index.compacted()
+                slot.index = compacted(index)
 
     def _fit_budget(self) -> None:
         """Drop the least recently searched indexes until all fit the budget."""
@@ -534,8 +660,7 @@ class IndexedEpisodeStore(Lifecycle):
             if slot.index is None or slot.loading is not None or len(self._slots) == 1:
                 continue
             held -= slot.index.nbytes
-            del self._slots[key]
-            self._forget_episodes(key)
+            self._drop(key, slot)
         if held > self._budget and len(self._slots) == 1:
             ((key, slot),) = self._slots.items()
             if slot.index is not None:
@@ -555,26 +680,165 @@ class IndexedEpisodeStore(Lifecycle):
             )
         self._too_big[key] = episodes
 
+    # ------------------------------------------------------------------ files
+
+    def _grown(self, slot: _Slot, index: ScopeIndex, *, share: int) -> bool:
+        """Whether the user's file lags ``index`` enough to be written again: there is
+        none, it lacks deletions, or the index has gained ``1/share`` of its rows (and at
+        least ``_SAVE_AFTER``) since."""
+        if self._files is None or slot.saving:
+            return False
+        if slot.saved is None:
+            return True
+        _, deletions, rows = slot.saved
+        if index.deletions != deletions:
+            return True
+        return index.rows - rows >= max(_SAVE_AFTER, rows // share)
+
+    def _persist_soon(self, key: str, slot: _Slot, index: ScopeIndex) -> None:
+        """Write ``index`` to the user's file in a worker thread; meanwhile it keeps
+        answering from memory."""
+        if self._files is None or slot.saving:
+            return
+        slot.saving = True
+        task = asyncio.create_task(self._persist(key, slot, index, self._files))
+        self._saves.add(task)
+        task.add_done_callback(self._saves.discard)
+
+    async def _persist(
+        self, key: str, slot: _Slot, index: ScopeIndex, files: SearchIndexFiles
+    ) -> None:
+        state = (index.revision, index.deletions, index.rows)
+        forgets = self._forgets.get(key, 0)
+        try:
+            await asyncio.to_thread(lambda: files.save(key, snapshot_of(index)))
+        except MemMachineError as exc:
+            logger.warning("search index of %s not written to disk: %s", key, exc.message)
+            return
+        finally:
+            slot.saving = False
+        if self._forgets.get(key, 0) != forgets:
+            files.remove(key)  # episodes were deleted meanwhile: the file may hold them
+            return
+        self.paths.saved += 1
+        if self._slots.get(key) is not slot or slot.index is not index:
+            return  # left memory meanwhile: the file is for the next open
+        slot.saved = state
+        if (index.revision, index.deletions, index.rows) == state:
+            # nothing changed while writing: answer from the mapped file, which holds the
+            # vectors outside the process heap (and frees what a large build spilled)
+            opened = files.open(key)
+            if opened is not None and (opened.revision, len(opened)) == (
+                index.revision,
+                len(index),
+            ):
+                slot.index = opened
+                slot.saved = (opened.revision, opened.deletions, opened.rows)
+                self._fit_budget()
+
+    def evict(self, scope: Scope | None = None) -> int:
+        """Drop from memory the index of ``scope``'s user (of every user without one),
+        writing their file first when it lags (see :meth:`settled`); returns how many
+        were dropped. Their next search opens the file, or loads from the store."""
+        keys = [scope.user_key] if scope is not None else list(self._slots)
+        dropped = 0
+        for key in keys:
+            slot = self._slots.get(key)
+            if slot is None or slot.index is None or slot.loading is not None:
+                continue
+            self._drop(key, slot)
+            dropped += 1
+        return dropped
+
+    def _drop(self, key: str, slot: _Slot) -> None:
+        """Take the user's index out of memory, writing their file first when it lags."""
+        if slot.index is not None and self._grown(slot, slot.index, share=10):
+            self._persist_soon(key, slot, slot.index)
+        del self._slots[key]
+        self._forget_episodes(key)
+
+    def index_file(self, scope: Scope) -> Path | None:
+        """Where the index of ``scope``'s user is kept on disk (``None`` without files)."""
+        return None if self._files is None else self._files.path(scope.user_key)
+
+    async def settled(self) -> None:
+        """Wait until the indexes loading in the background are loaded and the index files
+        being written are on disk."""
+        while True:
+            pending = [slot.loading for slot in self._slots.values() if slot.loading is not None]
+            pending += self._saves
+            if not pending:
+                return
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def _forget_file(self, key: str) -> None:
+        """Episodes of the user were deleted: their file may hold them."""
+        self._forgets[key] = self._forgets.get(key, 0) + 1
+        if self._files is not None:
+            self._files.remove(key)
+
+    async def _sweep_forever(self, files: SearchIndexFiles) -> None:
+        """Remove leftovers at start, then every ``sweep_seconds`` the files of users who
+        had episodes deleted elsewhere since their file was written."""
+        await asyncio.to_thread(files.sweep_leftovers)
+        while True:
+            try:
+                await self.sweep()
+            except MemMachineError as exc:
+                logger.warning("search index files not checked: %s", exc.message)
+            await asyncio.sleep(self._sweep_seconds)
+
+    async def sweep(self) -> int:
+        """Check every file against the store now; remove those holding episodes deleted
+        since they were written (or from a store that went back). Returns how many."""
+        files = self._files
+        if files is None:
+            return 0
+        removed = 0
+        for key, meta in await asyncio.to_thread(lambda: list(files.users())):
+            try:
+                tenant, org_id, project_id, user_id = key.split("/")
+                scope = Scope(tenant=tenant, org_id=org_id, project_id=project_id, user_id=user_id)
+            except ValueError:  # not a key this code writes
+                files.remove(key)
+                continue
+            state = await self._inner.index_state(scope)
+            if state.deletions != meta.get("deletions") or state.revision < meta.get("revision", 0):
+                files.remove(key)
+                slot = self._slots.get(key)
+                if slot is not None:
+                    slot.saved = None
+                removed += 1
+        return removed
+
     # ------------------------------------------------------------------ episodes
 
     async def _with_episodes(
-        self, scope: Scope, found: list[tuple[str, float]]
+        self, scope: Scope, found: list[tuple[str, float]], index: ScopeIndex
     ) -> list[tuple[Episode, float]]:
-        episodes = await self._fetch(scope, [key for key, _ in found])
+        episodes = await self._fetch(scope, [key for key, _ in found], index)
         return [(episodes[key], score) for key, score in found if key in episodes]
 
-    async def _fetch(self, scope: Scope, episode_ids: Sequence[str]) -> dict[str, Episode]:
-        """The episodes of these ids (of the scope's user), from the cache or the store."""
+    async def _fetch(
+        self, scope: Scope, episode_ids: Sequence[str], index: ScopeIndex
+    ) -> dict[str, Episode]:
+        """The episodes of these ids (of the scope's user): from the cache, from the
+        copies ``index`` holds, else from the store."""
         key = scope.user_key
+        user = scope.user_scope()
         found: dict[str, Episode] = {}
         missing: list[str] = []
         for episode_id in dict.fromkeys(episode_ids):
             cached = self._episodes.get((key, episode_id))
             if cached is None:
-                missing.append(episode_id)
+                held = index.episode(episode_id, user)
+                if held is None:
+                    missing.append(episode_id)
+                    continue
+                self._episodes[(key, episode_id)] = cached = held
             else:
                 self._episodes.move_to_end((key, episode_id))
-                found[episode_id] = cached
+            found[episode_id] = cached
         if missing:
             fetched = await self._load_episodes(scope, missing)
             for episode_id in missing:
@@ -582,8 +846,8 @@ class IndexedEpisodeStore(Lifecycle):
                 if episode is not None:
                     found[episode_id] = episode
                     self._episodes[(key, episode_id)] = episode
-            while len(self._episodes) > self._cache_size:
-                self._episodes.popitem(last=False)
+        while len(self._episodes) > self._cache_size:
+            self._episodes.popitem(last=False)
         return found
 
     async def _load_episodes(self, scope: Scope, episode_ids: list[str]) -> dict[str, Episode]:

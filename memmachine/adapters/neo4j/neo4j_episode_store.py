@@ -15,22 +15,23 @@ This module adds the connection, the schema and the error mapping.
   ``MemMachineMeta.key`` (so concurrent ``MERGE`` s never duplicate them), range indexes on
   ``Episode.id``, ``user_id`` and ``session_id`` and on ``Session.user_id``, the full-text
   index ``episode_terms`` over
-  ``Episode.search_terms`` (whitespace analyzer: the text is already normalised) and, with
-  vectors, the cosine vector index ``episode_embedding``. Search stays exact within the
-  scope (a scan scored by ``vector.similarity.cosine``); the vector index is there for an
-  approximate fast path on very large scopes.
+  ``Episode.search_terms`` (whitespace analyzer: the text is already normalised). No vector
+  index: search is exact within the scope (a scan scored by ``vector.similarity.cosine``)
+  and large users are searched by the in-process index of
+  :class:`~memmachine.adapters.indexed.indexed_episode_store.IndexedEpisodeStore`, never by an
+  approximate index over every user's episodes, whose upkeep cost 40 % of the CPU of every
+  write (bench/RESULTS.md). A ``episode_embedding`` vector index left by an earlier version
+  is dropped on start.
 * The server sends only warnings the code can act on: notifications below WARNING and
   of the UNRECOGNIZED classification (a property key no node has yet) are switched off,
   so optional properties such as ``agent_id`` do not put a warning in the log per query.
-* Every query is parameterised and runs through ``AsyncDriver.execute_query``: one managed
-  transaction, retried by the driver on transient errors (deadlocks, leader changes) for at
-  most ``max_transaction_retry_time`` seconds. Reads are routed to readers. A batch of
-  episodes is one ``UNWIND`` query, so it is stored entirely or not at all. The driver
-  retries only transactions that did not commit (a failure before ``COMMIT`` was sent rolls
-  the transaction back on the server), so a retried add is a first add; a connection lost
-  during the commit is not retried and is reported as "outcome unknown". Even a replayed
-  add would store nothing twice: it checks its ids first, and the uniqueness constraint
-  on the episode id backs that check.
+* Every query is parameterised. A write runs through ``AsyncDriver.execute_query``: one
+  managed transaction, retried by the driver on transient errors (deadlocks, leader
+  changes) for at most ``max_transaction_retry_time`` seconds. A read (one statement) runs
+  as an auto-commit transaction routed to a reader: one round trip where a managed
+  transaction takes two (half the latency and server CPU of the ledger read every search
+  makes), retried the same way on errors the driver calls retryable. A batch of episodes is
+  one ``UNWIND`` query, so it is stored entirely or not at all.
 * Driver errors never escape: an unreachable server, refused credentials or exhausted
   retries raise ``StoreUnavailableError``; a refused query ``StoreError``; a uniqueness
   violation ``ConflictError`` (see :func:`store_error`).
@@ -38,6 +39,7 @@ This module adds the connection, the schema and the error mapping.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Mapping, Sequence
@@ -148,12 +150,9 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
             dialect.fulltext_index(FULLTEXT_INDEX, "Episode", "search_terms"),
         ]
 
-    def vector_index_statement(self) -> str | None:
-        """The vector index DDL, run once the embedding settings are checked (``None`` for a
-        lexical-only store)."""
-        if self._dimensions is None:
-            return None
-        return self._neo4j.vector_index(_VECTOR_INDEX, "Episode", "embedding", self._dimensions)
+    def obsolete_statements(self) -> list[str]:
+        """DDL ``start()`` runs to drop what earlier versions created and nothing reads."""
+        return [f"DROP INDEX {_VECTOR_INDEX} IF EXISTS"]
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -184,9 +183,8 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
             for statement in self.schema_statements():
                 await self._ddl(statement)
             await self._check_meta()
-            vector_index = self.vector_index_statement()
-            if vector_index is not None:
-                await self._ddl(vector_index)
+            for statement in self.obsolete_statements():
+                await self._ddl(statement)
             await self._run("CALL db.awaitIndexes($seconds)", {"seconds": _INDEX_WAIT_SECONDS})
         except BaseException:
             await self.close()
@@ -247,8 +245,10 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
         *,
         read_only: bool = False,
     ) -> list[list[Any]]:
-        """Run one parameterised query in a managed transaction; the rows of its result."""
+        """Run one parameterised query (see the module docstring); the rows of its result."""
         driver = self._require_driver()
+        if read_only:
+            return await self._read(driver, cypher, params)
         try:
             result = await driver.execute_query(
                 cypher,
@@ -259,6 +259,28 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
             raise store_error(exc) from exc
         return [list(record.values()) for record in result.records]
+
+    async def _read(
+        self, driver: AsyncDriver, cypher: str, params: Mapping[str, object] | None
+    ) -> list[list[Any]]:
+        """One read in an auto-commit transaction, retried on retryable errors for at most
+        ``_RETRY_SECONDS`` (a read is one statement, so retrying it is safe)."""
+        deadline = time.monotonic() + _RETRY_SECONDS
+        delay = 0.05
+        while True:
+            try:
+                async with driver.session(
+                    database=self._database, default_access_mode=READ_ACCESS
+                ) as session:
+                    result = await session.run(cypher, dict(params or {}))
+                    rows: list[list[Any]] = await result.values()
+                    return rows
+            except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
+                retryable = not isinstance(exc, OSError) and exc.is_retryable()
+                if not retryable or time.monotonic() + delay > deadline:
+                    raise store_error(exc) from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     def _require_driver(self) -> AsyncDriver:
         if self._driver is None:

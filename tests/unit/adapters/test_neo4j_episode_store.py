@@ -92,17 +92,14 @@ def test_schema_statements() -> None:
         "ON EACH [n.search_terms] OPTIONS {indexConfig: {`fulltext.analyzer`: 'whitespace', "
         "`fulltext.eventually_consistent`: false}}",
     ]
-    assert store.vector_index_statement() == (
-        "CREATE VECTOR INDEX episode_embedding IF NOT EXISTS FOR (n:Episode) ON (n.embedding) "
-        "OPTIONS {indexConfig: {`vector.dimensions`: 384, "
-        "`vector.similarity_function`: 'cosine'}}"
-    )
+    # nothing reads a vector index: the one earlier versions made is dropped
+    assert store.obsolete_statements() == ["DROP INDEX episode_embedding IF EXISTS"]
 
 
-def test_a_lexical_store_creates_no_vector_index() -> None:
-    store = Neo4jEpisodeStore("neo4j://localhost:7687")
-    assert store.vector_index_statement() is None
-    assert not any("VECTOR" in statement for statement in store.schema_statements())
+def test_no_store_creates_a_vector_index() -> None:
+    for dimensions in (None, 384):
+        store = Neo4jEpisodeStore("neo4j://localhost:7687", embedding_dimensions=dimensions)
+        assert not any("VECTOR" in statement for statement in store.schema_statements())
 
 
 # ---------------------------------------------------------------------- error mapping

@@ -6,6 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memmachine.indexing.index_snapshot import (
+    IndexSnapshot,
+    compacted,
+    index_from_snapshot,
+    snapshot_of,
+)
 from memmachine.indexing.scope_index import ScopeIndex
 from memmachine.models import IndexEntry, Scope
 
@@ -70,7 +76,7 @@ def test_compaction_keeps_the_answers_and_frees_the_rows() -> None:
     dropped = index.remove([f"e{i:06d}" for i in range(3_000) if i % 3] + ["missing"])
     assert len(dropped) == 2_000
     assert index.wants_compaction
-    smaller = index.compacted()
+    smaller = compacted(index)
     assert len(smaller) == len(index) == 1_000
     assert smaller.nbytes < index.nbytes
     mask, small_mask = index.mask(USER), smaller.mask(USER)
@@ -83,3 +89,111 @@ def test_compaction_keeps_the_answers_and_frees_the_rows() -> None:
     assert smaller.adjacent(["e000006"], small_mask) == {"e000006": ["e000045"]}
     assert "e000004" not in smaller
     assert "e000006" in smaller
+
+
+def with_terms(data: list[IndexEntry], seed: int) -> list[IndexEntry]:
+    """The same entries with varied terms, sessions and episodes to carry."""
+    import random
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from memmachine.models import Episode
+
+    rng = random.Random(seed)
+    words = ["cat", "dog", "river", "paint", "hike", "book", "movie", "rain", "beach", "ñandú"]
+    out = []
+    for entry in data:
+        session = f"s{rng.randint(0, 40)}"
+        scope = USER.model_copy(update={"session_id": session, "agent_id": entry.agent_id})
+        episode = Episode(
+            id=entry.id,
+            scope=scope,
+            role="user",
+            producer="ann",
+            content=f"said {entry.id} — ünïcode",
+            timestamp=datetime(2024, 1, 1, tzinfo=UTC),
+            metadata={"n": entry.sequence},
+            sequence=entry.sequence,
+            created_at=datetime(2024, 1, 2, tzinfo=UTC),
+        )
+        out.append(
+            replace(
+                entry,
+                terms=tuple(rng.choice(words) for _ in range(rng.randint(0, 6))),
+                session_id=session,
+                episode=episode,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("quantized_from", [0, 10**9])
+def test_an_index_opened_from_its_snapshot_answers_as_the_one_it_was_taken_from(
+    quantized_from: int,
+) -> None:
+    rng = np.random.default_rng(11)
+    data = with_terms(entries(rng, 3_000), 11)
+    # ids a fixed-width table could mangle: a trailing NUL, a prefix of another, non-ASCII
+    data[5] = replace_id(data[5], "e000005\0")
+    data[6] = replace_id(data[6], "e00000")
+    data[7] = replace_id(data[7], "é")
+    built = ScopeIndex(DIMENSIONS, quantized_from=quantized_from)
+    built.add(data[:2_000])
+    built.remove(["e000010", "e000500"])
+    snapshot = snapshot_of(built)
+    assert snapshot.meta["n"] == 1_998  # deleted rows are not in a snapshot
+    assert b"e000010\xff" not in snapshot.arrays["ids"].tolist()
+    matrices = {name: snapshot.matrix(name) for name, _, _ in IndexSnapshot.MATRICES}
+    for values in (*matrices.values(), *snapshot.arrays.values()):
+        values.setflags(write=False)  # as pages of a read-only mapped file
+    opened = index_from_snapshot(snapshot, matrices)
+    assert opened.frozen_rows == 1_998
+    later = data[2_000:]
+    for index in (built, opened):  # both go on receiving writes and deletions
+        index.add(later)
+        index.remove(["e002100", "e000020"])
+    assert len(opened) == len(built)
+    for present in ("e000005\0", "e00000", "é"):
+        assert present in opened
+    for absent in ("e000005", "e000010"):
+        assert absent not in opened
+    episode = opened.episode("é", USER)
+    assert episode is not None
+    assert (episode.id, episode.content) == ("é", "said e000007 — ünïcode")
+    assert episode == built.episode("é", USER)
+    for scope in (
+        USER,
+        USER.model_copy(update={"agent_id": "bot"}),
+        USER.for_session("s4"),
+        USER.for_session("nowhere"),
+    ):
+        want_mask, got_mask = built.mask(scope), opened.mask(scope)
+        assert (want_mask is None) == (got_mask is None)
+        if want_mask is None or got_mask is None:
+            continue
+        for _ in range(8):
+            query = rng.standard_normal(DIMENSIONS).astype(np.float32)
+            for derivatives in (True, False):
+                want = built.vector_top(query, 30, want_mask, derivatives=derivatives)
+                got = opened.vector_top(query, 30, got_mask, derivatives=derivatives)
+                assert [key for key, _ in got] == [key for key, _ in want]
+                assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
+            terms = ["cat", "river", "ñandú"]
+            assert opened.bm25_top(terms, 20, got_mask) == built.bm25_top(terms, 20, want_mask)
+        ids = [entry.id for entry in data[::37]]
+        assert opened.adjacent(ids, got_mask) == built.adjacent(ids, want_mask)
+        for key in ids[:8]:
+            assert opened.neighbours(key, 3, 2, got_mask) == built.neighbours(key, 3, 2, want_mask)
+    # compacting an opened index gives an ordinary one, with the same answers
+    smaller = compacted(opened)
+    mask = smaller.mask(USER)
+    assert mask is not None
+    query = rng.standard_normal(DIMENSIONS).astype(np.float32)
+    assert smaller.vector_top(query, 25, mask) == built.vector_top(query, 25, built.mask(USER))
+
+
+def replace_id(entry: IndexEntry, new_id: str) -> IndexEntry:
+    from dataclasses import replace
+
+    episode = entry.episode.model_copy(update={"id": new_id}) if entry.episode else None
+    return replace(entry, id=new_id, episode=episode)

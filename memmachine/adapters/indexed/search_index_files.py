@@ -1,0 +1,281 @@
+"""Users' search indexes on disk, opened by mapping them into memory.
+
+:class:`SearchIndexFiles` keeps one file per user: a
+:class:`~memmachine.indexing.index_snapshot.IndexSnapshot` of the user's
+:class:`~memmachine.indexing.scope_index.ScopeIndex` (living rows only). Opening a file maps
+it and builds the index on the mapped pages, so a user of 100k episodes is ready to search in
+milliseconds instead of being read back from the store; the pages a search touches come from
+the operating system's page cache and are given back under memory pressure.
+
+Layout: ``<directory>/<store>/<user>.idx`` (directories and files readable by the process's
+user only), where ``<store>`` names the episode store's
+graph or database by its identity (a random id the store keeps in its settings node, so
+another store, or the same one recreated, never sees these files) and ``<user>`` is a hash of
+``tenant/org/project/user``. A file is an 8-byte magic, the length of a JSON header, the
+header (format, user, store, analyser version, the snapshot's meta, and each array's
+dtype, shape and offset), then the arrays, each aligned to 64 bytes.
+
+A file is written whole to a temporary name, flushed to disk and renamed over the old one,
+so a reader (this process or another sharing the directory) sees either the old snapshot
+or the new one. Every snapshot records the store revision and deletion count it reflects;
+the caller checks them against the store before using it. Files hold derived personal data
+(vectors, stemmed terms, ids): the caller removes a user's file whenever episodes of the
+user are deleted.
+
+Large indexes are built without holding their vectors in memory: :meth:`spill` writes rows
+to a scratch file, maps it and unlinks it at once (the pages stay readable while mapped and
+the space is freed when they are dropped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import mmap
+import os
+import struct
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memmachine.errors import StoreError
+from memmachine.indexing.index_snapshot import IndexSnapshot, index_from_snapshot
+from memmachine.indexing.scope_index import ScopeIndex
+from memmachine.indexing.terms import ANALYSER_VERSION
+
+__all__ = ["SearchIndexFiles"]
+
+logger = logging.getLogger(__name__)
+
+_MAGIC = b"MMSIDX01"
+_FORMAT = 2
+_ALIGN = 64
+_SUFFIX = ".idx"
+
+
+class SearchIndexFiles:
+    """The search index files of one episode store (see the module docstring).
+
+    ``directory`` is the root shared by all stores; ``store`` is the episode store's
+    identity. Methods block (file IO): call them from a worker thread, except :meth:`open`,
+    which only maps a file and copies its small columns (milliseconds).
+    """
+
+    def __init__(self, directory: Path | str, store: str) -> None:
+        digest = hashlib.sha256(store.encode()).hexdigest()[:24]
+        self.store = store
+        self.directory = Path(directory).expanduser() / digest
+
+    def path(self, user_key: str) -> Path:
+        """Where ``user_key``'s index lives."""
+        digest = hashlib.sha256(user_key.encode()).hexdigest()[:32]
+        return self.directory / f"{digest}{_SUFFIX}"
+
+    # ------------------------------------------------------------------ reading
+
+    def open(self, user_key: str) -> ScopeIndex | None:
+        """The user's index mapped from its file; ``None`` when there is none, or it was
+        written for another store, user, analyser or format (such a file is removed)."""
+        path = self.path(user_key)
+        try:
+            mapped = _map(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            logger.warning("search index file %s not readable: %s", path.name, exc)
+            return None
+        try:
+            header, start = _header(mapped)
+            if (
+                header.get("format") != _FORMAT
+                or header.get("user") != user_key
+                or header.get("store") != self.store
+                or header.get("analyser") != ANALYSER_VERSION
+            ):
+                raise ValueError("written for another user, store or version")
+            arrays = {
+                entry["name"]: _view(mapped, start, entry, len(mapped))
+                for entry in header["arrays"]
+            }
+        except (ValueError, KeyError, TypeError, struct.error) as exc:
+            logger.warning("search index file %s unusable (%s): removed", path.name, exc)
+            self.remove(user_key)
+            return None
+        matrices = {name: arrays.pop(name) for name, _, _ in IndexSnapshot.MATRICES}
+        return index_from_snapshot(IndexSnapshot(header["meta"], arrays), matrices)
+
+    def users(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(user key, snapshot meta)`` of every readable file of this store."""
+        if not self.directory.is_dir():
+            return
+        for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
+            try:
+                with path.open("rb") as file:
+                    head = file.read(16)
+                    if len(head) < 16 or head[:8] != _MAGIC:
+                        continue
+                    (length,) = struct.unpack("<Q", head[8:16])
+                    header = json.loads(file.read(length))
+            except (OSError, ValueError):
+                continue
+            if header.get("store") == self.store and isinstance(header.get("user"), str):
+                yield header["user"], header.get("meta", {})
+
+    # ------------------------------------------------------------------ writing
+
+    def save(self, user_key: str, snapshot: IndexSnapshot) -> None:
+        """Write ``snapshot`` as the user's index, atomically. Raises ``StoreError`` when
+        the disk refuses."""
+        meta = snapshot.meta
+        width = int(meta["dimensions"] or 1)
+        entries: list[dict[str, Any]] = []
+        offset = 0
+        for name, values in snapshot.arrays.items():
+            entries.append(_entry(name, values.dtype, values.shape, offset))
+            offset = _aligned(offset + values.nbytes)
+        for name, dtype, rows in IndexSnapshot.MATRICES:
+            shape = (int(meta[rows]), width)
+            entries.append(_entry(name, np.dtype(dtype), shape, offset))
+            offset = _aligned(offset + shape[0] * shape[1] * np.dtype(dtype).itemsize)
+        header = json.dumps(
+            {
+                "format": _FORMAT,
+                "user": user_key,
+                "store": self.store,
+                "analyser": ANALYSER_VERSION,
+                "meta": meta,
+                "arrays": entries,
+            },
+            separators=(",", ":"),
+        ).encode()
+        prefix = _MAGIC + struct.pack("<Q", len(header)) + header
+        start = _aligned(len(prefix))
+        path = self.path(user_key)
+        temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            self._make_directory()
+            with _private(temporary) as file:
+                file.write(prefix)
+                file.write(b"\0" * (start - len(prefix)))
+                for name, values in snapshot.arrays.items():
+                    _write_at(file, start, entries, name, [np.ascontiguousarray(values)])
+                for name, dtype, _ in IndexSnapshot.MATRICES:
+                    blocks = (
+                        block.astype(dtype, copy=False) for block in snapshot.matrices[name]()
+                    )
+                    _write_at(file, start, entries, name, blocks)
+                file.truncate(start + offset)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise StoreError(f"search index file not written: {exc}", "episodic") from exc
+
+    def spill(self, rows: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """``rows`` written to a scratch file and mapped back read-only (the file is
+        unlinked at once; see the module docstring)."""
+        self._make_directory()
+        path = self.directory / f"spill-{uuid.uuid4().hex}.tmp"
+        values = np.ascontiguousarray(rows)
+        try:
+            with _private(path) as file:
+                file.write(values.tobytes())
+            if values.nbytes == 0:
+                return values.copy()
+            mapped = _map(path)
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return np.frombuffer(mapped, dtype=values.dtype).reshape(values.shape)
+
+    def _make_directory(self) -> None:
+        """The store's directory, readable by this user only (files hold personal data)."""
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def remove(self, user_key: str) -> None:
+        """Delete the user's file (if any)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path(user_key).unlink()
+
+    def sweep_leftovers(self) -> int:
+        """Delete temporary files left by writes that never finished (a crash); returns
+        how many."""
+        removed = 0
+        if not self.directory.is_dir():
+            return 0
+        for path in self.directory.glob("*.tmp"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed += 1
+        return removed
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _private(path: Path) -> Any:
+    """``path`` created for writing, readable and writable by this user only."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
+
+
+def _map(path: Path) -> mmap.mmap:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+
+
+def _header(mapped: mmap.mmap) -> tuple[dict[str, Any], int]:
+    if mapped[:8] != _MAGIC:
+        raise ValueError("not a search index file")
+    (length,) = struct.unpack("<Q", mapped[8:16])
+    header = json.loads(mapped[16 : 16 + length])
+    if not isinstance(header, dict):
+        raise ValueError("bad header")
+    return header, _aligned(16 + length)
+
+
+def _view(mapped: mmap.mmap, start: int, entry: dict[str, Any], size: int) -> npt.NDArray[Any]:
+    dtype = np.dtype(entry["dtype"])
+    shape = tuple(int(value) for value in entry["shape"])
+    count = int(np.prod(shape)) if shape else 1
+    offset = start + int(entry["offset"])
+    if offset + count * dtype.itemsize > size:
+        raise ValueError("file shorter than its header says")
+    return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset).reshape(shape)
+
+
+def _entry(name: str, dtype: np.dtype[Any], shape: tuple[int, ...], offset: int) -> dict[str, Any]:
+    return {"name": name, "dtype": dtype.str, "shape": list(shape), "offset": offset}
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // _ALIGN) * _ALIGN
+
+
+def _write_at(
+    file: Any,
+    start: int,
+    entries: list[dict[str, Any]],
+    name: str,
+    blocks: Any,
+) -> None:
+    entry = next(entry for entry in entries if entry["name"] == name)
+    file.seek(start + entry["offset"])
+    written = 0
+    for block in blocks:
+        data = np.ascontiguousarray(block).tobytes()
+        file.write(data)
+        written += len(data)
+    expected = int(np.prod(entry["shape"])) * np.dtype(entry["dtype"]).itemsize
+    if written != expected:
+        raise OSError(f"{name}: wrote {written} bytes, expected {expected}")
