@@ -170,6 +170,7 @@ def _wire(
         job_max_attempts=settings.jobs.max_attempts,
         extraction=settings.extraction,
         memory_types=memory_types,
+        stage_observer=telemetry,
     )
     if telemetry is not None:
         telemetry.instrument_operations(manager)

@@ -23,6 +23,7 @@ from memmachine.models import (
     utc_now,
 )
 from memmachine.ports import Embedder, EpisodeStore, Reranker
+from memmachine.retrieval.explain import StageControl
 from memmachine.retrieval.pipeline import Search, SearchPipeline
 from memmachine.retrieval.stages import default_pipeline
 from memmachine.retrieval.text import Said, episode_search_text, indexed_text
@@ -154,6 +155,15 @@ class EpisodicService:
             if len(batch) < page:
                 return ids
 
+    async def embed_query(self, query: str, stages: StageControl | None = None) -> list[float]:
+        """The query's vector (there must be an embedder), its time recorded in ``stages`` as
+        ``embed_query``; a bad ``stages`` is refused first (see :meth:`search`)."""
+        assert self.embedder is not None
+        stages = stages or StageControl()
+        self.pipeline.check(stages)
+        with stages.timed("embed_query"):
+            return list((await self.embedder.embed([query]))[0])
+
     async def search(
         self,
         scope: Scope,
@@ -163,6 +173,7 @@ class EpisodicService:
         expand_context: int = 0,
         query_vector: Sequence[float] | None = None,
         observer: StageObserver | None = None,
+        stages: StageControl | None = None,
     ) -> list[EpisodeHit]:
         """Hybrid search over the scope's episodes, best first, through the stages of
         :mod:`memmachine.retrieval.stages` (each switched by its setting in
@@ -172,8 +183,13 @@ class EpisodicService:
         every boost and the largest neighbour share; with one, the reranker's score scaled
         over its candidates. ``expand_context`` adds up to that many neighbouring turns
         before and after each hit (``context=True``) on top of the ``top_k`` hits.
-        Each stage runs inside ``observer.stage(name)`` (default: ``stage_observer``)."""
+        Each stage runs inside ``observer.stage(name)`` (default: ``stage_observer``);
+        ``stages`` switches stages off for this search and may record what each did
+        (:class:`~memmachine.retrieval.explain.StageControl`; a name that is not a stage or
+        is essential raises ``InvalidInputError``)."""
         check_query(self._gate.limits, query, top_k)
+        if stages is not None:
+            self.pipeline.check(stages)
         search = Search(
             scope=scope,
             query=query,
@@ -185,7 +201,7 @@ class EpisodicService:
             reranker=self.reranker,
             tuning=self.retrieval,
         )
-        return await self.pipeline.run(search, observer or self.stage_observer)
+        return await self.pipeline.run(search, observer or self.stage_observer, stages)
 
 
 def _episode_ids(ids: Sequence[str] | None, count: int) -> list[str]:
