@@ -252,9 +252,18 @@ class SearchRequest(ScopeFields):
     working_last_n: int = Field(default=20, ge=0, le=1000)
     #: Retrieval stages to skip in this search only (names as in ``explain.stages``; the
     #: candidates, fusion and ranking stages cannot be skipped). Nothing is kept.
-    stages_off: list[StageName] = Field(default_factory=list, max_length=64)
+    stages_off: list[StageName] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Retrieval stages to skip in this search only (names as listed by "
+        "explain; candidates, fusion and ranking cannot be skipped). Nothing is kept.",
+    )
     #: Also return how long each stage took and how the stages found and moved each hit.
-    explain: bool = False
+    explain: bool = Field(
+        default=False,
+        description="Also return each retrieval stage's time (explain.stages) and, on each "
+        "episode, the signals that found it and how each stage moved it (explain).",
+    )
 
 
 # ----------------------------------------------------------------- profile
