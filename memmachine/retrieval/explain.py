@@ -49,12 +49,14 @@ class Standing(Protocol):
 @dataclass(frozen=True)
 class StageRun:
     """One stage of one search: whether it ran (``switched_off``: the request skipped it;
-    neither: it had nothing to do, e.g. its setting is 0) and how long it took."""
+    neither: it had nothing to do, e.g. its setting is 0), how long it took, and whether a
+    request may switch it off (``switchable``)."""
 
     name: str
     ran: bool
     switched_off: bool
     seconds: float
+    switchable: bool = True
 
 
 @dataclass(frozen=True)
@@ -100,13 +102,14 @@ class StageControl:
         self._standing: _Snapshot = {}
         self._traces: dict[str, HitTrace] = {}
 
-    def skipped(self, name: str) -> None:
+    def skipped(self, name: str, *, switchable: bool = True) -> None:
         """The stage ``name`` did not run (switched off when it is in ``off``)."""
         if self.explain:
-            self.runs.append(StageRun(name, ran=False, switched_off=name in self.off, seconds=0))
+            off = name in self.off
+            self.runs.append(StageRun(name, False, off, 0.0, switchable))
 
     @contextmanager
-    def running(self, name: str, search: Standing) -> Iterator[None]:
+    def running(self, name: str, search: Standing, *, switchable: bool = True) -> Iterator[None]:
         """Around the stage ``name`` working on ``search``: times it and records what it
         changed (with ``explain``; else does nothing)."""
         if not self.explain:
@@ -114,7 +117,7 @@ class StageControl:
             return
         started = time.perf_counter()
         yield
-        self.runs.append(StageRun(name, ran=True, switched_off=False, seconds=_since(started)))
+        self.runs.append(StageRun(name, True, False, _since(started), switchable))
         self._compare(name, _snapshot(search))
 
     @contextmanager
@@ -123,7 +126,7 @@ class StageControl:
         started = time.perf_counter()
         yield
         if self.explain:
-            self.runs.append(StageRun(name, ran=True, switched_off=False, seconds=_since(started)))
+            self.runs.append(StageRun(name, True, False, _since(started), switchable=False))
 
     def finish(self, hits: Sequence[EpisodeHit]) -> None:
         """Keep the traces of the hits returned, with the signals that found each."""

@@ -132,10 +132,11 @@ class SearchPipeline:
         ``observer.stage(name)``, and ``control`` may switch stages off and record them."""
         control = control or StageControl()
         for stage in self.stages:
+            switchable = not getattr(stage, "essential", False)
             if stage.name in control.off or not stage.applies(search):
-                control.skipped(stage.name)
+                control.skipped(stage.name, switchable=switchable)
                 continue
-            with control.running(stage.name, search):
+            with control.running(stage.name, search, switchable=switchable):
                 if observer is None:
                     await stage.run(search)
                     continue

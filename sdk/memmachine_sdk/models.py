@@ -378,6 +378,8 @@ class StageRunOut(_Model):
     switched_off: bool
     #: Seconds the stage took in this search (0 when it did not run).
     seconds: float
+    #: Whether ``stages_off`` may name it (not the candidates, fusion and ranking).
+    switchable: bool
 
 
 class HitStepOut(_Model):

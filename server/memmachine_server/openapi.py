@@ -250,7 +250,13 @@ _EXPLAINED_HIT = {
     },
 }
 _EXPLAINED_STAGES = [
-    {"name": name, "ran": ran, "switched_off": off, "seconds": seconds}
+    {
+        "name": name,
+        "ran": ran,
+        "switched_off": off,
+        "seconds": seconds,
+        "switchable": name not in {"embed_query", "candidates", "fusion", "ranking"},
+    }
     for name, ran, off, seconds in [
         ("embed_query", True, False, 0.0061),
         ("candidates", True, False, 0.0048),

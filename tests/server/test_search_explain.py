@@ -111,6 +111,8 @@ def test_explain_times_every_stage_in_order_and_marks_those_that_did_not_run(
     assert not ran["expansion"]  # expand_context is 0
     assert all(stage["seconds"] >= 0 and not stage["switched_off"] for stage in stages)
     assert all(stage["seconds"] == 0 for stage in stages if not stage["ran"])
+    fixed = {stage["name"] for stage in stages if not stage["switchable"]}
+    assert fixed == {"embed_query", "candidates", "fusion", "ranking"}
 
 
 def test_each_hit_names_the_signals_that_found_it_and_the_steps_that_moved_it(
@@ -155,6 +157,7 @@ def test_a_stage_switched_off_changes_that_search_only(api: TestClient) -> None:
         "ran": False,
         "switched_off": True,
         "seconds": 0.0,
+        "switchable": True,
     }
 
     # nothing is kept: the next search without stages_off is the normal one again

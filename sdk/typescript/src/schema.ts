@@ -1633,6 +1633,8 @@ export interface components {
             switched_off: boolean;
             /** Seconds */
             seconds: number;
+            /** Switchable */
+            switchable: boolean;
         };
         /** StoreHealthOut */
         StoreHealthOut: {
@@ -2484,43 +2486,50 @@ export interface operations {
                      *             "name": "embed_query",
                      *             "ran": true,
                      *             "switched_off": false,
-                     *             "seconds": 0.0061
+                     *             "seconds": 0.0061,
+                     *             "switchable": false
                      *           },
                      *           {
                      *             "name": "candidates",
                      *             "ran": true,
                      *             "switched_off": false,
-                     *             "seconds": 0.0048
+                     *             "seconds": 0.0048,
+                     *             "switchable": false
                      *           },
                      *           {
                      *             "name": "fusion",
                      *             "ran": true,
                      *             "switched_off": false,
-                     *             "seconds": 0.0001
+                     *             "seconds": 0.0001,
+                     *             "switchable": false
                      *           },
                      *           {
                      *             "name": "speaker_boost",
                      *             "ran": false,
                      *             "switched_off": true,
-                     *             "seconds": 0
+                     *             "seconds": 0,
+                     *             "switchable": true
                      *           },
                      *           {
                      *             "name": "neighbourhood",
                      *             "ran": true,
                      *             "switched_off": false,
-                     *             "seconds": 0.0011
+                     *             "seconds": 0.0011,
+                     *             "switchable": true
                      *           },
                      *           {
                      *             "name": "ranking",
                      *             "ran": true,
                      *             "switched_off": false,
-                     *             "seconds": 0.0001
+                     *             "seconds": 0.0001,
+                     *             "switchable": false
                      *           },
                      *           {
                      *             "name": "expansion",
                      *             "ran": false,
                      *             "switched_off": false,
-                     *             "seconds": 0
+                     *             "seconds": 0,
+                     *             "switchable": true
                      *           }
                      *         ]
                      *       }
