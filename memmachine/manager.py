@@ -52,6 +52,7 @@ from memmachine.ports import (
     WorkingMemoryStore,
 )
 from memmachine.prompting.tokens import TokenCounters
+from memmachine.retrieval.explain import StageControl
 from memmachine.safety.gate import WriteGate, check_query
 from memmachine.stage_observer import StageObserver
 
@@ -153,19 +154,13 @@ class MemoryManager(ReplaceableParts):
         self._resources = self._parts.resources
         # What one service does alone is that service's method, under its public name.
         episodic, facts = self.episodic_service, self.profile_service
-        self.get_episode = episodic.get
-        self.list_episodes = episodic.page
+        self.get_episode, self.list_episodes = episodic.get, episodic.page
         self.search_episodes = episodic.search
-        self.set_facts = facts.set
-        self.apply_facts = facts.apply
-        self.apply_consolidation = facts.apply_consolidation
-        self.list_facts = facts.current
-        self.get_fact = facts.get
-        self.delete_fact = facts.delete
-        self.invalidate_fact = facts.invalidate
-        self.delete_facts = facts.delete_matching
-        self.fact_history = facts.history
-        self.search_facts = facts.search
+        self.set_facts, self.apply_facts = facts.set, facts.apply
+        self.apply_consolidation, self.search_facts = facts.apply_consolidation, facts.search
+        self.list_facts, self.get_fact = facts.current, facts.get
+        self.delete_fact, self.invalidate_fact = facts.delete, facts.invalidate
+        self.delete_facts, self.fact_history = facts.delete_matching, facts.history
         self.get_working = self.working_service.get
         self.append_working = self.working_service.append
         self.put_working = self.working_service.put
@@ -244,17 +239,24 @@ class MemoryManager(ReplaceableParts):
         types: Iterable[MemoryType] = tuple(MemoryType),
         expand_context: int = 0,
         working_last_n: int = 20,
+        stages: StageControl | None = None,
     ) -> SearchResult:
-        """Search every requested memory type at once with one query embedding."""
+        """Search every requested memory type at once with one query embedding; ``stages``
+        controls the episodic search's stages (see :meth:`EpisodicService.search`)."""
         check_query(self.limits, query, top_k)
         wanted, result = set(types), SearchResult()
         vector = None
         if self.embedder is not None and wanted & {MemoryType.EPISODIC, MemoryType.PROFILE}:
-            vector = (await self.embedder.embed([query]))[0]
+            vector = await self.episodic_service.embed_query(query, stages)
 
         async def episodic() -> None:
             result.episodic = await self.search_episodes(
-                scope, query, top_k=top_k, expand_context=expand_context, query_vector=vector
+                scope,
+                query,
+                top_k=top_k,
+                expand_context=expand_context,
+                query_vector=vector,
+                stages=stages,
             )
 
         async def profile() -> None:

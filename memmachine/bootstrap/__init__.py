@@ -181,6 +181,7 @@ def _wire(
         token_counters=build_token_counters(settings.tokenizer),
         retention=settings.retention,
         clock=clock,
+        stage_observer=telemetry,
     )
     if telemetry is not None:
         telemetry.instrument_operations(manager)

@@ -23,6 +23,7 @@ from memmachine.models import (
     as_utc,
 )
 from memmachine.ports import Clock, Embedder, EpisodeStore, Reranker, SystemClock
+from memmachine.retrieval.explain import StageControl
 from memmachine.retrieval.pipeline import Search, SearchPipeline
 from memmachine.retrieval.stages import default_pipeline
 from memmachine.retrieval.text import Said, episode_search_text, indexed_text
@@ -178,6 +179,15 @@ class EpisodicService:
             if len(batch) < page:
                 return ids
 
+    async def embed_query(self, query: str, stages: StageControl | None = None) -> list[float]:
+        """The query's vector (there must be an embedder), its time recorded in ``stages`` as
+        ``embed_query``; a bad ``stages`` is refused first (see :meth:`search`)."""
+        assert self.embedder is not None
+        stages = stages or StageControl()
+        self.pipeline.check(stages)
+        with stages.timed("embed_query"):
+            return list((await self.embedder.embed([query]))[0])
+
     async def search(
         self,
         scope: Scope,
@@ -187,6 +197,7 @@ class EpisodicService:
         expand_context: int = 0,
         query_vector: Sequence[float] | None = None,
         observer: StageObserver | None = None,
+        stages: StageControl | None = None,
     ) -> list[EpisodeHit]:
         """Hybrid search over the scope's episodes, best first, through the stages of
         :mod:`memmachine.retrieval.stages` (each switched by its setting in
@@ -196,8 +207,13 @@ class EpisodicService:
         every boost and the largest neighbour share; with one, the reranker's score scaled
         over its candidates. ``expand_context`` adds up to that many neighbouring turns
         before and after each hit (``context=True``) on top of the ``top_k`` hits.
-        Each stage runs inside ``observer.stage(name)`` (default: ``stage_observer``)."""
+        Each stage runs inside ``observer.stage(name)`` (default: ``stage_observer``);
+        ``stages`` switches stages off for this search and may record what each did
+        (:class:`~memmachine.retrieval.explain.StageControl`; a name that is not a stage or
+        is essential raises ``InvalidInputError``)."""
         check_query(self._gate.limits, query, top_k)
+        if stages is not None:
+            self.pipeline.check(stages)
         search = Search(
             scope=scope,
             query=query,
@@ -209,7 +225,7 @@ class EpisodicService:
             reranker=self.reranker,
             tuning=self.retrieval,
         )
-        hits = await self.pipeline.run(search, observer or self.stage_observer)
+        hits = await self.pipeline.run(search, observer or self.stage_observer, stages)
         # After the search, not before: an episode that expires while it runs is left out.
         return live_hits(hits, self.clock.now())
 

@@ -12,6 +12,12 @@ that runs does so inside ``observer.stage(name)`` (the composition root passes t
 telemetry, which times each stage into ``memmachine_search_stage_duration_seconds`` and
 traces it as a span). Which signals found a hit is in its ``ranks`` (``vector``,
 ``fulltext``, ``neighbour``, ``rerank``).
+
+A search may also be given a :class:`~memmachine.retrieval.explain.StageControl`: the stages
+it names in ``off`` are skipped for that search alone (:meth:`SearchPipeline.check` refuses
+an unknown or essential name first), and with ``explain`` it records each stage's time and
+how each stage moved each hit. A stage with ``essential = True`` (the candidates, their
+fusion, the ranking) cannot be switched off: there would be no hits without it.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from datetime import datetime
 from typing import Protocol
 
 from memmachine.config import RetrievalSettings
+from memmachine.errors import InvalidInputError
 from memmachine.models import Episode, EpisodeHit, Scope
 from memmachine.ports import Embedder, EpisodeStore, Reranker
+from memmachine.retrieval.explain import StageControl
 from memmachine.stage_observer import StageObserver
 
 __all__ = ["Search", "SearchPipeline", "Stage"]
@@ -73,7 +81,8 @@ class Search:
 
 
 class Stage(Protocol):
-    """One step of a search."""
+    """One step of a search. A stage the search cannot do without also sets
+    ``essential = True`` (read with a default of ``False``): a request cannot switch it off."""
 
     #: Short and stable: traces and metrics are keyed by it.
     name: str
@@ -97,15 +106,41 @@ class SearchPipeline:
         """The stages' names, in the order they run."""
         return [stage.name for stage in self.stages]
 
-    async def run(self, search: Search, observer: StageObserver | None = None) -> list[EpisodeHit]:
+    def switchable(self) -> list[str]:
+        """The names of the stages a request may switch off, in the order they run."""
+        return [stage.name for stage in self.stages if not getattr(stage, "essential", False)]
+
+    def check(self, control: StageControl) -> None:
+        """Refuse (``InvalidInputError``, field ``stages_off``) a stage name in
+        ``control.off`` that is not one of :meth:`switchable`."""
+        allowed = self.switchable()
+        for name in sorted(control.off):
+            if name not in allowed:
+                why = "is essential" if name in self.names() else "is not a stage"
+                raise InvalidInputError(
+                    f"stage {name!r} {why}; stages that can be switched off: " + ", ".join(allowed),
+                    field="stages_off",
+                )
+
+    async def run(
+        self,
+        search: Search,
+        observer: StageObserver | None = None,
+        control: StageControl | None = None,
+    ) -> list[EpisodeHit]:
         """The hits of ``search``, best first; each stage that runs does so inside
-        ``observer.stage(name)``."""
+        ``observer.stage(name)``, and ``control`` may switch stages off and record them."""
+        control = control or StageControl()
         for stage in self.stages:
-            if not stage.applies(search):
+            switchable = not getattr(stage, "essential", False)
+            if stage.name in control.off or not stage.applies(search):
+                control.skipped(stage.name, switchable=switchable)
                 continue
-            if observer is None:
-                await stage.run(search)
-                continue
-            with observer.stage(stage.name):
-                await stage.run(search)
+            with control.running(stage.name, search, switchable=switchable):
+                if observer is None:
+                    await stage.run(search)
+                    continue
+                with observer.stage(stage.name):
+                    await stage.run(search)
+        control.finish(search.hits)
         return search.hits

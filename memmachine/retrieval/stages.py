@@ -71,6 +71,7 @@ class Candidates:
     """Dense and full-text candidates, fetched concurrently (always runs)."""
 
     name = "candidates"
+    essential = True
 
     def applies(self, search: Search) -> bool:
         return True
@@ -106,6 +107,7 @@ class Fusion:
     ``vector_weight``, ``fulltext_weight``)."""
 
     name = "fusion"
+    essential = True
 
     def applies(self, search: Search) -> bool:
         return True
@@ -281,6 +283,7 @@ class Ranking:
     """The best hits, scores scaled into [0, 1] (always runs)."""
 
     name = "ranking"
+    essential = True
 
     def applies(self, search: Search) -> bool:
         return True

@@ -285,9 +285,16 @@ class Client(SyncOperations, _Base):
         top_k: int = 10,
         types: MemoryTypes = None,
         expand_context: int = 0,
+        explain: bool = False,
+        stages_off: Sequence[str] = (),
     ) -> m.SearchResponse:
         """Episodes, profile facts and (with ``session_id``) that session's working memory
-        relevant to ``query``. Retried like any read."""
+        relevant to ``query``. Retried like any read.
+
+        ``stages_off`` skips retrieval stages in this search only (``neighbourhood``,
+        ``speaker_boost``...; ``explain`` lists them all); with ``explain`` the response's
+        ``explain.stages`` has each stage's time, and each episode's ``explain`` the
+        signals that found it and how each stage moved it."""
         call = self._calls.search(
             query,
             user_id=user_id,
@@ -295,6 +302,8 @@ class Client(SyncOperations, _Base):
             top_k=top_k,
             types=types,
             expand_context=expand_context,
+            explain=explain,
+            stages_off=stages_off,
         )
         return self._get(call)
 
@@ -649,6 +658,8 @@ class AsyncClient(AsyncOperations, _Base):
         top_k: int = 10,
         types: MemoryTypes = None,
         expand_context: int = 0,
+        explain: bool = False,
+        stages_off: Sequence[str] = (),
     ) -> m.SearchResponse:
         call = self._calls.search(
             query,
@@ -657,6 +668,8 @@ class AsyncClient(AsyncOperations, _Base):
             top_k=top_k,
             types=types,
             expand_context=expand_context,
+            explain=explain,
+            stages_off=stages_off,
         )
         return await self._get(call)
 

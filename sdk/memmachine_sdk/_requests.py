@@ -128,6 +128,8 @@ class Requests:
         top_k: int,
         types: Sequence[Literal["episodic", "profile", "working"]] | None,
         expand_context: int,
+        explain: bool = False,
+        stages_off: Sequence[str] = (),
         **ids: str | None,
     ) -> Call[m.SearchResponse]:
         request = validate(
@@ -135,6 +137,8 @@ class Requests:
             query=query,
             top_k=top_k,
             expand_context=expand_context,
+            explain=explain,
+            stages_off=list(stages_off),
             **({"types": list(types)} if types else {}),
             **self._scope(user_id=user_id, session_id=session_id, **ids),
         )

@@ -37,6 +37,8 @@ __all__ = [
     "FactOut",
     "ForgetResponse",
     "HealthResponse",
+    "HitExplanation",
+    "HitStepOut",
     "MessageIn",
     "Offset",
     "ProfileResponse",
@@ -45,9 +47,11 @@ __all__ = [
     "PutWorkingRequest",
     "RerankerOut",
     "ScopeFields",
+    "SearchExplanation",
     "SearchRequest",
     "SearchResponse",
     "SetProfileRequest",
+    "StageRunOut",
     "StoreHealthOut",
     "TopK",
     "WorkingMemoryOut",
@@ -60,6 +64,8 @@ ID_PATTERN = r"^[\w.@+\-=#~|]{1,128}$"
 Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Role = Literal["user", "assistant", "system", "tool"]
 MemoryTypeName = Literal["episodic", "profile", "working"]
+#: The name of a retrieval stage (``speaker_boost``, ``neighbourhood``...).
+StageName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 
 #: Deepest nesting of objects and lists accepted inside metadata, state, custom-type input
 #: and tool arguments (a value at the top level of ``metadata`` is at depth 1).
@@ -229,6 +235,8 @@ class EpisodeOut(_Model):
     ranks: dict[str, int] | None = None
     #: True when included as a neighbouring turn of a hit (search with expand_context).
     context: bool = False
+    #: How the search's stages found and moved this hit (search with ``explain`` only).
+    explain: HitExplanation | None = None
 
 
 class EpisodeListResponse(_Model):
@@ -246,6 +254,20 @@ class SearchRequest(ScopeFields):
     expand_context: int = Field(default=0, ge=0, le=10)
     #: How many of the session's newest working-memory messages to include.
     working_last_n: int = Field(default=20, ge=0, le=1000)
+    #: Retrieval stages to skip in this search only (names as in ``explain.stages``; the
+    #: candidates, fusion and ranking stages cannot be skipped). Nothing is kept.
+    stages_off: list[StageName] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Retrieval stages to skip in this search only (names as listed by "
+        "explain; candidates, fusion and ranking cannot be skipped). Nothing is kept.",
+    )
+    #: Also return how long each stage took and how the stages found and moved each hit.
+    explain: bool = Field(
+        default=False,
+        description="Also return each retrieval stage's time (explain.stages) and, on each "
+        "episode, the signals that found it and how each stage moved it (explain).",
+    )
 
 
 # ----------------------------------------------------------------- profile
@@ -354,10 +376,59 @@ class PutWorkingRequest(ScopeFields):
     expected_version: int | None = Field(default=None, ge=0, le=2**63 - 1)
 
 
+class StageRunOut(_Model):
+    """One retrieval stage of one search."""
+
+    name: str
+    #: False when the stage did not run: switched off by the request, or nothing to do.
+    ran: bool
+    #: True when the request's ``stages_off`` named it.
+    switched_off: bool
+    #: Seconds the stage took in this search (0 when it did not run).
+    seconds: float
+    #: Whether ``stages_off`` may name it (not the candidates, fusion and ranking).
+    switchable: bool
+
+
+class HitStepOut(_Model):
+    """What one stage that ran did to a hit: rank (1-based; null when it was not a candidate
+    then) and score before and after it, and the factor it boosted the hit by (null: none).
+    Scores before the ``ranking`` stage are raw fused scores; after it, in [0, 1]."""
+
+    stage: str
+    rank_before: int | None
+    rank_after: int | None
+    score_before: float | None
+    score_after: float | None
+    boost: float | None = None
+
+
+class HitExplanation(_Model):
+    """How one hit was found and moved by the stages of its search."""
+
+    #: The signals that found it: ``dense``, ``lexical``, ``neighbour``, ``expansion``, or
+    #: the rank name of another stage.
+    sources: list[str]
+    #: The stage after which it stood among the candidates for good (one that cut it and
+    #: one that brought it back, e.g. ``expansion``, both show in ``steps``).
+    entered: str
+    #: One step per stage that changed its rank, score or boost, in order.
+    steps: list[HitStepOut]
+
+
+class SearchExplanation(_Model):
+    """The retrieval stages of one episodic search, in order, with their time
+    (``embed_query`` first when the query was embedded for it)."""
+
+    stages: list[StageRunOut]
+
+
 class SearchResponse(_Model):
     episodic: list[EpisodeOut] = Field(default_factory=list)
     profile: list[FactOut] = Field(default_factory=list)
     working: WorkingMemoryOut | None = None
+    #: With ``explain``: each stage of the episodic search and its time.
+    explain: SearchExplanation | None = None
 
 
 # ----------------------------------------------------------------- misc

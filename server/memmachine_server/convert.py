@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from memmachine.models import (
     Episode,
     EpisodeHit,
@@ -15,10 +17,13 @@ from memmachine.models import (
     utc_now,
 )
 from memmachine.pipeline.compaction import CompactionResult
+from memmachine.retrieval.explain import HitTrace, StageControl
 from memmachine_sdk import models as wire
 
 
-def episode_out(episode: Episode, hit: EpisodeHit | None = None) -> wire.EpisodeOut:
+def episode_out(
+    episode: Episode, hit: EpisodeHit | None = None, trace: HitTrace | None = None
+) -> wire.EpisodeOut:
     scope = episode.scope
     return wire.EpisodeOut(
         id=episode.id,
@@ -38,6 +43,14 @@ def episode_out(episode: Episode, hit: EpisodeHit | None = None) -> wire.Episode
         score=None if hit is None else round(hit.score, 6),
         ranks=None if hit is None else hit.ranks,
         context=False if hit is None else hit.context,
+        explain=None if trace is None else wire.HitExplanation.model_validate(asdict(trace)),
+    )
+
+
+def search_explanation(control: StageControl) -> wire.SearchExplanation:
+    """The stages of one explained search, in order, with their time."""
+    return wire.SearchExplanation(
+        stages=[wire.StageRunOut.model_validate(asdict(run)) for run in control.runs]
     )
 
 

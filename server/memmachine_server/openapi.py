@@ -219,8 +219,54 @@ _EPISODE = {
     "score": None,
     "ranks": None,
     "context": False,
+    "explain": None,
 }
 _HIT = {**_EPISODE, "score": 0.92, "ranks": {"dense": 1, "bm25": 1}}
+#: A hit of a search with ``explain``, and the stages of that search.
+_EXPLAINED_HIT = {
+    **_HIT,
+    "ranks": {"vector": 1, "fulltext": 2},
+    "explain": {
+        "sources": ["dense", "lexical"],
+        "entered": "fusion",
+        "steps": [
+            {
+                "stage": "fusion",
+                "rank_before": None,
+                "rank_after": 1,
+                "score_before": None,
+                "score_after": 0.9167,
+                "boost": None,
+            },
+            {
+                "stage": "ranking",
+                "rank_before": 1,
+                "rank_after": 1,
+                "score_before": 0.9167,
+                "score_after": 0.92,
+                "boost": None,
+            },
+        ],
+    },
+}
+_EXPLAINED_STAGES = [
+    {
+        "name": name,
+        "ran": ran,
+        "switched_off": off,
+        "seconds": seconds,
+        "switchable": name not in {"embed_query", "candidates", "fusion", "ranking"},
+    }
+    for name, ran, off, seconds in [
+        ("embed_query", True, False, 0.0061),
+        ("candidates", True, False, 0.0048),
+        ("fusion", True, False, 0.0001),
+        ("speaker_boost", False, True, 0.0),
+        ("neighbourhood", True, False, 0.0011),
+        ("ranking", True, False, 0.0001),
+        ("expansion", False, False, 0.0),
+    ]
+]
 _FACT = {
     "id": "7d1e0c5b9a2f4e68",
     "user_id": "ana",
@@ -387,8 +433,19 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
     ),
     "list_memories": (None, {"episodes": [_EPISODE], "total": 1, "limit": 100, "offset": 0}),
     "search_memories": (
-        {"user_id": "ana", "query": "when does the dog see the vet?", "top_k": 5},
-        {"episodic": [_HIT], "profile": [{**_FACT, "score": 0.41}], "working": None},
+        {
+            "user_id": "ana",
+            "query": "when does the dog see the vet?",
+            "top_k": 5,
+            "stages_off": ["speaker_boost"],
+            "explain": True,
+        },
+        {
+            "episodic": [_EXPLAINED_HIT],
+            "profile": [{**_FACT, "score": 0.41}],
+            "working": None,
+            "explain": {"stages": _EXPLAINED_STAGES},
+        },
     ),
     "get_memory": (None, _EPISODE),
     "delete_memory": (None, None),

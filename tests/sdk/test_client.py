@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from memmachine_sdk import (
@@ -91,3 +93,35 @@ def test_client_errors_are_typed(server_url: str) -> None:
         pytest.raises(MemMachineConnectionError),
     ):
         mm.health()
+
+
+def test_search_explains_and_switches_stages_off_for_one_call(server_url: str) -> None:
+    with MemMachineClient(server_url, api_key="sdk-key", user_id="sdk-explain") as mm:
+        mm.add(
+            ["Ben booked the dentist for Thursday", "Remember to bring the insurance card"],
+            session_id="errands",
+        )
+        explained = mm.search("dentist Thursday", top_k=1, types=["episodic"], explain=True)
+        assert explained.explain is not None
+        names = [stage.name for stage in explained.explain.stages]
+        assert "candidates" in names
+        assert "neighbourhood" in names
+        [hit, *_] = explained.episodic
+        assert hit.content == "Ben booked the dentist for Thursday"
+        assert hit.explain is not None
+        assert "lexical" in hit.explain.sources
+
+        off = mm.search("dentist Thursday", types=["episodic"], stages_off=["neighbourhood"])
+        assert off.explain is None
+        assert all("neighbour" not in (found.ranks or {}) for found in off.episodic)
+        with pytest.raises(BadRequestError) as bad:
+            mm.search("dentist", stages_off=["ranking"])
+        assert bad.value.field == "stages_off"
+
+    async def explained_async() -> None:
+        async with AsyncMemMachineClient(server_url, api_key="sdk-key") as amm:
+            found = await amm.search("dentist", user_id="sdk-explain", explain=True)
+            assert found.explain is not None
+            assert all(hit.explain is not None for hit in found.episodic)
+
+    asyncio.run(explained_async())

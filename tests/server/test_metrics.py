@@ -137,7 +137,13 @@ def test_metrics_after_real_traffic(
 
     searches = metrics["memmachine_search_duration_seconds"]
     assert value(searches, "memmachine_search_duration_seconds_count", operation="search") == 2
-    assert "memmachine_search_stage_duration_seconds" in metrics  # filled once stages report
+    # every stage that ran in the two searches, by name; those off by default are absent
+    stages = metrics["memmachine_search_stage_duration_seconds"]
+    stage_count = "memmachine_search_stage_duration_seconds_count"
+    for stage in ("candidates", "fusion", "neighbourhood", "ranking"):
+        assert value(stages, stage_count, stage=stage, outcome="ok") == 2, stage
+    ran = {sample.labels["stage"] for sample in stages}
+    assert ran.isdisjoint({"recency", "importance", "rerank"})
     operations = metrics["memmachine_memory_operation_duration_seconds"]
     assert (
         value(

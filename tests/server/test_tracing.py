@@ -109,7 +109,11 @@ def test_one_search_is_one_tree_from_the_route_to_each_store_and_model_call(
     assert {"memory.search_episodes", "memory.search_facts", "memory.get_working"} <= set(
         under_search
     )
-    assert "  " * 3 + "episodic.index_state" in lines  # under memory.search_episodes
+    # each retrieval stage is a span under memory.search_episodes, its store calls under it
+    search_episodes = lines.index("    memory.search_episodes")
+    assert lines[search_episodes + 1] == "  " * 3 + "stage.candidates"
+    assert lines[search_episodes + 2] == "  " * 4 + "episodic.index_state"
+    assert {"  " * 3 + "stage.fusion", "  " * 3 + "stage.ranking"} <= set(lines)
     assert "  " * 3 + "profile.search_facts" in lines  # under memory.search_facts
     assert "  " * 3 + "working.get" in lines  # under memory.get_working
     assert len(lines) == len(spans) - sum(

@@ -279,6 +279,51 @@ def test_search_shows_ranked_hits_and_compares_two_settings(
     _shot(page, screenshots, "06-search-compare")
 
 
+def test_search_shows_stage_attributions_and_a_stage_switched_off_changes_the_hits(
+    world: World, open_page: OpenPage, screenshots: Path
+) -> None:
+    page = _signed_in(open_page, world, world.writer, "/search")
+    page.get_by_label("User").fill(USER)
+    page.get_by_label("Query").fill("what dog does Ana have?")
+    settings = page.get_by_role("group", name="Settings A")
+    settings.get_by_label("top_k").fill("3")
+    page.get_by_role("button", name="Search").click()
+    hits = page.locator("table.hits tbody tr")
+    expect(hits).to_have_count(3)
+    expect(hits.first).to_contain_text("beagle")
+    # the best hit was found by both signals and entered at the fusion of their lists
+    expect(hits.first.locator(".source", has_text="dense")).to_be_visible()
+    expect(hits.first.locator(".source", has_text="lexical")).to_be_visible()
+    expect(hits.first).to_contain_text("entered at fusion")
+    expect(hits.first.locator(".steps")).to_contain_text("speaker_boost \u00d71.50")
+    # a walk with the dog is next to a good hit: the neighbourhood stage brought it up
+    park = hits.filter(has_text="We walk in the park")
+    expect(park.locator(".source", has_text="neighbour")).to_be_visible()
+    times = page.locator("table.stage-times")
+    expect(times.get_by_role("row", name=re.compile(r"^candidates yes"))).to_be_visible()
+    expect(times.get_by_role("row", name=re.compile(r"^neighbourhood yes"))).to_be_visible()
+
+    # switch the neighbourhood off for one search: the walk leaves, another hit comes in
+    stages = page.get_by_role("group", name="Stages A")
+    expect(stages.get_by_label("fusion")).to_have_count(0)  # essential: no toggle
+    stages.get_by_label("neighbourhood").uncheck()
+    page.get_by_role("button", name="Search").click()
+    expect(
+        times.get_by_role("row", name=re.compile(r"^neighbourhood switched off"))
+    ).to_be_visible()
+    expect(hits).to_have_count(3)
+    expect(hits.filter(has_text="We walk in the park")).to_have_count(0)
+    expect(hits.filter(has_text="My sister Lina")).to_have_count(1)
+    expect(page.locator("table.hits .source", has_text="neighbour")).to_have_count(0)
+    _shot(page, screenshots, "15-search-stages")
+
+    # nothing was kept: the API's own search still runs every stage
+    with world.api(world.writer) as api:
+        body = {"user_id": USER, "query": "what dog does Ana have?", "top_k": 3}
+        found = api.post("/v1/memories/search", json=body).json()["episodic"]
+    assert any(hit["content"] == "We walk in the park every morning" for hit in found)
+
+
 def test_edit_and_invalidate_a_fact_and_read_its_history(
     world: World, open_page: OpenPage, screenshots: Path
 ) -> None:

@@ -60,6 +60,10 @@ export interface paths {
         /**
          * Search Memories
          * @description Hybrid search over episodes, matching profile facts, and the session's working memory.
+         *
+         *     ``stages_off`` skips retrieval stages in this search only (an unknown or essential stage
+         *     is a 422 naming ``stages_off``); ``explain`` adds each stage's time (``explain.stages``)
+         *     and, on each episode, the signals that found it and how each stage moved it.
          */
         post: operations["search_memories"];
         delete?: never;
@@ -1026,6 +1030,7 @@ export interface components {
              * @default false
              */
             context: boolean;
+            explain: components["schemas"]["HitExplanation"] | null;
         };
         /** ErrorBody */
         ErrorBody: {
@@ -1205,6 +1210,38 @@ export interface components {
             };
             reranker: components["schemas"]["RerankerOut"] | null;
             llm: components["schemas"]["LlmOut"];
+        };
+        /**
+         * HitExplanation
+         * @description How one hit was found and moved by the stages of its search.
+         */
+        HitExplanation: {
+            /** Sources */
+            sources: string[];
+            /** Entered */
+            entered: string;
+            /** Steps */
+            steps: components["schemas"]["HitStepOut"][];
+        };
+        /**
+         * HitStepOut
+         * @description What one stage that ran did to a hit: rank (1-based; null when it was not a candidate
+         *     then) and score before and after it, and the factor it boosted the hit by (null: none).
+         *     Scores before the ``ranking`` stage are raw fused scores; after it, in [0, 1].
+         */
+        HitStepOut: {
+            /** Stage */
+            stage: string;
+            /** Rank Before */
+            rank_before: number | null;
+            /** Rank After */
+            rank_after: number | null;
+            /** Score Before */
+            score_before: number | null;
+            /** Score After */
+            score_after: number | null;
+            /** Boost */
+            boost: number | null;
         };
         /**
          * InvalidateFactRequest
@@ -1613,6 +1650,15 @@ export interface components {
             policies: components["schemas"]["RetentionPolicyIn-Output"][];
             last_sweep: components["schemas"]["RetentionReportOut"] | null;
         };
+        /**
+         * SearchExplanation
+         * @description The retrieval stages of one episodic search, in order, with their time
+         *     (``embed_query`` first when the query was embedded for it).
+         */
+        SearchExplanation: {
+            /** Stages */
+            stages: components["schemas"]["StageRunOut"][];
+        };
         /** SearchRequest */
         SearchRequest: {
             /** User Id */
@@ -1646,6 +1692,17 @@ export interface components {
              * @default 20
              */
             working_last_n?: number;
+            /**
+             * Stages Off
+             * @description Retrieval stages to skip in this search only (names as listed by explain; candidates, fusion and ranking cannot be skipped). Nothing is kept.
+             */
+            stages_off?: string[];
+            /**
+             * Explain
+             * @description Also return each retrieval stage's time (explain.stages) and, on each episode, the signals that found it and how each stage moved it (explain).
+             * @default false
+             */
+            explain?: boolean;
         };
         /** SearchResponse */
         SearchResponse: {
@@ -1654,6 +1711,7 @@ export interface components {
             /** Profile */
             profile: components["schemas"]["FactOut"][];
             working: components["schemas"]["WorkingMemoryOut"] | null;
+            explain: components["schemas"]["SearchExplanation"] | null;
         };
         /** SessionListResponse */
         SessionListResponse: {
@@ -1707,6 +1765,22 @@ export interface components {
             project_id?: string | null;
             /** Facts */
             facts: components["schemas"]["FactIn"][];
+        };
+        /**
+         * StageRunOut
+         * @description One retrieval stage of one search.
+         */
+        StageRunOut: {
+            /** Name */
+            name: string;
+            /** Ran */
+            ran: boolean;
+            /** Switched Off */
+            switched_off: boolean;
+            /** Seconds */
+            seconds: number;
+            /** Switchable */
+            switchable: boolean;
         };
         /** StoreHealthOut */
         StoreHealthOut: {
@@ -2101,7 +2175,8 @@ export interface operations {
                      *           "created_at": "2026-05-04T09:30:01Z",
                      *           "score": null,
                      *           "ranks": null,
-                     *           "context": false
+                     *           "context": false,
+                     *           "explain": null
                      *         }
                      *       ],
                      *       "total": 1,
@@ -2459,7 +2534,11 @@ export interface operations {
                  * @example {
                  *       "user_id": "ana",
                  *       "query": "when does the dog see the vet?",
-                 *       "top_k": 5
+                 *       "top_k": 5,
+                 *       "stages_off": [
+                 *         "speaker_boost"
+                 *       ],
+                 *       "explain": true
                  *     }
                  */
                 "application/json": components["schemas"]["SearchRequest"];
@@ -2494,10 +2573,35 @@ export interface operations {
                      *           "created_at": "2026-05-04T09:30:01Z",
                      *           "score": 0.92,
                      *           "ranks": {
-                     *             "dense": 1,
-                     *             "bm25": 1
+                     *             "vector": 1,
+                     *             "fulltext": 2
                      *           },
-                     *           "context": false
+                     *           "context": false,
+                     *           "explain": {
+                     *             "sources": [
+                     *               "dense",
+                     *               "lexical"
+                     *             ],
+                     *             "entered": "fusion",
+                     *             "steps": [
+                     *               {
+                     *                 "stage": "fusion",
+                     *                 "rank_before": null,
+                     *                 "rank_after": 1,
+                     *                 "score_before": null,
+                     *                 "score_after": 0.9167,
+                     *                 "boost": null
+                     *               },
+                     *               {
+                     *                 "stage": "ranking",
+                     *                 "rank_before": 1,
+                     *                 "rank_after": 1,
+                     *                 "score_before": 0.9167,
+                     *                 "score_after": 0.92,
+                     *                 "boost": null
+                     *               }
+                     *             ]
+                     *           }
                      *         }
                      *       ],
                      *       "profile": [
@@ -2521,7 +2625,60 @@ export interface operations {
                      *           "score": 0.41
                      *         }
                      *       ],
-                     *       "working": null
+                     *       "working": null,
+                     *       "explain": {
+                     *         "stages": [
+                     *           {
+                     *             "name": "embed_query",
+                     *             "ran": true,
+                     *             "switched_off": false,
+                     *             "seconds": 0.0061,
+                     *             "switchable": false
+                     *           },
+                     *           {
+                     *             "name": "candidates",
+                     *             "ran": true,
+                     *             "switched_off": false,
+                     *             "seconds": 0.0048,
+                     *             "switchable": false
+                     *           },
+                     *           {
+                     *             "name": "fusion",
+                     *             "ran": true,
+                     *             "switched_off": false,
+                     *             "seconds": 0.0001,
+                     *             "switchable": false
+                     *           },
+                     *           {
+                     *             "name": "speaker_boost",
+                     *             "ran": false,
+                     *             "switched_off": true,
+                     *             "seconds": 0,
+                     *             "switchable": true
+                     *           },
+                     *           {
+                     *             "name": "neighbourhood",
+                     *             "ran": true,
+                     *             "switched_off": false,
+                     *             "seconds": 0.0011,
+                     *             "switchable": true
+                     *           },
+                     *           {
+                     *             "name": "ranking",
+                     *             "ran": true,
+                     *             "switched_off": false,
+                     *             "seconds": 0.0001,
+                     *             "switchable": false
+                     *           },
+                     *           {
+                     *             "name": "expansion",
+                     *             "ran": false,
+                     *             "switched_off": false,
+                     *             "seconds": 0,
+                     *             "switchable": true
+                     *           }
+                     *         ]
+                     *       }
                      *     }
                      */
                     "application/json": components["schemas"]["SearchResponse"];
@@ -2717,7 +2874,8 @@ export interface operations {
                      *       "created_at": "2026-05-04T09:30:01Z",
                      *       "score": null,
                      *       "ranks": null,
-                     *       "context": false
+                     *       "context": false,
+                     *       "explain": null
                      *     }
                      */
                     "application/json": components["schemas"]["EpisodeOut"];
@@ -9795,7 +9953,8 @@ export interface operations {
                      *         "created_at": "2026-05-04T09:30:01Z",
                      *         "score": null,
                      *         "ranks": null,
-                     *         "context": false
+                     *         "context": false,
+                     *         "explain": null
                      *       },
                      *       "before": [
                      *         {
@@ -9817,7 +9976,8 @@ export interface operations {
                      *           "created_at": "2026-05-04T09:30:01Z",
                      *           "score": null,
                      *           "ranks": null,
-                     *           "context": false
+                     *           "context": false,
+                     *           "explain": null
                      *         }
                      *       ],
                      *       "after": []

@@ -8,8 +8,15 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from memmachine.manager import MemoryManager
 from memmachine.models import MemoryType
+from memmachine.retrieval.explain import StageControl
 from memmachine_sdk import models as wire
-from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
+from memmachine_server.convert import (
+    episode_out,
+    fact_out,
+    new_messages,
+    search_explanation,
+    working_out,
+)
 from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
@@ -72,8 +79,14 @@ async def list_memories(
 async def search_memories(
     body: wire.SearchRequest, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.SearchResponse:
-    """Hybrid search over episodes, matching profile facts, and the session's working memory."""
+    """Hybrid search over episodes, matching profile facts, and the session's working memory.
+
+    ``stages_off`` skips retrieval stages in this search only (an unknown or essential stage
+    is a 422 naming ``stages_off``); ``explain`` adds each stage's time (``explain.stages``)
+    and, on each episode, the signals that found it and how each stage moved it."""
     scope = resolve_scope(request, tenant, body)
+    # Per search only: switched-off stages and the record of what each stage did.
+    stages = StageControl(body.stages_off, explain=body.explain)
     result = await manager.search(
         scope,
         body.query,
@@ -81,11 +94,16 @@ async def search_memories(
         types=[MemoryType(kind) for kind in body.types],
         expand_context=body.expand_context,
         working_last_n=body.working_last_n,
+        stages=stages,
     )
     return wire.SearchResponse(
-        episodic=[episode_out(hit.episode, hit) for hit in result.episodic],
+        episodic=[
+            episode_out(hit.episode, hit, stages.hits.get(hit.episode.id))
+            for hit in result.episodic
+        ],
         profile=[fact_out(hit.fact, hit) for hit in result.profile],
         working=None if result.working is None else working_out(result.working),
+        explain=search_explanation(stages) if body.explain else None,
     )
 
 

@@ -38,6 +38,33 @@ export interface Episode {
   score: number | null;
   ranks: Record<string, number> | null;
   context: boolean;
+  /** How the search's stages found and moved this hit (a search with `explain`). */
+  explain?: HitExplanation | null;
+}
+
+/** What one retrieval stage did to one hit: rank and score before and after, boost. */
+export interface HitStep {
+  stage: string;
+  rank_before: number | null;
+  rank_after: number | null;
+  score_before: number | null;
+  score_after: number | null;
+  boost: number | null;
+}
+
+export interface HitExplanation {
+  sources: string[];
+  entered: string;
+  steps: HitStep[];
+}
+
+/** One retrieval stage of one search: whether it ran, was switched off, its time. */
+export interface StageRun {
+  name: string;
+  ran: boolean;
+  switched_off: boolean;
+  seconds: number;
+  switchable: boolean;
 }
 
 export interface SessionRow {
@@ -133,6 +160,7 @@ export interface SearchResult {
   episodic: Episode[];
   profile: Fact[];
   working: WorkingMemory | null;
+  explain?: { stages: StageRun[] } | null;
 }
 
 export interface PromptResult {

@@ -1,8 +1,10 @@
 // The search playground: the real search, as an agent would run it, with one or two
-// settings side by side and the latency the browser measured.
+// settings side by side, the latency the browser measured and, from the search's own
+// explanation, the time of each retrieval stage and how the stages found and moved each hit.
+// Stages can be switched off for one search (sent as `stages_off`; nothing is kept).
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
-import { api, type Episode, type SearchResult } from "./api";
+import { api, type Episode, type HitStep, type SearchResult, type StageRun } from "./api";
 import { recordLatency } from "./latency";
 import { href } from "./route";
 import { describe, ErrorNote, Time } from "./ui";
@@ -11,9 +13,16 @@ interface Settings {
   top_k: number;
   types: string[];
   expand_context: number;
+  /** Retrieval stages this search skips. */
+  stages_off: string[];
 }
 
-const DEFAULTS: Settings = { top_k: 10, types: ["episodic", "profile", "working"], expand_context: 0 };
+const DEFAULTS: Settings = {
+  top_k: 10,
+  types: ["episodic", "profile", "working"],
+  expand_context: 0,
+  stages_off: [],
+};
 
 interface Outcome {
   result: SearchResult | null;
@@ -21,10 +30,18 @@ interface Outcome {
   ms: number;
 }
 
+/** What a stage did to a hit, in a few characters; null when it only rescaled its score. */
+function stepText(step: HitStep): string | null {
+  if (step.rank_before === null && step.rank_after !== null) return `in at #${step.rank_after}`;
+  if (step.rank_after === null) return "cut";
+  if (step.boost !== null) return `×${step.boost.toFixed(2)}`;
+  if (step.rank_before !== step.rank_after) return `#${step.rank_before} → #${step.rank_after}`;
+  return null;
+}
+
 /**
- * The columns of a hit. A column per retrieval stage (which stages found the hit and what
- * each took) is added here once the search reports them; `signals` shows the per-signal
- * ranks the search already returns.
+ * The columns of a hit: its score, the rank each signal gave it, which signals found it
+ * and at which stage it entered, and what each stage did to it (from `explain`).
  */
 export const HIT_COLUMNS: { header: string; cell: (hit: Episode, rank: number) => ComponentChildren }[] = [
   { header: "#", cell: (_, rank) => rank },
@@ -50,6 +67,36 @@ export const HIT_COLUMNS: { header: string; cell: (hit: Episode, rank: number) =
       ),
   },
   {
+    header: "found by",
+    cell: (hit) =>
+      hit.explain && (
+        <>
+          {hit.explain.sources.map((source) => (
+            <span key={source} class={`source source-${source}`}>
+              {source}
+            </span>
+          ))}
+          <div class="muted">entered at {hit.explain.entered}</div>
+        </>
+      ),
+  },
+  {
+    header: "stages",
+    cell: (hit) =>
+      hit.explain && (
+        <ol class="steps">
+          {hit.explain.steps.map((step, i) => {
+            const text = stepText(step);
+            return text === null ? null : (
+              <li key={i} title={`score ${fmt(step.score_before)} → ${fmt(step.score_after)}`}>
+                <span class="step-stage">{step.stage}</span> {text}
+              </li>
+            );
+          })}
+        </ol>
+      ),
+  },
+  {
     header: "episode",
     cell: (hit) => (
       <>
@@ -70,6 +117,7 @@ export function SearchView({ user: initialUser }: { user: string }) {
   const [a, setA] = useState<Settings>(DEFAULTS);
   const [b, setB] = useState<Settings>({ ...DEFAULTS, top_k: 5, expand_context: 1 });
   const [outcomes, setOutcomes] = useState<Outcome[]>([]);
+  const [stages, setStages] = useState<StageRun[]>([]);
   const [busy, setBusy] = useState(false);
   return (
     <section>
@@ -91,7 +139,7 @@ export function SearchView({ user: initialUser }: { user: string }) {
           for (const settings of runs) {
             const started = performance.now();
             try {
-              const result = await api.search({ ...base, ...settings });
+              const result = await api.search({ ...base, ...settings, explain: true });
               const ms = performance.now() - started;
               recordLatency(ms);
               results.push({ result, error: null, ms });
@@ -100,6 +148,8 @@ export function SearchView({ user: initialUser }: { user: string }) {
             }
           }
           setOutcomes(results);
+          const explained = results.find((outcome) => outcome.result?.explain)?.result?.explain;
+          if (explained) setStages(explained.stages);
           setBusy(false);
         }}
       >
@@ -114,8 +164,8 @@ export function SearchView({ user: initialUser }: { user: string }) {
         </label>
         <fieldset class="settings-row">
           <legend>Settings</legend>
-          <SettingsForm name="A" value={a} onChange={setA} />
-          {compare && <SettingsForm name="B" value={b} onChange={setB} />}
+          <SettingsForm name="A" value={a} onChange={setA} stages={stages} />
+          {compare && <SettingsForm name="B" value={b} onChange={setB} stages={stages} />}
         </fieldset>
         <label>
           <input type="checkbox" checked={compare} onChange={(e) => setCompare(e.currentTarget.checked)} /> Compare two
@@ -134,7 +184,18 @@ export function SearchView({ user: initialUser }: { user: string }) {
   );
 }
 
-function SettingsForm({ name, value, onChange }: { name: string; value: Settings; onChange: (s: Settings) => void }) {
+function SettingsForm({
+  name,
+  value,
+  onChange,
+  stages,
+}: {
+  name: string;
+  value: Settings;
+  onChange: (s: Settings) => void;
+  stages: StageRun[];
+}) {
+  const switchable = stages.filter((stage) => stage.switchable);
   return (
     <fieldset class="settings">
       <legend>Settings {name}</legend>
@@ -175,7 +236,61 @@ function SettingsForm({ name, value, onChange }: { name: string; value: Settings
           {type}
         </label>
       ))}
+      <fieldset class="stage-toggles">
+        <legend>Stages {name}</legend>
+        {switchable.length === 0 && <span class="muted">Run a search to list its stages.</span>}
+        {switchable.map((stage) => (
+          <label key={stage.name}>
+            <input
+              type="checkbox"
+              checked={!value.stages_off.includes(stage.name)}
+              onChange={(e) =>
+                onChange({
+                  ...value,
+                  stages_off: e.currentTarget.checked
+                    ? value.stages_off.filter((off) => off !== stage.name)
+                    : [...value.stages_off, stage.name],
+                })
+              }
+            />{" "}
+            {stage.name}
+          </label>
+        ))}
+      </fieldset>
     </fieldset>
+  );
+}
+
+function fmt(score: number | null): string {
+  return score === null ? "–" : score.toFixed(3);
+}
+
+/** Each stage of one search, whether it ran, and its time as the server measured it. */
+function StageTimes({ stages }: { stages: StageRun[] }) {
+  const slowest = Math.max(...stages.map((stage) => stage.seconds), 1e-9);
+  return (
+    <table class="stage-times">
+      <caption>Stage latency</caption>
+      <thead>
+        <tr>
+          <th scope="col">stage</th>
+          <th scope="col">ran</th>
+          <th scope="col">ms</th>
+        </tr>
+      </thead>
+      <tbody>
+        {stages.map((stage) => (
+          <tr key={stage.name} class={stage.ran ? "" : "idle"}>
+            <th scope="row">{stage.name}</th>
+            <td>{stage.ran ? "yes" : stage.switched_off ? "switched off" : "nothing to do"}</td>
+            <td>
+              <meter min={0} max={slowest} value={stage.seconds} aria-hidden="true" />{" "}
+              {(stage.seconds * 1000).toFixed(2)}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   );
 }
 
@@ -189,6 +304,7 @@ function Results({ name, outcome }: { name: string; outcome: Outcome }) {
       {outcome.error && <ErrorNote message={outcome.error} />}
       {outcome.result && (
         <>
+          {outcome.result.explain && <StageTimes stages={outcome.result.explain.stages} />}
           <table class="hits">
             <caption>{outcome.result.episodic.length} episodes</caption>
             <thead>
