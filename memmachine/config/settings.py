@@ -11,6 +11,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from memmachine.config.attachments import AttachmentSettings
 from memmachine.config.sections import (
     CompactionSettings,
     EmbeddingSettings,
@@ -114,6 +115,7 @@ class Settings(Section):
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
+    attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
 
     #: Custom memory types to serve (:mod:`memmachine.memory_types`), besides those of the
     #: ``memmachine.memory_types`` entry points: ``module:Class`` references, a JSON list or

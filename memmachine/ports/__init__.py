@@ -29,6 +29,13 @@ Common rules for every store:
 
 from __future__ import annotations
 
+from memmachine.ports.blobs import (
+    ATTACHMENT_KEY,
+    AttachmentFetcher,
+    BlobInfo,
+    BlobStore,
+    MediaDescriber,
+)
 from memmachine.ports.inference import (
     ChatMessage,
     Embedder,
@@ -58,7 +65,11 @@ from memmachine.ports.stores import (
 )
 
 __all__ = [
+    "ATTACHMENT_KEY",
     "STATE_NAME_PATTERN",
+    "AttachmentFetcher",
+    "BlobInfo",
+    "BlobStore",
     "ChatMessage",
     "Embedder",
     "EpisodeStore",
@@ -69,6 +80,7 @@ __all__ = [
     "KeyStore",
     "LanguageModel",
     "Lifecycle",
+    "MediaDescriber",
     "ProfileStore",
     "RateLimiter",
     "Reranker",

@@ -185,12 +185,30 @@ class ScopeFields(_Request):
 # ----------------------------------------------------------------- episodic
 
 
+__all__ += ["AttachmentIn"]
+
+
+class AttachmentIn(_Request):
+    """An image, recording or document with a message: exactly one of ``data_uri``
+    (``data:image/png;base64,...``) or ``url`` (fetched only when the server allows it).
+    It is stored, described (``caption``, a plain document's text, or the server's model)
+    and indexed as an episode of its own linked to it (``metadata.attachment``)."""
+
+    data_uri: str | None = None
+    url: str | None = Field(default=None, max_length=4096)
+    #: The MIME type, when ``data_uri`` or the server's answer does not give it.
+    mime: str | None = Field(default=None, max_length=128)
+    name: str | None = Field(default=None, max_length=256)
+    caption: str | None = None
+
+
 class MessageIn(_Request):
     role: Role = "user"
     content: str = Field(min_length=1)
     producer: str | None = Field(default=None, max_length=256)
     timestamp: datetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    attachments: list[AttachmentIn] = Field(default_factory=list)
 
 
 class AddMemoriesRequest(ScopeFields):

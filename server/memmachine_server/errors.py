@@ -23,6 +23,7 @@ from memmachine.errors import (
     PermissionDeniedError,
     RateLimitedError,
     StoreError,
+    UnsupportedMediaTypeError,
     WriteOutcomeUnknownError,
 )
 from memmachine_sdk.models import ErrorBody, ErrorDetail
@@ -31,6 +32,7 @@ log = logging.getLogger("memmachine.server")
 
 _STATUS: list[tuple[type[MemMachineError], int]] = [
     (PayloadTooLargeError, 413),
+    (UnsupportedMediaTypeError, 415),
     (InvalidInputError, 422),
     (AuthenticationError, 401),
     (PermissionDeniedError, 403),

@@ -132,6 +132,14 @@ _ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
             "field": "messages.0.content",
         },
     ),
+    415: (
+        "An attachment of a type the server does not accept.",
+        {
+            "code": "unsupported_media_type",
+            "message": "attachment type 'image/tiff' is not accepted",
+            "field": "messages.0.attachments.0.mime",
+        },
+    ),
     422: (
         "Invalid input; `field` is the dotted path of the first bad field and `errors` "
         "lists every problem found.",
