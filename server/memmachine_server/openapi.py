@@ -383,6 +383,8 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
     ),
     "get_memory": (None, _EPISODE),
     "delete_memory": (None, None),
+    "upload_attachment": (None, {"session_id": "vet-visit", "episode_ids": ["5b2e7c1d9a0f4e6b"]}),
+    "download_attachment": (None, None),
     "set_profile": (
         {
             "user_id": "ana",
