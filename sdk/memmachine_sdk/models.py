@@ -202,6 +202,17 @@ class AttachmentIn(_Request):
     caption: str | None = None
 
 
+class AttachmentDownload(_Model):
+    """The bytes of an attachment (``Client.download_attachment``) and its type and name."""
+
+    content: bytes
+    mime: str
+    name: str | None = None
+
+
+__all__ += ["AttachmentDownload"]
+
+
 class MessageIn(_Request):
     role: Role = "user"
     content: str = Field(min_length=1)
