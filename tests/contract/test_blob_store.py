@@ -44,7 +44,8 @@ async def test_put_returns_the_content_address_and_read_gives_the_bytes_back(
     assert info.size == len(DATA)
     assert await read_all(store, ANA, info.sha256) == DATA
     chunks = [chunk async for chunk in store.read(ANA, info.sha256, chunk_size=1000)]
-    assert all(len(chunk) <= 1000 for chunk in chunks) and b"".join(chunks) == DATA
+    assert all(len(chunk) <= 1000 for chunk in chunks)
+    assert b"".join(chunks) == DATA
 
 
 async def test_a_blob_is_the_users_whatever_session_or_agent_asks(store: BlobStore) -> None:
@@ -115,4 +116,6 @@ def test_file_blobs_leave_no_temporary_file_and_no_id_in_a_path(tmp_path: Path) 
     names = [path.name for path in (tmp_path / "b").rglob("*")]
     assert not any(name.startswith(".tmp") for name in names)
     assert not any(".." in name for name in names)
-    assert all(path.resolve().is_relative_to(tmp_path / "b") for path in (tmp_path / "b").rglob("*"))
+    assert all(
+        path.resolve().is_relative_to(tmp_path / "b") for path in (tmp_path / "b").rglob("*")
+    )

@@ -70,18 +70,23 @@ def test_an_image_with_a_caption_is_found_by_text_and_forgotten_with_its_blob(
     text_id, image_id = response.json()["episode_ids"]
 
     hits = search(api, "ana", "canoe trip at Tahoe")
-    assert hits and hits[0]["id"] == image_id
+    assert hits
+    assert hits[0]["id"] == image_id
     link = hits[0]["metadata"]["attachment"]
-    assert link["mime"] == "image/png" and link["size"] == len(PNG)
+    assert link["mime"] == "image/png"
+    assert link["size"] == len(PNG)
     assert link["sha256"] == hashlib.sha256(PNG).hexdigest()
-    assert link["name"] == "lake.png" and link["described_by"] == "caption" and link["id"]
+    assert link["name"] == "lake.png"
+    assert link["described_by"] == "caption"
+    assert link["id"]
     assert api.get(f"/v1/memories/{text_id}", params={"user_id": "ana"}).json()["content"] == (
         "look at this!"
     )
 
     download = api.get(f"/v1/memories/{image_id}/attachment", params={"user_id": "ana"})
     assert download.status_code == 200
-    assert download.content == PNG and download.headers["content-type"] == "image/png"
+    assert download.content == PNG
+    assert download.headers["content-type"] == "image/png"
     assert len(blob_files(data_dir)) == 1
 
     assert api.delete(f"/v1/memories/{image_id}", params={"user_id": "ana"}).status_code == 204
@@ -170,7 +175,8 @@ def test_a_bad_attachment_is_refused_naming_it_and_stores_nothing(
     assert response.json()["error"]["field"] == expected
     assert "Traceback" not in response.text
     listed = api.get("/v1/memories", params={"user_id": "gus"}).json()
-    assert listed["total"] == 0 and blob_files(data_dir) == []
+    assert listed["total"] == 0
+    assert blob_files(data_dir) == []
 
 
 def test_an_upload_over_the_limit_is_a_413_naming_the_file(
@@ -207,7 +213,8 @@ def test_without_a_caption_the_vision_model_describes_the_image(
     assert asked.model == "seeing-model"
     assert asked.images == [data_uri(PNG)]
     hit = search(api, "ida", "dog with a frisbee at the beach")[0]
-    assert hit["id"] == image_id and hit["metadata"]["attachment"]["described_by"] == "model"
+    assert hit["id"] == image_id
+    assert hit["metadata"]["attachment"]["described_by"] == "model"
 
 
 def test_audio_is_transcribed_by_the_transcription_model(
@@ -229,7 +236,8 @@ def test_audio_is_transcribed_by_the_transcription_model(
     assert response.status_code == 201, response.text
     sent = llm_server.completions[0]
     assert sent.path.endswith("/audio/transcriptions")
-    assert sent.body["model"] == "hearing-model" and sent.upload == WAV
+    assert sent.body["model"] == "hearing-model"
+    assert sent.upload == WAV
     assert search(api, "jo", "passport renewal")[0]["id"] == response.json()["episode_ids"][0]
 
 
