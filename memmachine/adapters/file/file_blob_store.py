@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import re
 import shutil
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+from memmachine.adapters.file.file_common import write_atomically
 from memmachine.errors import NotFoundError, StoreError
 from memmachine.models import Scope
 from memmachine.ports import BlobInfo, Lifecycle
@@ -120,16 +119,7 @@ async def _in_thread(function: Callable[_P, _R], *args: _P.args, **kwargs: _P.kw
 def _write(path: Path, data: bytes, holder: Path) -> None:
     holder.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file():
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomically(path, data)
     holder.touch()
 
 
