@@ -4,7 +4,8 @@ Every adapter of a port passes the shared contract suite in ``tests/contract/``.
 in each port's docstring are what that suite checks; an adapter that needs to deviate must
 change the contract first. Stores live in :mod:`~memmachine.ports.stores`, the job queue in
 :mod:`~memmachine.ports.jobs`, record state in :mod:`~memmachine.ports.state` and models
-(embedders, rerankers, language models) in :mod:`~memmachine.ports.inference`.
+(embedders, rerankers, language models) in :mod:`~memmachine.ports.inference`, attachments
+(blobs, the model that describes them, the URL fetcher) in :mod:`~memmachine.ports.blobs`.
 
 Common rules for every store:
 
