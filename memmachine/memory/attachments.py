@@ -15,7 +15,7 @@ import binascii
 import hashlib
 import mimetypes
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -49,6 +49,12 @@ class AttachmentInput:
     mime: str | None = None
     name: str | None = None
     caption: str | None = None
+    #: The caller's names for ``data``, ``data_uri``, ``url``, ``mime`` and ``caption`` in
+    #: errors (an upload's ``file``); by default ``messages.<i>.attachments.<j>.<part>``.
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+    def field_of(self, where: str, part: str) -> str:
+        return self.fields.get(part, f"{where}.{part}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +167,13 @@ class AttachmentService:
         mime = attachment.mime
         if attachment.data is not None:
             data = attachment.data
-            source = f"{where}.data"
+            source = attachment.field_of(where, "data")
         elif attachment.data_uri is not None:
-            source = f"{where}.data_uri"
+            source = attachment.field_of(where, "data_uri")
             data, uri_mime = _decode_data_uri(attachment.data_uri, limit, source)
             mime = mime or uri_mime
         else:
-            source = f"{where}.url"
+            source = attachment.field_of(where, "url")
             if self.fetcher is None or not self.settings.fetch_urls:
                 raise InvalidInputError(
                     "fetching attachments by URL is off (MEMMACHINE_ATTACHMENTS_FETCH_URLS)",
@@ -189,7 +195,7 @@ class AttachmentService:
             raise UnsupportedMediaTypeError(
                 f"attachment type {kind or 'unknown'!r} is not accepted; accepted: "
                 f"{', '.join(self.settings.allowed_types)}",
-                field=f"{where}.mime",
+                field=attachment.field_of(where, "mime"),
             )
         return data, kind
 
@@ -203,7 +209,7 @@ class AttachmentService:
             if len(caption) > limit:
                 raise PayloadTooLargeError(
                     f"the caption has {len(caption)} characters; the limit is {limit}",
-                    field=f"{where}.caption",
+                    field=attachment.field_of(where, "caption"),
                 )
             return caption, "caption"
         if mime.startswith("text/"):
@@ -215,7 +221,7 @@ class AttachmentService:
             return text[:limit], "model"
         raise InvalidInputError(
             f"no configured model describes {mime}: give the attachment a caption",
-            field=f"{where}.caption",
+            field=attachment.field_of(where, "caption"),
         )
 
 

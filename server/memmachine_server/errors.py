@@ -144,6 +144,18 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
                 errors=[{"field": "body", "message": "not valid JSON in UTF-8"}],
             ),
         )
+    if exc.status_code == 400 and request.headers.get("content-type", "").startswith("multipart/"):
+        # a multipart body that does not parse (an upload): bad input naming the body
+        message = f"not valid multipart: {exc.detail}"
+        return error_response(
+            422,
+            ErrorDetail(
+                code="invalid_input",
+                message=f"body: {message}",
+                field="body",
+                errors=[{"field": "body", "message": message}],
+            ),
+        )
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
         exc.status_code, "http_error"
     )

@@ -306,3 +306,27 @@ def test_a_url_is_fetched_only_when_allowed_and_from_allowed_hosts(
     elsewhere = {**cat, "url": image_host.replace("127.0.0.1", "localhost") + "/cat.png"}
     refused = add(api, "lu", {"content": "x", "attachments": [elsewhere]})
     assert refused.status_code == 422
+
+
+def test_a_broken_upload_is_a_422_naming_what_is_wrong(api: TestClient, data_dir: Path) -> None:
+    where = {"user_id": "max", "session_id": "s1"}
+    broken = api.post(
+        "/v1/memories/attachments",
+        params=where,
+        content=b"not multipart at all",
+        headers={"content-type": "multipart/form-data; boundary=xyz"},
+    )
+    assert broken.status_code == 422
+    assert broken.json()["error"]["field"] == "body"
+    nul = api.post(
+        "/v1/memories/attachments",
+        params=where,
+        files={"file": ("a.txt", b"hi", "text/plain")},
+        data={"caption": "a\x00b"},
+    )
+    assert nul.status_code == 422
+    assert nul.json()["error"]["field"] == "caption"
+    empty = api.post("/v1/memories/attachments", params=where, files={"file": ("a.txt", b"")})
+    assert empty.status_code == 422
+    assert empty.json()["error"]["field"] == "file"
+    assert files_under(data_dir / "blobs") == []

@@ -82,9 +82,9 @@ async def upload_attachment(
     manager: Manager,
     attachments: Attachments,
     file: Annotated[UploadFile, File(description="The image, recording or document.")],
-    caption: Annotated[str | None, Form()] = None,
+    caption: Annotated[str | None, Form(), wire.Checked] = None,
     role: Annotated[wire.Role, Form()] = "user",
-    producer: Annotated[str | None, Form(max_length=256)] = None,
+    producer: Annotated[str | None, Form(max_length=256), wire.Checked] = None,
     working: Annotated[bool, Form()] = True,
 ) -> wire.AddMemoriesResponse:
     """Upload an attachment (multipart): it is stored, described (``caption``, a plain
@@ -98,7 +98,8 @@ async def upload_attachment(
     if not mime or mime == "application/octet-stream":
         mime = mimetypes.guess_type(file.filename or "", strict=False)[0] or mime
     message = NewMessage(role=role, content="", producer=producer)
-    given = AttachmentInput(data=data, mime=mime, name=file.filename, caption=caption)
+    names = {"data": "file", "mime": "file", "caption": "caption"}
+    given = AttachmentInput(data=data, mime=mime, name=file.filename, caption=caption, fields=names)
 
     async def store(planned: list[NewMessage], ids: list[str]) -> list[Episode]:
         return await manager.add_messages(scope, planned, working=working, ids=ids)
