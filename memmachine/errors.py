@@ -6,7 +6,8 @@ CLI) map a small, closed set of types to responses and never see a driver's trac
 
     MemMachineError
     ├── InvalidInputError          bad input; ``field`` names it          (HTTP 422)
-    │   └── PayloadTooLargeError   a message or batch over the limits     (HTTP 413)
+    │   ├── PayloadTooLargeError   a message or batch over the limits     (HTTP 413)
+    │   └── UnsupportedMediaTypeError  an attachment type not allowed     (HTTP 415)
     ├── AuthenticationError        missing or unknown API key             (HTTP 401)
     ├── NotFoundError              the thing does not exist in this scope (HTTP 404)
     ├── ConflictError              a stale version or a clash             (HTTP 409)
@@ -40,6 +41,7 @@ __all__ = [
     "StateSchemaError",
     "StoreError",
     "StoreUnavailableError",
+    "UnsupportedMediaTypeError",
     "WriteOutcomeUnknownError",
 ]
 
@@ -68,6 +70,12 @@ class PayloadTooLargeError(InvalidInputError):
     """A message, fact or batch is larger than the configured limit."""
 
     code = "payload_too_large"
+
+
+class UnsupportedMediaTypeError(InvalidInputError):
+    """An attachment whose type the configured allow-list does not accept."""
+
+    code = "unsupported_media_type"
 
 
 class AuthenticationError(MemMachineError):

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+from memmachine.bootstrap.attachments import attach_blob_store, build_attachments
 from memmachine.bootstrap.observability import (
     StoreParts,
     build_rate_limiter,
@@ -58,6 +59,8 @@ __all__ = [
     "FALKORDB_SCHEMES",
     "NEO4J_SCHEMES",
     "REDIS_SCHEMES",
+    "attach_blob_store",
+    "build_attachments",
     "build_key_store",
     "build_language_model",
     "build_manager",
@@ -183,6 +186,7 @@ def _wire(
         clock=clock,
         stage_observer=telemetry,
     )
+    attach_blob_store(settings, manager)
     if telemetry is not None:
         telemetry.instrument_operations(manager)
     return manager

@@ -27,6 +27,7 @@ and URL handling in :mod:`~memmachine.config.urls`.
 
 from __future__ import annotations
 
+from memmachine.config.attachments import AttachmentSettings
 from memmachine.config.retention import RetentionPolicy, RetentionSettings
 from memmachine.config.sections import (
     DEFAULT_EMBEDDING_MODEL,
@@ -62,6 +63,7 @@ __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
     "DEFAULT_OPENAI_EMBEDDING_MODEL",
     "LLM_OFF_REASON",
+    "AttachmentSettings",
     "CompactionSettings",
     "Credentials",
     "EmbeddingSettings",

@@ -11,6 +11,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from memmachine.config.attachments import AttachmentSettings
 from memmachine.config.retention import RetentionSettings
 from memmachine.config.sections import (
     CompactionSettings,
@@ -118,6 +119,7 @@ class Settings(Section):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     tokenizer: TokenizerSettings = Field(default_factory=TokenizerSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
 
     #: Custom memory types to serve (:mod:`memmachine.memory_types`), besides those of the
     #: ``memmachine.memory_types`` entry points: ``module:Class`` references, a JSON list or

@@ -22,7 +22,15 @@ from memmachine.models import (
     Scope,
     as_utc,
 )
-from memmachine.ports import Clock, Embedder, EpisodeStore, Reranker, SystemClock
+from memmachine.ports import (
+    ATTACHMENT_KEY,
+    BlobStore,
+    Clock,
+    Embedder,
+    EpisodeStore,
+    Reranker,
+    SystemClock,
+)
 from memmachine.retrieval.explain import StageControl
 from memmachine.retrieval.pipeline import Search, SearchPipeline
 from memmachine.retrieval.stages import default_pipeline
@@ -39,7 +47,12 @@ class EpisodicService:
     ``embedder``, ``reranker``, ``retrieval`` and ``store`` may be replaced at any time; the
     next call uses them (benchmarks and tests search one data set through several stores).
     An expired episode (:mod:`memmachine.memory.expiry`) is never returned, by ``clock``'s
-    time, whether or not the retention sweep has removed it yet."""
+    time, whether or not the retention sweep has removed it yet. With ``blobs`` set,
+    deleting or forgetting episodes also releases the blobs of their attachments
+    (:mod:`memmachine.memory.attachments`)."""
+
+    #: Where attachment blobs are kept (``None``: no attachments).
+    blobs: BlobStore | None = None
 
     def __init__(
         self,
@@ -157,8 +170,14 @@ class EpisodicService:
 
     async def delete(self, scope: Scope, episode_id: str) -> None:
         """Delete one of the user's episodes (``NotFoundError`` when there is none)."""
-        if not await self._store.delete_episode(scope.user_scope(), episode_id):
+        user = scope.user_scope()
+        episode = (
+            await self._store.get_episode(user, episode_id) if self.blobs is not None else None
+        )
+        if not await self._store.delete_episode(user, episode_id):
             raise NotFoundError(f"episode {episode_id!r} not found")
+        if episode is not None:
+            await self._release([episode])
 
     async def remove(self, scope: Scope, episodes: Sequence[Episode]) -> None:
         """Take back episodes this service just stored (a multi-store write that failed)."""
@@ -166,8 +185,33 @@ class EpisodicService:
             await self._store.delete_episode(scope, episode.id)
 
     async def forget(self, scope: Scope) -> int:
-        """Delete every episode in ``scope``; how many there were."""
-        return await self._store.delete_episodes(scope)
+        """Delete every episode in ``scope``; how many there were. The blobs of their
+        attachments go too (all of the user's when ``scope`` is the whole user)."""
+        whole_user = scope == scope.user_scope()
+        attached = [] if self.blobs is None or whole_user else await self._attached(scope)
+        deleted = await self._store.delete_episodes(scope)
+        if self.blobs is not None and whole_user:
+            await self.blobs.forget(scope)
+        await self._release(attached)
+        return deleted
+
+    async def _attached(self, scope: Scope) -> list[Episode]:
+        """The episodes in ``scope`` that hold an attachment."""
+        found: list[Episode] = []
+        offset, page = 0, 1_000
+        while True:
+            batch = await self._store.list_episodes(scope, limit=page, offset=offset)
+            found.extend(episode for episode in batch if ATTACHMENT_KEY in episode.metadata)
+            offset += len(batch)
+            if len(batch) < page:
+                return found
+
+    async def _release(self, episodes: Sequence[Episode]) -> None:
+        """Release the blobs the episodes hold."""
+        for episode in episodes:
+            link = episode.metadata.get(ATTACHMENT_KEY)
+            if self.blobs is not None and isinstance(link, dict):
+                await self.blobs.release(episode.scope, str(link.get("sha256")), episode.id)
 
     async def ids(self, scope: Scope) -> list[str]:
         """The ids of every episode in ``scope``."""

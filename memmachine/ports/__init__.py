@@ -4,7 +4,8 @@ Every adapter of a port passes the shared contract suite in ``tests/contract/``.
 in each port's docstring are what that suite checks; an adapter that needs to deviate must
 change the contract first. Stores live in :mod:`~memmachine.ports.stores`, the job queue in
 :mod:`~memmachine.ports.jobs`, record state in :mod:`~memmachine.ports.state` and models
-(embedders, rerankers, language models) in :mod:`~memmachine.ports.inference`.
+(embedders, rerankers, language models) in :mod:`~memmachine.ports.inference`, attachments
+(blobs, the model that describes them, the URL fetcher) in :mod:`~memmachine.ports.blobs`.
 
 Common rules for every store:
 
@@ -29,6 +30,13 @@ Common rules for every store:
 
 from __future__ import annotations
 
+from memmachine.ports.blobs import (
+    ATTACHMENT_KEY,
+    AttachmentFetcher,
+    BlobInfo,
+    BlobStore,
+    MediaDescriber,
+)
 from memmachine.ports.clock import Clock, SystemClock
 from memmachine.ports.inference import (
     ChatMessage,
@@ -60,7 +68,11 @@ from memmachine.ports.stores import (
 )
 
 __all__ = [
+    "ATTACHMENT_KEY",
     "STATE_NAME_PATTERN",
+    "AttachmentFetcher",
+    "BlobInfo",
+    "BlobStore",
     "ChatMessage",
     "Clock",
     "Embedder",
@@ -72,6 +84,7 @@ __all__ = [
     "KeyStore",
     "LanguageModel",
     "Lifecycle",
+    "MediaDescriber",
     "ProfileStore",
     "RateLimiter",
     "Reranker",

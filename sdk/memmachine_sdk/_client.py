@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
+from urllib.parse import unquote
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -88,6 +89,8 @@ class _Base:
             "params": call.params,
             "headers": self._headers,
         }
+        if call.files is not None:
+            args.update(json=None, files=call.files, data=call.form)
         if call.idempotency_key is not None:
             args["headers"] = {**self._headers, "Idempotency-Key": call.idempotency_key}
         if self._timeout is not None:
@@ -107,6 +110,14 @@ class _Base:
     def _parse(call: Call[T], response: httpx.Response) -> T | None:
         if call.response is None or response.status_code == 204:
             return None
+        if call.raw:
+            return call.response.model_validate(
+                {
+                    "content": response.content,
+                    "mime": response.headers.get("content-type", "application/octet-stream"),
+                    "name": _download_name(response.headers.get("content-disposition", "")),
+                }
+            )
         try:
             return call.response.model_validate(response.json())
         except (ValueError, ValidationError) as exc:
@@ -333,6 +344,37 @@ class Client(SyncOperations, _Base):
     def delete_episode(self, episode_id: str, *, user_id: str | None = None) -> None:
         """Delete one episode (``NotFoundError`` when it does not exist, e.g. already deleted)."""
         self._send(self._calls.delete_episode(episode_id, user_id=user_id))
+
+    def upload_attachment(
+        self,
+        data: bytes,
+        *,
+        filename: str,
+        mime: str | None = None,
+        caption: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        working: bool = True,
+    ) -> m.AddMemoriesResponse:
+        """Upload an image, recording or document to a session: the server stores it,
+        describes it (``caption``, a plain document's text or its model) and indexes the
+        description as an episode. Inline data URIs go through :meth:`add` instead."""
+        call = self._calls.upload_attachment(
+            data,
+            filename=filename,
+            mime=mime,
+            caption=caption,
+            user_id=user_id,
+            session_id=session_id,
+            working=working,
+        )
+        return self._get(call)
+
+    def download_attachment(
+        self, episode_id: str, *, user_id: str | None = None
+    ) -> m.AttachmentDownload:
+        """The bytes of the attachment an episode describes (``NotFoundError`` if none)."""
+        return self._get(self._calls.download_attachment(episode_id, user_id=user_id))
 
     def set_profile(
         self,
@@ -697,6 +739,33 @@ class AsyncClient(AsyncOperations, _Base):
     async def delete_episode(self, episode_id: str, *, user_id: str | None = None) -> None:
         await self._send(self._calls.delete_episode(episode_id, user_id=user_id))
 
+    async def upload_attachment(
+        self,
+        data: bytes,
+        *,
+        filename: str,
+        mime: str | None = None,
+        caption: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        working: bool = True,
+    ) -> m.AddMemoriesResponse:
+        call = self._calls.upload_attachment(
+            data,
+            filename=filename,
+            mime=mime,
+            caption=caption,
+            user_id=user_id,
+            session_id=session_id,
+            working=working,
+        )
+        return await self._get(call)
+
+    async def download_attachment(
+        self, episode_id: str, *, user_id: str | None = None
+    ) -> m.AttachmentDownload:
+        return await self._get(self._calls.download_attachment(episode_id, user_id=user_id))
+
     async def set_profile(
         self,
         facts: Sequence[FactLike],
@@ -885,3 +954,9 @@ class AsyncClient(AsyncOperations, _Base):
 #: The names the client had before ``Client`` / ``AsyncClient``; same classes.
 MemMachineClient = Client
 AsyncMemMachineClient = AsyncClient
+
+
+def _download_name(disposition: str) -> str | None:
+    """The file name of a ``Content-Disposition: attachment; filename*=UTF-8''...`` header."""
+    _, found, encoded = disposition.partition("filename*=UTF-8''")
+    return unquote(encoded.split(";")[0]) if found and encoded else None

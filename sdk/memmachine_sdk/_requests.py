@@ -41,6 +41,11 @@ class Call(Generic[T]):
     params: dict[str, Any] = field(default_factory=dict)
     idempotent: bool | None = None
     idempotency_key: str | None = None
+    #: A multipart body (``name: (filename, bytes, type)``) with ``form`` fields, for uploads.
+    files: dict[str, Any] | None = None
+    form: dict[str, Any] | None = None
+    #: The response is bytes (``AttachmentDownload``), not JSON.
+    raw: bool = False
 
     def __post_init__(self) -> None:
         if self.idempotent is None:
@@ -170,6 +175,36 @@ class Requests:
     def delete_episode(self, episode_id: str, *, user_id: str | None) -> Call[BaseModel]:
         params = self._scope(user_id=user_id)
         return Call("DELETE", f"/v1/memories/{_seg(episode_id)}", None, params=params)
+
+    def upload_attachment(
+        self,
+        data: bytes,
+        *,
+        filename: str,
+        mime: str | None,
+        caption: str | None,
+        user_id: str | None,
+        session_id: str | None,
+        working: bool,
+    ) -> Call[m.AddMemoriesResponse]:
+        params = self._scope(user_id=user_id, session_id=session_id)
+        form = _params(caption=caption, working=str(working).lower())
+        files = {"file": (filename, data, mime or "application/octet-stream")}
+        return Call(
+            "POST",
+            "/v1/memories/attachments",
+            m.AddMemoriesResponse,
+            params=params,
+            files=files,
+            form=form,
+        )
+
+    def download_attachment(
+        self, episode_id: str, *, user_id: str | None
+    ) -> Call[m.AttachmentDownload]:
+        path = f"/v1/memories/{_seg(episode_id)}/attachment"
+        params = self._scope(user_id=user_id)
+        return Call("GET", path, m.AttachmentDownload, params=params, raw=True)
 
     def set_profile(
         self, facts: Sequence[FactLike], *, user_id: str | None, session_id: str | None

@@ -191,6 +191,34 @@ class ScopeFields(_Request):
 # ----------------------------------------------------------------- episodic
 
 
+__all__ += ["AttachmentIn"]
+
+
+class AttachmentIn(_Request):
+    """An image, recording or document with a message: exactly one of ``data_uri``
+    (``data:image/png;base64,...``) or ``url`` (fetched only when the server allows it).
+    It is stored, described (``caption``, a plain document's text, or the server's model)
+    and indexed as an episode of its own linked to it (``metadata.attachment``)."""
+
+    data_uri: str | None = None
+    url: str | None = Field(default=None, max_length=4096)
+    #: The MIME type, when ``data_uri`` or the server's answer does not give it.
+    mime: str | None = Field(default=None, max_length=128)
+    name: str | None = Field(default=None, max_length=256)
+    caption: str | None = None
+
+
+class AttachmentDownload(_Model):
+    """The bytes of an attachment (``Client.download_attachment``) and its type and name."""
+
+    content: bytes
+    mime: str
+    name: str | None = None
+
+
+__all__ += ["AttachmentDownload"]
+
+
 class MessageIn(_Request):
     role: Role = "user"
     content: str = Field(min_length=1)
@@ -201,6 +229,7 @@ class MessageIn(_Request):
     #: every store; or give ``ttl_seconds`` instead.
     expires_at: datetime | None = None
     ttl_seconds: int | None = Field(default=None, gt=0)
+    attachments: list[AttachmentIn] = Field(default_factory=list)
 
 
 class AddMemoriesRequest(ScopeFields):

@@ -15,6 +15,7 @@ from fastapi.responses import Response
 from starlette.routing import Route
 
 from memmachine.bootstrap import (
+    build_attachments,
     build_key_store,
     build_manager,
     build_rate_limiter,
@@ -26,6 +27,7 @@ from memmachine.errors import NotFoundError
 from memmachine.jobs import Worker
 from memmachine.jobs.handlers import handlers_for
 from memmachine.manager import MemoryManager
+from memmachine.memory.attachments import AttachmentService
 from memmachine.telemetry import Telemetry
 from memmachine_sdk import models as wire
 from memmachine_server.convert import health_out
@@ -38,6 +40,7 @@ from memmachine_server.observability import RequestObserver, metrics_access
 from memmachine_server.openapi import errors, openapi_document, operation_id
 from memmachine_server.routes import (
     admin,
+    attachments,
     custom,
     inspect,
     jobs,
@@ -96,6 +99,7 @@ def create_app(
             manager = await manager_factory(settings, telemetry=observed)
             await start_manager(manager, settings)
         keyring: Keyring | None = None
+        attachment_service: AttachmentService | None = None
         try:
             report = await manager.health()
             if report.mode == "lexical-only":
@@ -107,12 +111,14 @@ def create_app(
                 settings, build_key_store(settings), limiter=build_rate_limiter(settings)
             )
             await keyring.start()  # logs loudly when requests without a key are served
+            attachment_service = build_attachments(settings, manager)
             app.state.memmachine = AppState(
                 settings=settings,
                 manager=manager,
                 api_keys=keys,
                 keyring=keyring,
                 telemetry=observed,
+                attachments=attachment_service,
             )
             async with (
                 _in_process_worker(settings, manager, observed),
@@ -122,6 +128,8 @@ def create_app(
         finally:
             if keyring is not None:
                 await keyring.close()
+            if attachment_service is not None:
+                await attachment_service.close()
             await manager.close()
             if owns_telemetry:
                 observed.close()
@@ -164,6 +172,7 @@ def create_app(
         body, content_type = await state.telemetry.metrics.render()
         return Response(body, media_type=content_type)
 
+    app.include_router(attachments.router)
     app.include_router(memories.router)
     app.include_router(profile.router)
     app.include_router(sessions.router)

@@ -23,6 +23,7 @@ from memmachine.errors import (
     PermissionDeniedError,
     RateLimitedError,
     StoreError,
+    UnsupportedMediaTypeError,
     WriteOutcomeUnknownError,
 )
 from memmachine_sdk.models import ErrorBody, ErrorDetail
@@ -31,6 +32,7 @@ log = logging.getLogger("memmachine.server")
 
 _STATUS: list[tuple[type[MemMachineError], int]] = [
     (PayloadTooLargeError, 413),
+    (UnsupportedMediaTypeError, 415),
     (InvalidInputError, 422),
     (AuthenticationError, 401),
     (PermissionDeniedError, 403),
@@ -140,6 +142,18 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
                 message="body: not valid JSON in UTF-8",
                 field="body",
                 errors=[{"field": "body", "message": "not valid JSON in UTF-8"}],
+            ),
+        )
+    if exc.status_code == 400 and request.headers.get("content-type", "").startswith("multipart/"):
+        # a multipart body that does not parse (an upload): bad input naming the body
+        message = f"not valid multipart: {exc.detail}"
+        return error_response(
+            422,
+            ErrorDetail(
+                code="invalid_input",
+                message=f"body: {message}",
+                field="body",
+                errors=[{"field": "body", "message": message}],
             ),
         )
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(

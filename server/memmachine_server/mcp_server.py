@@ -427,6 +427,12 @@ class _MemoryTools:
         with _tool_errors():
             if (content is None) == (messages is None):
                 raise InvalidInputError("give exactly one of content or messages", "content")
+            for index, message in enumerate(messages or []):
+                if message.attachments:  # never dropped unseen: REST takes them
+                    raise InvalidInputError(
+                        "attachments are taken by the REST API (POST /v1/memories), not MCP",
+                        f"messages.{index}.attachments",
+                    )
             batch = (
                 messages
                 if messages is not None

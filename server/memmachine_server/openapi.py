@@ -132,6 +132,14 @@ _ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
             "field": "messages.0.content",
         },
     ),
+    415: (
+        "An attachment of a type the server does not accept.",
+        {
+            "code": "unsupported_media_type",
+            "message": "attachment type 'image/tiff' is not accepted",
+            "field": "messages.0.attachments.0.mime",
+        },
+    ),
     422: (
         "Invalid input; `field` is the dotted path of the first bad field and `errors` "
         "lists every problem found.",
@@ -449,6 +457,8 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
     ),
     "get_memory": (None, _EPISODE),
     "delete_memory": (None, None),
+    "upload_attachment": (None, {"session_id": "vet-visit", "episode_ids": ["5b2e7c1d9a0f4e6b"]}),
+    "download_attachment": (None, None),
     "set_profile": (
         {
             "user_id": "ana",

@@ -8,6 +8,7 @@ from fastapi import Request
 
 from memmachine.config import Settings
 from memmachine.manager import MemoryManager
+from memmachine.memory.attachments import AttachmentService
 from memmachine.telemetry import Telemetry
 from memmachine_server.keyring import Keyring
 
@@ -22,6 +23,8 @@ class AppState:
     keyring: Keyring | None = None
     #: The app's metrics and tracer (``None`` in an app state built without them).
     telemetry: Telemetry | None = None
+    #: Takes attachments in and hands their bytes back.
+    attachments: AttachmentService | None = None
 
 
 def app_state(request: Request) -> AppState:

@@ -41,6 +41,13 @@ Options
     ``response_format`` (as some servers do) without consuming a script item.
     ``api_key="..."`` answers 401 to requests without ``Authorization: Bearer <api_key>``.
 
+Vision and transcription
+    A user message whose ``content`` is a list of parts (text and ``image_url``) is a vision
+    request: :attr:`ChatRequest.last_user_content` joins its text parts and
+    :attr:`ChatRequest.images` lists its image URLs. ``POST /v1/audio/transcriptions``
+    (multipart) takes the next script item as the transcript and answers ``{"text": ...}``;
+    :attr:`ChatRequest.upload` holds the uploaded file's bytes and ``body`` the form fields.
+
 Recording
     ``server.requests`` lists every :class:`ChatRequest` (path, headers, JSON body), including
     rejected ones, in arrival order; ``server.completions`` only those answered with 200.
@@ -54,6 +61,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from email.parser import BytesParser
+from email.policy import default
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
@@ -61,6 +70,7 @@ from typing import Any, Self
 __all__ = ["ChatRequest", "Reply", "ScriptItem", "ScriptedChatServer"]
 
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+TRANSCRIPTION_PATHS = frozenset({"/v1/audio/transcriptions", "/audio/transcriptions"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +80,8 @@ class ChatRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    #: The uploaded file of a multipart (transcription) request.
+    upload: bytes | None = None
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -92,7 +104,25 @@ class ChatRequest:
     @property
     def last_user_content(self) -> str:
         users = [m for m in self.messages if m.get("role") == "user"]
-        return str(users[-1].get("content", "")) if users else ""
+        if not users:
+            return ""
+        content = users[-1].get("content", "")
+        if isinstance(content, list):
+            return "\n".join(
+                str(part.get("text", "")) for part in content if part.get("type") == "text"
+            )
+        return str(content)
+
+    @property
+    def images(self) -> list[str]:
+        """The image URLs (``data:`` URLs included) of every user message's content parts."""
+        return [
+            str(part.get("image_url", {}).get("url", ""))
+            for message in self.messages
+            if message.get("role") == "user" and isinstance(message.get("content"), list)
+            for part in message["content"]
+            if part.get("type") == "image_url"
+        ]
 
     @property
     def authorization(self) -> str:
@@ -202,6 +232,13 @@ class ScriptedChatServer:
     # -- HTTP ------------------------------------------------------------------------------
 
     def _answer(self, request: ChatRequest) -> tuple[int, dict[str, str], dict[str, Any]]:
+        if request.path in TRANSCRIPTION_PATHS:
+            reply = self._next(request)
+            if reply.status != 200:
+                return reply.status, {"retry-after-ms": "1"}, _error("scripted failure", "x")
+            with self._lock:
+                self.completions.append(request)
+            return 200, {}, {"text": reply.content or ""}
         if request.path not in CHAT_PATHS:
             return 404, {}, _error(f"no route {request.path}", "not_found")
         if self.api_key is not None and request.authorization != f"Bearer {self.api_key}":
@@ -236,6 +273,19 @@ class ScriptedChatServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
+                kind = self.headers.get("Content-Type", "")
+                if kind.startswith("multipart/form-data"):
+                    fields, upload = _multipart(kind, raw)
+                    request = ChatRequest(
+                        path=self.path.split("?")[0],
+                        headers=dict(self.headers.items()),
+                        body=fields,
+                        upload=upload,
+                    )
+                    with server._lock:
+                        server.requests.append(request)
+                    self._send(*server._answer(request))
+                    return
                 try:
                     body = json.loads(raw) if raw else {}
                 except ValueError:
@@ -264,6 +314,21 @@ class ScriptedChatServer:
                 pass
 
         return Handler
+
+
+def _multipart(kind: str, raw: bytes) -> tuple[dict[str, Any], bytes | None]:
+    """The text fields and the file of a multipart/form-data body."""
+    message = BytesParser(policy=default).parsebytes(f"Content-Type: {kind}\r\n\r\n".encode() + raw)
+    fields: dict[str, Any] = {}
+    upload: bytes | None = None
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True) or b""
+        if part.get_filename() is not None:
+            upload = payload
+        elif isinstance(name, str):
+            fields[name] = payload.decode("utf-8", errors="replace")
+    return fields, upload
 
 
 def _error(message: str, kind: str, param: str | None = None) -> dict[str, Any]:

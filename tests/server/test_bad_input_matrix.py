@@ -376,6 +376,12 @@ MCP_CASES: list[tuple[str, str, dict[str, Any], str]] = [
         {"messages": [{"content": "x", "metadata": {NUL: 1}}]},
         "metadata",
     ),
+    (
+        "add-attachment-over-mcp",
+        "add_memory",
+        {"messages": [{"content": "x", "attachments": [{"data_uri": "data:,x", "caption": "c"}]}]},
+        "attachments",
+    ),
     ("search-query-nul", "search_memory", {"query": NUL}, "query"),
     ("search-top-k-2-63", "search_memory", {"query": "q", "top_k": HUGE}, "top_k"),
     ("state-nul", "set_state", {"state": {"k": NUL}}, "state"),

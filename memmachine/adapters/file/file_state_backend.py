@@ -23,12 +23,12 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memmachine.adapters.file.file_common import write_atomically
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError
 from memmachine.models import Scope
@@ -177,15 +177,6 @@ def _digest(parts: Any) -> str:
 
 def _write_atomically(directory: Path, path: Path, text: str) -> None:
     try:
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                file.write(text)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomically(directory / path.name, text.encode("utf-8"))
     except OSError as exc:
         raise StoreError(f"a state file cannot be written: {exc.strerror}", _STORE) from exc

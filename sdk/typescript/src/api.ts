@@ -60,6 +60,8 @@ export const ROUTES: { readonly [K in OperationId]: RouteOf<K> } = {
   search_memories: ["POST", "/v1/memories/search"],
   get_memory: ["GET", "/v1/memories/{episode_id}"],
   delete_memory: ["DELETE", "/v1/memories/{episode_id}"],
+  upload_attachment: ["POST", "/v1/memories/attachments"],
+  download_attachment: ["GET", "/v1/memories/{episode_id}/attachment"],
   get_profile: ["GET", "/v1/profile"],
   set_profile: ["POST", "/v1/profile"],
   delete_facts: ["DELETE", "/v1/profile"],

@@ -24,6 +24,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memories/attachments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload Attachment
+         * @description Upload an attachment (multipart): it is stored, described (``caption``, a plain
+         *     document's text or the configured model) and indexed as an episode of the session.
+         */
+        post: operations["upload_attachment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memories/{episode_id}/attachment": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download Attachment
+         * @description The bytes of the attachment an episode describes (404 when it has none).
+         */
+        get: operations["download_attachment"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memories": {
         parameters: {
             query?: never;
@@ -827,6 +868,48 @@ export interface components {
             messages: components["schemas"]["WorkingMessageIn"][];
         };
         /**
+         * AttachmentIn
+         * @description An image, recording or document with a message: exactly one of ``data_uri``
+         *     (``data:image/png;base64,...``) or ``url`` (fetched only when the server allows it).
+         *     It is stored, described (``caption``, a plain document's text, or the server's model)
+         *     and indexed as an episode of its own linked to it (``metadata.attachment``).
+         */
+        AttachmentIn: {
+            /** Data Uri */
+            data_uri?: string | null;
+            /** Url */
+            url?: string | null;
+            /** Mime */
+            mime?: string | null;
+            /** Name */
+            name?: string | null;
+            /** Caption */
+            caption?: string | null;
+        };
+        /** Body_upload_attachment */
+        Body_upload_attachment: {
+            /**
+             * File
+             * @description The image, recording or document.
+             */
+            file: string;
+            /** Caption */
+            caption?: string | null;
+            /**
+             * Role
+             * @default user
+             * @enum {string}
+             */
+            role?: "user" | "assistant" | "system" | "tool";
+            /** Producer */
+            producer?: string | null;
+            /**
+             * Working
+             * @default true
+             */
+            working?: boolean;
+        };
+        /**
          * CompactResponse
          * @description ``job`` when the compaction was queued; ``result`` when it ran inline (``wait``).
          */
@@ -1484,6 +1567,8 @@ export interface components {
             expires_at?: string | null;
             /** Ttl Seconds */
             ttl_seconds?: number | null;
+            /** Attachments */
+            attachments?: components["schemas"]["AttachmentIn"][];
         };
         /**
          * ProfileHistoryResponse
@@ -2109,6 +2194,379 @@ export interface operations {
             };
         };
     };
+    upload_attachment: {
+        parameters: {
+            query?: {
+                /** @description The user whose memory this is (required: in the body, the query or X-User-ID). Used when the body has none. */
+                user_id?: string | null;
+                /** @description The session (conversation). Used when the body has none. */
+                session_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `user_id` when neither the body nor the query string has it. */
+                "X-User-ID"?: string | null;
+                /** @description `session_id` when neither the body nor the query string has it. */
+                "X-Session-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": components["schemas"]["Body_upload_attachment"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "session_id": "vet-visit",
+                     *       "episode_ids": [
+                     *         "5b2e7c1d9a0f4e6b"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AddMemoriesResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body, a message, the state or the batch is over the server's limits. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "message 0 has 40000 characters; the limit is 32000",
+                     *         "field": "messages.0.content"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description An attachment of a type the server does not accept. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unsupported_media_type",
+                     *         "message": "attachment type 'image/tiff' is not accepted",
+                     *         "field": "messages.0.attachments.0.mime"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    download_attachment: {
+        parameters: {
+            query?: {
+                /** @description The user whose memory this is (required: in the body, the query or X-User-ID). Used when the body has none. */
+                user_id?: string | null;
+                /** @description The session (conversation). Used when the body has none. */
+                session_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `user_id` when neither the body nor the query string has it. */
+                "X-User-ID"?: string | null;
+                /** @description `session_id` when neither the body nor the query string has it. */
+                "X-Session-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                episode_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The bytes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing with this id in the caller's scope (another user's is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "episode 'e-0b7c2a' not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_memories: {
         parameters: {
             query?: {
@@ -2416,6 +2874,24 @@ export interface operations {
                      *         "code": "payload_too_large",
                      *         "message": "message 0 has 40000 characters; the limit is 32000",
                      *         "field": "messages.0.content"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description An attachment of a type the server does not accept. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unsupported_media_type",
+                     *         "message": "attachment type 'image/tiff' is not accepted",
+                     *         "field": "messages.0.attachments.0.mime"
                      *       }
                      *     }
                      */

@@ -13,11 +13,11 @@ from memmachine_sdk import models as wire
 from memmachine_server.convert import (
     episode_out,
     fact_out,
-    new_messages,
     search_explanation,
     working_out,
 )
 from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
+from memmachine_server.routes.attachments import add_messages
 from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
 
@@ -29,7 +29,7 @@ Manager = Annotated[MemoryManager, Depends(manager_of)]
     "",
     status_code=201,
     response_model=wire.AddMemoriesResponse,
-    responses=errors(403, 413, 422),
+    responses=errors(403, 413, 415, 422),
     dependencies=[scope_parameters()],
 )
 async def add_memories(
@@ -37,7 +37,7 @@ async def add_memories(
 ) -> wire.AddMemoriesResponse:
     """Store messages as episodes of a session (and, by default, in its working memory)."""
     scope = resolve_scope(request, tenant, body, require_session=True)
-    stored = await manager.add_messages(scope, new_messages(body.messages), working=body.working)
+    stored = await add_messages(request, manager, scope, body)
     return wire.AddMemoriesResponse(
         session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
     )

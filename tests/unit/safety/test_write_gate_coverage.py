@@ -19,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from memmachine.ports import EpisodeStore, JobQueue, ProfileStore, StateBackend, WorkingMemoryStore
+from memmachine.ports import (
+    BlobStore,
+    EpisodeStore,
+    JobQueue,
+    ProfileStore,
+    StateBackend,
+    WorkingMemoryStore,
+)
 from memmachine.safety.gate import WriteGate
 from tests.conftest import REPO_ROOT
 
@@ -29,6 +36,7 @@ PORTS: dict[str, type] = {
     "WorkingMemoryStore": WorkingMemoryStore,
     "StateBackend": StateBackend,
     "JobQueue": JobQueue,
+    "BlobStore": BlobStore,
 }
 #: The write methods of each store port and the parameters that carry what is stored.
 WRITES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -41,6 +49,9 @@ WRITES: dict[str, dict[str, tuple[str, ...]]] = {
     "WorkingMemoryStore": {"append": ("messages",), "put": ("messages", "state", "summary")},
     "StateBackend": {"put": ("envelope",)},
     "JobQueue": {"enqueue": ("payload",)},
+    # an attachment's bytes are kept as sent; the text they become (caption, description,
+    # transcript) is stored as an episode through the gate (memmachine/memory/attachments.py)
+    "BlobStore": {"put": ()},
 }
 #: Everything else a store port does: reads, deletes, lifecycle, and the queue's own
 #: bookkeeping of a job's progress (``fail`` records a worker's error text: see the gate's
@@ -87,6 +98,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "stats",
     },
 }
+NOT_WRITES["BlobStore"] = {"count", "forget", "read", "release"}
 LIFECYCLE = {"start", "close", "health"}
 GATE_METHODS = {
     name

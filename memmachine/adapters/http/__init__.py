@@ -1,0 +1,1 @@
+"""Plain HTTP: attachments fetched by URL."""
