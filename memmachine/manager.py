@@ -1,10 +1,9 @@
 """The memory manager: the one object every interface (REST, MCP, CLI, SDK) calls.
 
 A thin facade over one service per kind of memory (:mod:`memmachine.memory`): episodic,
-profile, working and custom types, which share one write gate (:mod:`memmachine.safety.gate`)
-and one job scheduler. It holds no logic of its own beyond what spans several services:
-adding messages (episodes and working memory, all or nothing), deleting an episode (and
-its traces in the profile), searching every kind at once, and forgetting.
+profile, working, procedural and custom types, sharing one write gate and one job scheduler.
+Its own logic is only what spans services: adding messages (all or nothing), deleting an
+episode (and its traces in facts), searching every kind at once, and forgetting.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from memmachine.memory.forgetting import Forgetting
 from memmachine.memory.lifecycle import Parts, Resource
 from memmachine.memory.lifecycle import embedder_status as embedder_status_of
 from memmachine.memory.lifecycle import reranker_status as reranker_status_of
+from memmachine.memory.procedural import ProceduralMemory
 from memmachine.memory.profile import ProfileService
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.memory.working import WorkingService
@@ -46,19 +46,20 @@ from memmachine.ports import (
     EpisodeStore,
     JobQueue,
     LanguageModel,
+    Lifecycle,
     ProfileStore,
     Reranker,
     WorkingMemoryStore,
 )
+from memmachine.ports.procedures import ProcedureStore
 from memmachine.safety.gate import WriteGate, check_query
 from memmachine.stage_observer import StageObserver
 
 __all__ = ["MemoryManager", "Resource"]
 
 
-class MemoryManager:
-    """Working, episodic and profile memory (and custom types) behind one API; each
-    method is its service's (``episodic_service``, ``profile_service``, ``working_service``,
+class MemoryManager(Lifecycle):
+    """Every kind of memory behind one API; each method is its service's (``*_service``,
     ``memory_types``), documented there. ``embedder``, ``reranker``, ``retrieval`` and
     ``safety`` may be replaced at any time; the next call uses them."""
 
@@ -87,6 +88,7 @@ class MemoryManager:
         extraction: ExtractionSettings | None = None,
         memory_types: MemoryTypeRegistry | None = None,
         stage_observer: StageObserver | None = None,
+        procedures: ProcedureStore | None = None,
     ) -> None:
         self.episodes, self.profile, self.working, self.jobs = episodes, profile, working, jobs
         self.embedder_status = embedder_status or embedder_status_of(embedder)
@@ -133,7 +135,11 @@ class MemoryManager:
             language_model=language_model,
             ttl_seconds=working_ttl_seconds,
         )
-        stores: list[Resource] = [episodes, profile, working, *([jobs] if jobs else [])]
+        self.procedural_service = ProceduralMemory(
+            procedures, self.gate, embedder, scheduler=self.scheduler
+        )
+        stores: list[Resource] = [episodes, profile, working]
+        stores += [store for store in (jobs, procedures) if store is not None]
         self._parts = Parts(
             resources=[*resources, self.memory_types],
             stores=stores,
@@ -162,7 +168,9 @@ class MemoryManager:
         self.delete_working = self.working_service.delete
         self.enqueue_compaction = self.scheduler.enqueue_compaction
         self.enqueue_extraction = self.scheduler.enqueue_extraction
-        forgetting = Forgetting(episodic, facts, self.working_service, self.memory_types)
+        forgetting = Forgetting(
+            episodic, facts, self.working_service, self.memory_types, self.procedural_service
+        )
         self.forget_session, self.forget_user = forgetting.session, forgetting.user
 
     # ------------------------------------------------------------------ settings
@@ -174,6 +182,7 @@ class MemoryManager:
     @embedder.setter
     def embedder(self, value: Embedder | None) -> None:
         self.episodic_service.embedder = self.profile_service.embedder = value
+        self.procedural_service.embedder = value
 
     @property
     def reranker(self) -> Reranker | None:
@@ -211,13 +220,6 @@ class MemoryManager:
     async def close(self) -> None:
         """Close everything in reverse order; safe to call twice."""
         await self._parts.close(self.reranker, self.embedder)
-
-    async def __aenter__(self) -> MemoryManager:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def health(self) -> HealthReport:
         stores, ok = await self._parts.health()

@@ -32,6 +32,7 @@ from memmachine.bootstrap.stores import (
     check_schemes,
     episode_store,
     job_queue,
+    procedure_store,
     profile_store,
     resolve_credentials,
     searched_in_memory,
@@ -170,6 +171,7 @@ def _wire(
         job_max_attempts=settings.jobs.max_attempts,
         extraction=settings.extraction,
         memory_types=memory_types,
+        procedures=procedure_store(profile_url, settings),
     )
     if telemetry is not None:
         telemetry.instrument_operations(manager)

@@ -6,9 +6,11 @@ working-memory messages, and lays them out in OpenAI, Anthropic or Gemini reques
 
 * a system part: a one-line preamble, then ``## Profile facts`` (``tag / feature: value
   (confidence c)``, highest confidence first, ties broken by relevance to the message),
-  ``## Relevant past episodes`` (``[YYYY-MM-DD HH:MM UTC] speaker: content`` in time order)
-  and ``## Session summary``; sections without content are left out, and so is the whole
-  system part when nothing fits;
+  ``## Relevant past episodes`` (``[YYYY-MM-DD HH:MM UTC] speaker: content`` in time order),
+  ``## Session summary`` and ``## Procedures that worked for similar tasks`` (the
+  application's procedures the caller passes, best match first: goal, then steps,
+  preconditions and pitfalls on one line each); sections without content are left out,
+  and so is the whole system part when nothing fits;
 * the recent working-memory messages as conversation turns, oldest first (``system`` and
   ``tool`` messages become user turns prefixed ``[system]`` / ``[tool]``). For Anthropic
   and Gemini, which expect alternating turns that start with the user, leading assistant
@@ -25,8 +27,9 @@ in priority order and therefore trimmed in the reverse one:
 1. recent messages are trimmed first, oldest first: the kept ones are always the newest,
    without gaps;
 2. then the session summary;
-3. then episodes, lowest score first;
-4. then profile facts, lowest confidence first.
+3. then procedures, worst match first;
+4. then episodes, lowest score first;
+5. then profile facts, lowest confidence first.
 
 A single fact or episode too long for the room left is skipped and the next one is tried.
 """
@@ -53,6 +56,7 @@ from memmachine.models import (
     WorkingMemory,
     WorkingMessage,
 )
+from memmachine.ports.procedures import Procedure
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -82,6 +86,7 @@ PREAMBLE = (
 FACTS_HEADER = "## Profile facts (confidence from 0 to 1)"
 EPISODES_HEADER = "## Relevant past episodes"
 SUMMARY_HEADER = "## Session summary"
+PROCEDURES_HEADER = "## Procedures that worked for similar tasks"
 
 
 class MemorySource(Protocol):
@@ -127,6 +132,7 @@ class MemoryPrompt(BaseModel):
     body: dict[str, Any]
     fact_ids: list[str] = Field(default_factory=list)
     episode_ids: list[str] = Field(default_factory=list)
+    procedure_ids: list[str] = Field(default_factory=list)
     #: How many recent working-memory messages were included.
     message_count: int = 0
     summary_included: bool = False
@@ -182,6 +188,7 @@ async def build_memory_prompt(
     format: PromptFormat = "openai",
     top_k: int = 10,
     recent_messages: int = 20,
+    procedures: Sequence[Procedure] = (),
 ) -> MemoryPrompt:
     """The context for the next LLM call of ``scope`` given the user's new message ``query``.
 
@@ -233,6 +240,9 @@ async def build_memory_prompt(
             dropped["episodes"] += 1
     kept_episodes.sort(key=lambda episode: (episode.timestamp, episode.sequence))
 
+    kept_procedures = [p for p in procedures if budget.try_system_line(PROCEDURES_HEADER, _how(p))]
+    dropped["procedures"] = len(procedures) - len(kept_procedures)
+
     summary_kept = bool(summary) and budget.try_system_line(SUMMARY_HEADER, summary)
     dropped["summary"] = int(bool(summary) and not summary_kept)
 
@@ -251,6 +261,9 @@ async def build_memory_prompt(
     turns.append(_Turn("user", query))
 
     system = _system_text(kept_facts, kept_episodes, summary if summary_kept else "")
+    if kept_procedures:
+        how = "\n".join([PROCEDURES_HEADER, *(_how(p) for p in kept_procedures)])
+        system = f"{system or PREAMBLE}\n\n{how}"
     messages, body = _render(format, system, turns)
     prompt = MemoryPrompt(
         format=format,
@@ -259,6 +272,7 @@ async def build_memory_prompt(
         body=body,
         fact_ids=[fact.id for fact in kept_facts],
         episode_ids=[episode.id for episode in kept_episodes],
+        procedure_ids=[p.id for p in kept_procedures],
         message_count=len(turns) - 1,
         summary_included=summary_kept,
         token_count=0,
@@ -307,6 +321,16 @@ def _ranked_episodes(hits: Sequence[EpisodeHit], exclude: set[str]) -> list[Epis
 
 def _fact_line(fact: Fact) -> str:
     return f"- {fact.tag} / {fact.feature}: {fact.value} (confidence {_confidence(fact):.2f})"
+
+
+def _how(procedure: Procedure) -> str:
+    """One procedure as one system line (it is charged and kept whole)."""
+    parts = [f"- {procedure.goal}: " + "; ".join(procedure.steps)]
+    if procedure.preconditions:
+        parts.append("needs: " + "; ".join(procedure.preconditions))
+    if procedure.pitfalls:
+        parts.append("avoid: " + "; ".join(procedure.pitfalls))
+    return " | ".join(parts)
 
 
 def _confidence(fact: Fact) -> float:
