@@ -449,9 +449,9 @@ class WriteGate:
 
     def procedure(self, record: ProcedureRecord, identities: Sequence[str] = ()) -> ProcedureRecord:
         """A procedure as it is stored, shared by every user of an application: limits
-        checked (a goal and at least one step, lengths and counts), each of ``identities``
-        (the user's id and names the session showed) replaced by ``[USER]`` wherever it
-        appears, every PII kind redacted (``metadata["redacted"]`` counting what was
+        checked (a goal and at least one step, lengths and counts), every PII kind
+        redacted, each of ``identities`` (the user's id and names the session showed)
+        replaced by ``[USER]`` wherever it still appears (``metadata["redacted"]`` counting what was
         replaced) and the whole refused when any part reads as an instruction to the model,
         whatever the safety settings say (``InvalidInputError`` naming the field)."""
         limits = self.limits
@@ -469,11 +469,12 @@ class WriteGate:
                 raise PayloadTooLargeError(
                     f"{path} is longer than {limits.max_fact_chars} characters", field=path
                 )
-            for name in names:
+            value = self.text("procedure.text", path, value, found)[0]
+            for name in names:  # after redaction, so that an email keeps its token
                 value, count = re.subn(re.escape(name), "[USER]", value, flags=re.IGNORECASE)
                 if count:
                     found["identity"] = found.get("identity", 0) + count
-            return self.text("procedure.text", path, value, found)[0]
+            return value
 
         lists: dict[str, list[str]] = {}
         for name in ("steps", "preconditions", "pitfalls"):
