@@ -97,9 +97,11 @@ class ProceduralMemory:
         if replaces is None:
             same = await self._store.by_goal(app, gated.goal)
             replaces = same.id if same is not None else None
-        reason = self._gate.procedure_reason("superseded")
         return await self._store.save(
-            app, self._gate.procedure(gated), replaces=replaces, reason=reason
+            app,
+            self._gate.procedure(gated),
+            replaces=replaces,
+            reason=self._gate.procedure_reason("superseded"),
         )
 
     async def learn(
@@ -121,12 +123,11 @@ class ProceduralMemory:
             saved = await self._store.save(app, self._gate.procedure(await self._embedded(gated)))
             return "created", saved
         if better_than == current.id or gated.confidence >= current.confidence:
-            reason = self._gate.procedure_reason("superseded by a better procedure")
             saved = await self._store.save(
                 app,
                 self._gate.procedure(await self._embedded(gated)),
                 replaces=current.id,
-                reason=reason,
+                reason=self._gate.procedure_reason("superseded by a better procedure"),
             )
             return "superseded", saved
         confirmed = await self._store.add_sources(

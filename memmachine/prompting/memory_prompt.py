@@ -241,7 +241,8 @@ async def build_memory_prompt(
     kept_episodes.sort(key=lambda episode: (episode.timestamp, episode.sequence))
 
     kept_procedures = [p for p in procedures if budget.try_system_line(PROCEDURES_HEADER, _how(p))]
-    dropped["procedures"] = len(procedures) - len(kept_procedures)
+    if procedures:
+        dropped["procedures"] = len(procedures) - len(kept_procedures)
 
     summary_kept = bool(summary) and budget.try_system_line(SUMMARY_HEADER, summary)
     dropped["summary"] = int(bool(summary) and not summary_kept)

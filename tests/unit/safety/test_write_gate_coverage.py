@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from memmachine.ports import EpisodeStore, JobQueue, ProfileStore, StateBackend, WorkingMemoryStore
+from memmachine.ports.procedures import ProcedureStore
 from memmachine.safety.gate import WriteGate
 from tests.conftest import REPO_ROOT
 
@@ -29,6 +30,7 @@ PORTS: dict[str, type] = {
     "WorkingMemoryStore": WorkingMemoryStore,
     "StateBackend": StateBackend,
     "JobQueue": JobQueue,
+    "ProcedureStore": ProcedureStore,
 }
 #: The write methods of each store port and the parameters that carry what is stored.
 WRITES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -41,6 +43,13 @@ WRITES: dict[str, dict[str, tuple[str, ...]]] = {
     "WorkingMemoryStore": {"append": ("messages",), "put": ("messages", "state", "summary")},
     "StateBackend": {"put": ("envelope",)},
     "JobQueue": {"enqueue": ("payload",)},
+    # sources, use counts and outcomes are ids and flags the service makes, not text
+    "ProcedureStore": {
+        "save": ("record", "reason"),
+        "add_sources": (),
+        "record_use": (),
+        "set_outcome": (),
+    },
 }
 #: Everything else a store port does: reads, deletes, lifecycle, and the queue's own
 #: bookkeeping of a job's progress (``fail`` records a worker's error text: see the gate's
@@ -75,6 +84,16 @@ NOT_WRITES: dict[str, set[str]] = {
     },
     "WorkingMemoryStore": {"delete", "delete_user", "get", "list_sessions", "list_users"},
     "StateBackend": {"delete", "delete_user", "get"},
+    "ProcedureStore": {
+        "by_goal",
+        "delete",
+        "detach_user",
+        "get",
+        "get_outcome",
+        "history",
+        "list_procedures",
+        "search",
+    },
     "JobQueue": {
         "claim",
         "complete",
