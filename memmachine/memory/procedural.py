@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from memmachine.errors import NotFoundError, StoreUnavailableError
+from memmachine.errors import InvalidInputError, NotFoundError, StoreUnavailableError
 from memmachine.memory.common import require_session
 from memmachine.memory.confidence import contradicted, corroborated
 from memmachine.memory.scheduling import JobScheduler
@@ -92,11 +92,14 @@ class ProceduralMemory:
         self, app: AppScope, record: ProcedureRecord, *, replaces: str | None = None
     ) -> Procedure:
         """Store a procedure written by a caller. ``replaces`` (or a procedure of the same
-        goal in the same agent) is superseded, its version kept in the history."""
+        goal in the same agent) is superseded, its version kept in the history; a
+        ``replaces`` the application does not have is an ``InvalidInputError``."""
         gated = await self._embedded(self._gate.procedure(record))
         if replaces is None:
             same = await self._store.by_goal(app, gated.goal)
             replaces = same.id if same is not None else None
+        elif await self._store.get(app, replaces) is None:
+            raise InvalidInputError(f"replaces: no procedure {replaces!r}", field="replaces")
         return await self._store.save(
             app,
             self._gate.procedure(gated),

@@ -832,6 +832,7 @@ class EpisodeNeighboursResponse(_Model):
 # ----------------------------------------------------------------- procedural memory
 
 __all__ += [
+    "AppFields",
     "ProcedureHistoryResponse",
     "ProcedureHitOut",
     "ProcedureIn",
@@ -846,10 +847,20 @@ __all__ += [
 ]
 
 
-class ProcedureIn(ScopeFields):
+class AppFields(_Request):
+    """Which application a procedure request is for (missing ids fall back to the query and
+    the X-*-ID headers, then ``default``; no ``agent_id``: shared by the project's agents).
+    Procedures belong to the application, never to a user."""
+
+    org_id: Id | None = None
+    project_id: Id | None = None
+    agent_id: Id | None = None
+
+
+class ProcedureIn(AppFields):
     """A procedure an application's agents can reuse: shared by every user of the
-    application (org, project and optionally ``agent_id``), so it must hold nothing about
-    one user (PII is redacted; an instruction to the model is refused)."""
+    application, so it must hold nothing about one user (PII is redacted; an instruction to
+    the model is refused)."""
 
     goal: str = Field(min_length=1)
     steps: list[str] = Field(min_length=1)
@@ -908,7 +919,7 @@ class ProcedureHistoryResponse(_Model):
     history: list[ProcedureVersionOut]
 
 
-class ProcedureSearchRequest(ScopeFields):
+class ProcedureSearchRequest(AppFields):
     #: The task at hand, in words.
     query: str = Field(min_length=1)
     top_k: int = Field(default=5, ge=1, le=MAX_COUNT)
@@ -923,7 +934,7 @@ class ProcedureSearchResponse(_Model):
     hits: list[ProcedureHitOut]
 
 
-class ProcedureUseRequest(ScopeFields):
+class ProcedureUseRequest(AppFields):
     #: Whether reusing the procedure worked: raises (or lowers) its confidence.
     success: bool
 

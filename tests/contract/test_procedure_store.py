@@ -97,7 +97,9 @@ async def test_save_get_list_and_scope(store: ProcedureStore, unique: str) -> No
         assert await store.search(other, "reset password", None, 5) == []
         assert await store.history(other, saved.id) == []
         assert not await store.delete(other, saved.id)
-        assert await store.record_use(other, saved.id, success=True, confidence=lambda c: 1.0) is None
+        assert (
+            await store.record_use(other, saved.id, success=True, confidence=lambda c: 1.0) is None
+        )
 
 
 async def test_agents_see_their_own_and_shared_procedures(
@@ -122,14 +124,16 @@ async def test_superseding_keeps_the_history(store: ProcedureStore, unique: str)
         app, _record("Refund", "Check", confidence=0.5, sources=[_source("u1", "s1")])
     )
     used = await store.record_use(app, first.id, success=True, confidence=lambda c: c + 0.1)
-    assert used is not None and used.successes == 1
+    assert used is not None
+    assert used.successes == 1
     second = await store.save(
         app,
         _record("Refund", "Check", "Refund", confidence=0.8, sources=[_source("u2", "s2")]),
         replaces=first.id,
         reason="better",
     )
-    assert second.id == first.id and second.created_at == first.created_at
+    assert second.id == first.id
+    assert second.created_at == first.created_at
     assert (second.version, second.successes, second.confidence) == (2, 0, 0.8)
     assert second.sources == [_source("u1", "s1"), _source("u2", "s2")]
     [old] = await store.history(app, first.id)
@@ -148,20 +152,18 @@ async def test_uses_and_corroboration(store: ProcedureStore, unique: str) -> Non
     app = _app(unique)
     saved = await store.save(app, _record("Goal", "step", confidence=0.5))
     failed = await store.record_use(app, saved.id, success=False, confidence=lambda c: c / 2)
-    assert failed is not None and (failed.failures, failed.confidence) == (1, 0.25)
+    assert failed is not None
+    assert (failed.failures, failed.confidence) == (1, 0.25)
     # Concurrent uses are each counted.
     await asyncio.gather(
-        *(
-            store.record_use(app, saved.id, success=True, confidence=lambda c: c)
-            for _ in range(5)
-        )
+        *(store.record_use(app, saved.id, success=True, confidence=lambda c: c) for _ in range(5))
     )
     counted = await store.get(app, saved.id)
-    assert counted is not None and counted.successes == 5
-    more = await store.add_sources(
-        app, saved.id, [_source("u1", "s1")], confidence=lambda c: 0.9
-    )
-    assert more is not None and more.sources == [_source("u1", "s1")]
+    assert counted is not None
+    assert counted.successes == 5
+    more = await store.add_sources(app, saved.id, [_source("u1", "s1")], confidence=lambda c: 0.9)
+    assert more is not None
+    assert more.sources == [_source("u1", "s1")]
     assert (more.confidence, more.version) == (0.9, 1)
     assert await store.add_sources(app, "nope", [], confidence=lambda c: c) is None
 
@@ -175,7 +177,8 @@ async def test_search_ranks_by_text_and_meaning(store: ProcedureStore, unique: s
         app, _record("Refund a duplicate charge", "Refund the later one", embedding=[0.0, 1.0])
     )
     [(best, score), *_] = await store.search(app, "user forgot the password", None, 5)
-    assert best.id == password.id and 0 < score <= 1
+    assert best.id == password.id
+    assert 0 < score <= 1
     by_meaning = await store.search(app, "zzz", [0.1, 0.9], 5)
     assert by_meaning[0][0].id == refund.id
     assert await store.search(app, "", None, 5) == []
@@ -206,7 +209,8 @@ async def test_detaching_a_user_and_outcomes(store: ProcedureStore, unique: str)
 
     assert await store.detach_user(user) == 1
     current = await store.get(app, first.id)
-    assert current is not None and current.sources == [_source("u2", "s3")]
+    assert current is not None
+    assert current.sources == [_source("u2", "s3")]
     [old] = await store.history(app, first.id)
     assert old.sources == []
     assert await store.get_outcome(user.for_session("s1")) is None

@@ -128,7 +128,9 @@ def test_a_successful_session_teaches_other_users_of_the_app_and_no_other_tenant
     stored = json.dumps(procedure)
     for detail in (NAME, "Alice", "Johnson", EMAIL, PHONE, "7946"):
         assert detail.lower() not in stored.lower(), detail
-    assert "[USER]" in stored and "[EMAIL]" in stored and "[PHONE]" in stored
+    assert "[USER]" in stored
+    assert "[EMAIL]" in stored
+    assert "[PHONE]" in stored
     assert "alice" not in json.dumps(procedure["source_session_ids"])
 
     # ... and in user B's memory prompt, in its own section.
@@ -148,7 +150,9 @@ def test_a_successful_session_teaches_other_users_of_the_app_and_no_other_tenant
     ):
         assert probe.status_code == 200
         assert probe.json().get("hits", probe.json().get("procedures")) == []
-    assert api.get(f"/v1/procedures/{procedure['id']}", params=APP, headers=other).status_code == 404
+    assert (
+        api.get(f"/v1/procedures/{procedure['id']}", params=APP, headers=other).status_code == 404
+    )
 
     # A failed session teaches nothing.
     failed = api.post(
@@ -198,9 +202,11 @@ def test_explicit_procedures_supersede_with_history_and_learn_from_use(
     assert old["reason"] == "superseded"
 
     worked = api.post(f"/v1/procedures/{body['id']}/uses", json={"success": True, **APP}).json()
-    assert worked["successes"] == 1 and worked["confidence"] > 0.7
+    assert worked["successes"] == 1
+    assert worked["confidence"] > 0.7
     failed = api.post(f"/v1/procedures/{body['id']}/uses", json={"success": False, **APP}).json()
-    assert failed["failures"] == 1 and failed["confidence"] < worked["confidence"]
+    assert failed["failures"] == 1
+    assert failed["confidence"] < worked["confidence"]
 
     # Shared by every user: PII is redacted even when the safety settings would keep it.
     mailed = api.post(
@@ -225,5 +231,12 @@ def test_explicit_procedures_supersede_with_history_and_learn_from_use(
 
     missing = api.post("/v1/procedures", json={"goal": "x", "steps": [], **APP})
     assert missing.status_code == 422
+    unknown = api.post("/v1/procedures", json={"goal": "x", "steps": ["y"], "replaces": "nope"})
+    assert (unknown.status_code, unknown.json()["error"]["field"]) == (422, "replaces")
+    for call in (api.get, api.delete):
+        bad = call(f"/v1/procedures/{body['id']}", params={**APP, "org_id": "not an id!"})
+        assert (bad.status_code, bad.json()["error"]["field"]) == (422, "org_id")
+    bad = api.get(f"/v1/procedures/{body['id']}/history", headers={"X-Agent-ID": "bad agent!"})
+    assert (bad.status_code, bad.json()["error"]["field"]) == (422, "agent_id")
     assert api.delete(f"/v1/procedures/{body['id']}", params=APP).status_code == 204
     assert api.get(f"/v1/procedures/{body['id']}", params=APP).status_code == 404

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from memmachine.errors import InvalidInputError
 from memmachine.manager import MemoryManager
-from memmachine.ports.procedures import AppScope, Procedure, ProcedureRecord, ProcedureSource
+from memmachine.ports.procedures import AppScope, Procedure, ProcedureRecord
 from memmachine_sdk import models as wire
 from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import SCOPE_HEADERS, ReadTenant, WriteTenant, resolve_scope
@@ -24,7 +24,7 @@ Manager = Annotated[MemoryManager, Depends(manager_of)]
 _APP_IDS = ("org_id", "project_id", "agent_id")
 
 
-def app_scope(request: Request, tenant: str, body: wire.ScopeFields | None = None) -> AppScope:
+def app_scope(request: Request, tenant: str, body: wire.AppFields | None = None) -> AppScope:
     """The application a request is for: ``org_id``, ``project_id`` and ``agent_id`` from
     the body, then the query, then the ``X-*-ID`` headers, under the caller's tenant."""
     values: dict[str, str] = {}
@@ -57,22 +57,16 @@ def procedure_out(procedure: Procedure) -> wire.ProcedureOut:
     "/procedures",
     status_code=201,
     response_model=wire.ProcedureOut,
-    responses=errors(403, 404, 413, 422),
-    dependencies=[scope_parameters(only=("org_id", "project_id", "agent_id"))],
+    responses=errors(403, 413, 422),
+    dependencies=[scope_parameters(only=_APP_IDS)],
 )
 async def add_procedure(
     body: wire.ProcedureIn, request: Request, tenant: WriteTenant, manager: Manager
 ) -> wire.ProcedureOut:
     """Remember how: store a procedure for every user of the application. A procedure of
-    the same goal (or ``replaces``) is superseded, its version kept in the history. With a
-    ``user_id`` and ``session_id`` the session is recorded as its source."""
+    the same goal (or ``replaces``) is superseded, its version kept in the history."""
     fields = body.model_dump(include={"goal", "steps", "preconditions", "pitfalls"})
-    sources = []
-    if body.user_id and body.session_id:
-        sources.append(ProcedureSource(user_id=body.user_id, session_id=body.session_id))
-    record = ProcedureRecord(
-        **fields, confidence=body.confidence, metadata=body.metadata, sources=sources
-    )
+    record = ProcedureRecord(**fields, confidence=body.confidence, metadata=body.metadata)
     app = app_scope(request, tenant, body)
     stored = await manager.procedural_service.remember(app, record, replaces=body.replaces)
     return procedure_out(stored)
@@ -155,7 +149,7 @@ async def procedure_history(
 @router.post(
     "/procedures/{procedure_id}/uses",
     response_model=wire.ProcedureOut,
-    responses=errors(403, 404, 422),
+    responses=errors(403, 404, 413, 422),
     dependencies=[scope_parameters(only=_APP_IDS)],
 )
 async def report_procedure_use(
@@ -189,7 +183,7 @@ async def delete_procedure(
 @router.post(
     "/sessions/{session_id}/outcome",
     response_model=wire.SessionOutcomeResponse,
-    responses=errors(403, 422),
+    responses=errors(403, 413, 422),
     dependencies=[scope_parameters(path="session_id")],
 )
 async def set_session_outcome(
