@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from memmachine.errors import InvalidInputError
 from memmachine.manager import MemoryManager
-from memmachine.ports.procedures import AppScope, Procedure, ProcedureRecord
+from memmachine.ports.procedures import AppScope, ProcedureRecord
 from memmachine_sdk import models as wire
+from memmachine_server.convert import procedure_out
 from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import SCOPE_HEADERS, ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import manager_of
@@ -41,16 +42,6 @@ def app_scope(request: Request, tenant: str, body: wire.AppFields | None = None)
             f"{field} must be 1-128 characters of letters, digits and . _ @ + - = # ~ |",
             field=field,
         ) from None
-
-
-def procedure_out(procedure: Procedure) -> wire.ProcedureOut:
-    """A procedure as the API answers it: its sessions, never who they belonged to."""
-    return wire.ProcedureOut(
-        **procedure.model_dump(
-            include=set(wire.ProcedureOut.model_fields) - {"source_session_ids"}
-        ),
-        source_session_ids=procedure.source_session_ids,
-    )
 
 
 @router.post(
