@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -35,12 +34,7 @@ from memmachine.adapters.sql.sql_models import (
     ProcedureRow,
     SessionOutcomeRow,
 )
-from memmachine.adapters.sql.sql_profile_store import (
-    _bm25_ranking,
-    _Collection,
-    _cosine_ranking,
-    _unit_vector,
-)
+from memmachine.adapters.sql.sql_profile_store import _cosine_ranking, _unit_vector, bm25_over
 from memmachine.errors import InvalidInputError, MemMachineError, NotFoundError, StoreError
 from memmachine.indexing.fusion import reciprocal_rank_fusion
 from memmachine.indexing.terms import document_terms, query_terms
@@ -350,19 +344,7 @@ class SqlProcedureStore(Lifecycle):
                 ).all()
         rankings: dict[str, list[str]] = {}
         if terms:
-            documents = [(row.id, row.search_terms) for row in rows]
-            frequency: Counter[str] = Counter()
-            length = 0
-            for _, words in documents:
-                split = words.split()
-                length += len(split)
-                frequency.update(set(split) & set(terms))
-            collection = _Collection(
-                count=len(documents),
-                average_length=length / len(documents) if documents else 0.0,
-                document_frequency=dict(frequency),
-            )
-            rankings["lexical"] = _bm25_ranking(terms, documents, collection)
+            rankings["lexical"] = bm25_over(terms, [(row.id, row.search_terms) for row in rows])
         if vector is not None:
             rankings["semantic"] = _cosine_ranking(vector, [(r.id, r.embedding) for r in rows])
         fused = reciprocal_rank_fusion({name: ids for name, ids in rankings.items() if ids})
