@@ -27,6 +27,7 @@ from memmachine.memory.lifecycle import embedder_status as embedder_status_of
 from memmachine.memory.lifecycle import reranker_status as reranker_status_of
 from memmachine.memory.procedural import ProceduralMemory
 from memmachine.memory.profile import ProfileService
+from memmachine.memory.replaceable import ReplaceableParts
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.memory.working import WorkingService
 from memmachine.models import (
@@ -52,13 +53,14 @@ from memmachine.ports import (
     WorkingMemoryStore,
 )
 from memmachine.ports.procedures import ProcedureStore
+from memmachine.prompting.tokens import TokenCounters
 from memmachine.safety.gate import WriteGate, check_query
 from memmachine.stage_observer import StageObserver
 
 __all__ = ["MemoryManager", "Resource"]
 
 
-class MemoryManager(Lifecycle):
+class MemoryManager(ReplaceableParts, Lifecycle):
     """Every kind of memory behind one API; each method is its service's (``*_service``,
     ``memory_types``), documented there. ``embedder``, ``reranker``, ``retrieval`` and
     ``safety`` may be replaced at any time; the next call uses them."""
@@ -89,6 +91,7 @@ class MemoryManager(Lifecycle):
         memory_types: MemoryTypeRegistry | None = None,
         stage_observer: StageObserver | None = None,
         procedures: ProcedureStore | None = None,
+        token_counters: TokenCounters | None = None,
     ) -> None:
         self.episodes, self.profile, self.working, self.jobs = episodes, profile, working, jobs
         self.embedder_status = embedder_status or embedder_status_of(embedder)
@@ -103,6 +106,8 @@ class MemoryManager(Lifecycle):
         )
         self.compaction = compaction or CompactionSettings()
         self.extraction = extraction or ExtractionSettings()
+        #: How token budgets are counted, per prompt format (compaction: the OpenAI one).
+        self.token_counters = token_counters or TokenCounters.estimated()
         #: Custom memory types (:mod:`memmachine.memory_types`), started as a resource.
         self.memory_types = memory_types if memory_types is not None else MemoryTypeRegistry()
         #: What every string the services store passes (validation, PII, injection).
@@ -134,6 +139,7 @@ class MemoryManager(Lifecycle):
             compaction=self.compaction,
             language_model=language_model,
             ttl_seconds=working_ttl_seconds,
+            token_counter=self.token_counters.compaction,
         )
         self.procedural_service = ProceduralMemory(
             procedures, self.gate, embedder, scheduler=self.scheduler
@@ -172,42 +178,6 @@ class MemoryManager(Lifecycle):
             episodic, facts, self.working_service, self.memory_types, self.procedural_service
         )
         self.forget_session, self.forget_user = forgetting.session, forgetting.user
-
-    # ------------------------------------------------------------------ settings
-
-    @property
-    def embedder(self) -> Embedder | None:
-        return self.episodic_service.embedder
-
-    @embedder.setter
-    def embedder(self, value: Embedder | None) -> None:
-        self.episodic_service.embedder = self.profile_service.embedder = value
-        self.procedural_service.embedder = value
-
-    @property
-    def reranker(self) -> Reranker | None:
-        return self.episodic_service.reranker
-
-    @reranker.setter
-    def reranker(self, value: Reranker | None) -> None:
-        self.episodic_service.reranker = value
-
-    @property
-    def retrieval(self) -> RetrievalSettings:
-        return self.episodic_service.retrieval
-
-    @retrieval.setter
-    def retrieval(self, value: RetrievalSettings) -> None:
-        self.episodic_service.retrieval = value
-
-    @property
-    def safety(self) -> SafetySettings:
-        """Write-path safety: PII redaction and the injection guard of the write gate."""
-        return self.gate.safety
-
-    @safety.setter
-    def safety(self, value: SafetySettings) -> None:
-        self.gate.safety = value
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -40,6 +40,7 @@ from memmachine.bootstrap.stores import (
     store_credentials,
     working_store,
 )
+from memmachine.bootstrap.tokenizers import build_token_counters
 from memmachine.config import LLM_OFF_REASON, LlmSettings, Settings
 from memmachine.errors import ConfigurationError, MemMachineError
 from memmachine.manager import MemoryManager, Resource
@@ -172,6 +173,7 @@ def _wire(
         extraction=settings.extraction,
         memory_types=memory_types,
         procedures=procedure_store(profile_url, settings),
+        token_counters=build_token_counters(settings.tokenizer),
     )
     if telemetry is not None:
         telemetry.instrument_operations(manager)

@@ -42,6 +42,7 @@ from memmachine.config.sections import (
     RetrievalSettings,
     SafetySettings,
     SearchIndexSettings,
+    TokenizerSettings,
     TracingSettings,
 )
 from memmachine.config.settings import Settings
@@ -73,6 +74,7 @@ __all__ = [
     "SafetySettings",
     "SearchIndexSettings",
     "Settings",
+    "TokenizerSettings",
     "TracingSettings",
     "redact_url",
     "resolve_credentials",

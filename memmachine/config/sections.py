@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
@@ -31,6 +32,7 @@ __all__ = [
     "RetrievalSettings",
     "SafetySettings",
     "SearchIndexSettings",
+    "TokenizerSettings",
     "TracingSettings",
 ]
 
@@ -383,8 +385,9 @@ class CompactionSettings(Section):
     """When and how a session's working memory is compacted (``MEMMACHINE_COMPACTION_*``).
 
     A session is compacted when it holds more than ``trigger_messages`` messages, more
-    than ``max_tokens`` estimated tokens, or (with a language model) after ``idle_seconds``
-    without a write, or on request: the newest ``keep_last_n`` messages (fewer when
+    than ``max_tokens`` tokens (counted by the ``openai`` tokenizer of
+    :class:`TokenizerSettings`), or (with a language model) after ``idle_seconds`` without
+    a write, or on request: the newest ``keep_last_n`` messages (fewer when
     they alone exceed the budget) stay, the older ones are folded into the summary with
     the previous summary (or, without a language model, simply dropped).
     """
@@ -394,7 +397,7 @@ class CompactionSettings(Section):
 
     #: Messages kept verbatim after a compaction.
     keep_last_n: int = Field(default=20, ge=1, le=10_000)
-    #: Token budget of a session's working memory (messages plus summary, estimated).
+    #: Token budget of a session's working memory (messages plus summary).
     max_tokens: int = Field(default=8_000, ge=100)
     #: A write that leaves more messages than this enqueues a compaction job (0 = never).
     trigger_messages: int = Field(default=40, ge=0)
@@ -447,3 +450,40 @@ class ExtractionSettings(Section):
             topic = ExtractionTopic(name=item) if isinstance(item, str) else item
             topics[topic.name] = topic
         return list(topics.values())
+
+
+_TOKENIZER_SPEC = re.compile(r"^(estimate|tiktoken:[\w.-]+|tokenizers:.+)$")
+
+
+class TokenizerSettings(Section):
+    """How token budgets are counted (memory-prompt's ``max_tokens``, compaction's
+    ``max_tokens``), per prompt format (``MEMMACHINE_TOKENIZER_*``).
+
+    A value is ``estimate`` (no file, no network: a script-aware estimate that counts a
+    little above OpenAI's tokenizers in every script, see :mod:`memmachine.prompting.tokens`),
+    ``tiktoken:<encoding>`` (OpenAI's exact count, e.g. ``tiktoken:o200k_base``; needs the
+    ``tiktoken`` extra and the encoding's file, fetched once or placed in
+    ``TIKTOKEN_CACHE_DIR``) or ``tokenizers:<path>`` (a model's ``tokenizer.json``, or a
+    directory with one). ``default`` applies to every format not set on its own; compaction
+    counts with the ``openai`` one, the shape of the model memmachine calls.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_TOKENIZER_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "tokenizer"
+
+    default: str = "estimate"
+    openai: str | None = None
+    anthropic: str | None = None
+    gemini: str | None = None
+
+    @field_validator("default", "openai", "anthropic", "gemini")
+    @classmethod
+    def _known_form(cls, value: str | None) -> str | None:
+        if value is not None and not _TOKENIZER_SPEC.match(value.strip()):
+            raise ValueError("use estimate, tiktoken:<encoding> or tokenizers:<path>")
+        return None if value is None else value.strip()
+
+    def spec(self, format: str) -> str:
+        """The tokenizer ``format`` counts with."""
+        own: str | None = getattr(self, format)
+        return own or self.default

@@ -23,6 +23,7 @@ from memmachine.config.sections import (
     RetrievalSettings,
     SafetySettings,
     SearchIndexSettings,
+    TokenizerSettings,
     TracingSettings,
 )
 from memmachine.config.sources import Section, split_list
@@ -114,6 +115,7 @@ class Settings(Section):
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
+    tokenizer: TokenizerSettings = Field(default_factory=TokenizerSettings)
 
     #: Custom memory types to serve (:mod:`memmachine.memory_types`), besides those of the
     #: ``memmachine.memory_types`` entry points: ``module:Class`` references, a JSON list or

@@ -12,7 +12,7 @@ from memmachine.memory.common import require_session
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.models import Episode, Scope, WorkingMemory, WorkingMessage
 from memmachine.pipeline.compaction import RESERVED_STATE_KEY, working_tokens
-from memmachine.ports import LanguageModel, WorkingMemoryStore
+from memmachine.ports import LanguageModel, TokenCounter, WorkingMemoryStore
 from memmachine.safety.gate import WriteGate
 
 __all__ = ["WorkingService"]
@@ -32,6 +32,7 @@ class WorkingService:
         compaction: CompactionSettings,
         language_model: LanguageModel | None,
         ttl_seconds: int | None,
+        token_counter: TokenCounter,
     ) -> None:
         self._store = store
         self._gate = gate
@@ -39,6 +40,7 @@ class WorkingService:
         self.compaction = compaction
         self.language_model = language_model
         self.ttl_seconds = ttl_seconds
+        self.token_counter = token_counter
 
     async def get(
         self,
@@ -143,9 +145,12 @@ class WorkingService:
             wanted.append((f"compact:{scope.session_id}:{rounds}:{bucket}", False, 0.0))
         elif memory.message_count > settings.keep_last_n:
             held = await self._store.get(scope)
-            if held is not None and working_tokens(held.messages, held.summary) > (
-                settings.max_tokens
-            ):
+            tokens = (
+                0
+                if held is None
+                else working_tokens(held.messages, held.summary, self.token_counter)
+            )
+            if tokens > settings.max_tokens:
                 wanted.append((f"compact:{scope.session_id}:{rounds}:tokens", False, 0.0))
         idle = settings.idle_seconds
         if idle > 0 and self.language_model is not None and memory.message_count > 1:

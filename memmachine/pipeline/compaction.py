@@ -2,12 +2,13 @@
 older ones into its summary.
 
 :func:`compact_session` reads the session and, when it holds more than
-``compaction.trigger_messages`` messages or more than ``compaction.max_tokens`` estimated
-tokens (or always, with ``force``), keeps the newest ``keep_last_n`` messages — fewer when
-they alone do not fit the token budget next to the summary, never fewer than one — and
-replaces the older ones by a summary written by the language model from those messages
-and the previous summary (recursive summarisation). Without a language model the older
-messages are simply dropped (keep-last-N truncation) and the summary is left as it was.
+``compaction.trigger_messages`` messages or more than ``compaction.max_tokens`` tokens
+(counted by the manager's OpenAI token counter), or always with ``force``, keeps the newest
+``keep_last_n`` messages — fewer when they alone do not fit the token budget next to the
+summary, never fewer than one — and replaces the older ones by a summary written by the
+language model from those messages and the previous summary (recursive summarisation).
+Without a language model the older messages are simply dropped (keep-last-N truncation) and
+the summary is left as it was.
 Raw episodes in episodic memory are never touched: only working memory is rewritten.
 
 What a summary covers is recorded in the session's state under the reserved key
@@ -35,9 +36,9 @@ from pydantic import BaseModel, Field
 from memmachine.config import CompactionSettings
 from memmachine.errors import ConflictError
 from memmachine.models import Scope, WorkingMemory, WorkingMessage, utc_now
-from memmachine.ports import Job, LanguageModel, WorkingMemoryStore
+from memmachine.ports import Job, LanguageModel, TokenCounter, WorkingMemoryStore
 from memmachine.prompting.llm import PromptMessage, summarise_messages
-from memmachine.prompting.memory_prompt import estimate_tokens
+from memmachine.prompting.tokens import MESSAGE_OVERHEAD, TokenCounters
 
 __all__ = [
     "MAX_COVERED_IDS",
@@ -57,8 +58,6 @@ RESERVED_STATE_KEY = "_memmachine"
 #: At most this many covered ids are remembered (the newest); older ones left working
 #: memory long ago and cannot come back.
 MAX_COVERED_IDS = 2_000
-#: Tokens counted per message on top of its text (role and framing).
-_MESSAGE_OVERHEAD = 4
 #: Estimated tokens per word of summary, to reserve room for the summary in the budget.
 _TOKENS_PER_WORD = 1.4
 
@@ -74,6 +73,8 @@ class CompactionTarget(Protocol):
     def language_model(self) -> LanguageModel | None: ...
     @property
     def working(self) -> WorkingMemoryStore: ...
+    @property
+    def token_counters(self) -> TokenCounters: ...
 
     async def get_working(self, scope: Scope) -> WorkingMemory: ...
 
@@ -111,10 +112,13 @@ class CompactionResult(BaseModel):
     reason: str
 
 
-def working_tokens(messages: Sequence[WorkingMessage], summary: str | None) -> int:
-    """Estimated tokens of a working memory: each message plus the summary."""
-    total = sum(_MESSAGE_OVERHEAD + estimate_tokens(message.content) for message in messages)
-    return total + (estimate_tokens(summary) if summary else 0)
+def working_tokens(
+    messages: Sequence[WorkingMessage], summary: str | None, counter: TokenCounter
+) -> int:
+    """Tokens of a working memory by ``counter``: each message (plus
+    :data:`~memmachine.prompting.tokens.MESSAGE_OVERHEAD`) and the summary."""
+    total = sum(MESSAGE_OVERHEAD + counter.count(message.content) for message in messages)
+    return total + (counter.count(summary) if summary else 0)
 
 
 def covered_ids(state: dict[str, Any]) -> list[str]:
@@ -148,13 +152,14 @@ async def _compact_once(
     memory = await manager.get_working(scope)
     session_id = memory.scope.session_id or ""
     messages = memory.messages
-    before = working_tokens(messages, memory.summary)
+    counter = manager.token_counters.compaction
+    before = working_tokens(messages, memory.summary, counter)
     covered = covered_ids(memory.state)
     over_count = settings.trigger_messages > 0 and memory.message_count > settings.trigger_messages
     over_budget = before > settings.max_tokens
     if not (force or over_count or over_budget):
         return _unchanged(memory, before, covered, "under the thresholds")
-    kept = _kept(messages, settings.keep_last_n, settings.max_tokens, settings.summary_max_words)
+    kept = _kept(messages, settings, counter)
     older = messages[: len(messages) - len(kept)]
     if not older:
         return _unchanged(memory, before, covered, f"{len(messages)} messages: nothing older")
@@ -213,7 +218,7 @@ async def _compact_once(
         summary=summary,
         version=written.version,
         tokens_before=before,
-        tokens_after=working_tokens(kept, summary),
+        tokens_after=working_tokens(kept, summary, counter),
         reason=reason,
     )
 
@@ -255,15 +260,15 @@ async def compact_if_idle(manager: CompactionTarget, scope: Scope) -> Compaction
 
 
 def _kept(
-    messages: list[WorkingMessage], keep_last_n: int, max_tokens: int, summary_words: int
+    messages: list[WorkingMessage], settings: CompactionSettings, counter: TokenCounter
 ) -> list[WorkingMessage]:
     """The newest ``keep_last_n`` messages, fewer when they exceed the budget left next to
     the summary; at least one (when there is one)."""
-    budget = max_tokens - int(summary_words * _TOKENS_PER_WORD)
+    budget = settings.max_tokens - int(settings.summary_max_words * _TOKENS_PER_WORD)
     kept: list[WorkingMessage] = []
     used = 0
-    for message in reversed(messages[-keep_last_n:]):
-        cost = _MESSAGE_OVERHEAD + estimate_tokens(message.content)
+    for message in reversed(messages[-settings.keep_last_n :]):
+        cost = MESSAGE_OVERHEAD + counter.count(message.content)
         if kept and used + cost > budget:
             break
         kept.append(message)

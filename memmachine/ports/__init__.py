@@ -37,6 +37,7 @@ from memmachine.ports.inference import (
     ResultT,
     SpanEmbedder,
     SpanSet,
+    TokenCounter,
 )
 from memmachine.ports.jobs import Job, JobQueue, JobQueueStats, JobStatus
 from memmachine.ports.state import (
@@ -77,6 +78,7 @@ __all__ = [
     "SpanSet",
     "StateBackend",
     "StoredState",
+    "TokenCounter",
     "WorkingMemoryStore",
     "check_expected_revision",
     "record_key",

@@ -15,7 +15,25 @@ __all__ = [
     "ResultT",
     "SpanEmbedder",
     "SpanSet",
+    "TokenCounter",
 ]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the tokens a model will read in a text, for token budgets.
+
+    Contract: ``count(text)`` is deterministic, ``0`` for ``""`` and at least ``1`` for any
+    other text; it runs offline and fast (it is called per line of a prompt), so whatever it
+    loads is loaded when it is built. ``name`` says which tokenizer counts (``estimate``,
+    ``tiktoken:o200k_base``, ...), so an answer can say how its budget was kept. A counter
+    that is not the provider's own must not count much below it: a budget kept by it must
+    hold by the provider's count.
+    """
+
+    name: str
+
+    def count(self, text: str) -> int: ...
 
 
 @runtime_checkable

@@ -6,7 +6,6 @@ extraction, consolidation)."""
 from __future__ import annotations
 
 from memmachine.prompting.memory_prompt import (
-    CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD,
     MemoryPrompt,
     MemorySource,
@@ -15,13 +14,15 @@ from memmachine.prompting.memory_prompt import (
     estimate_tokens,
     prompt_token_count,
 )
+from memmachine.prompting.tokens import EstimatedTokenCounter, TokenCounters
 
 __all__ = [
-    "CHARS_PER_TOKEN",
     "MESSAGE_OVERHEAD",
+    "EstimatedTokenCounter",
     "MemoryPrompt",
     "MemorySource",
     "PromptFormat",
+    "TokenCounters",
     "build_memory_prompt",
     "estimate_tokens",
     "prompt_token_count",

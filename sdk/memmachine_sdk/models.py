@@ -494,9 +494,14 @@ class MemoryPromptResponse(_Model):
     procedure_ids: list[str] = Field(default_factory=list)
     message_count: int
     summary_included: bool
-    #: Estimated tokens (ceil(chars / 4) + 4 per message); never above max_tokens.
+    #: Tokens of the prompt by ``tokenizer`` (its text plus 4 per message); never above
+    #: max_tokens.
     token_count: int
     max_tokens: int
+    #: What counted the tokens: ``estimate`` (a script-aware estimate that counts at or a
+    #: little above OpenAI's tokenizers), ``tiktoken:<encoding>`` or ``tokenizers:<path>``
+    #: (the server's ``MEMMACHINE_TOKENIZER_*`` settings).
+    tokenizer: str = "estimate"
     dropped: dict[str, int]
 
 

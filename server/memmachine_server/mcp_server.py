@@ -652,7 +652,10 @@ class _MemoryTools:
             Field(
                 ge=1,
                 le=1_000_000,
-                description="Token budget (estimated as ceil(chars / 4) + 4 per message).",
+                description=(
+                    "Token budget: the prompt's tokens by the server's tokenizer, plus 4 per "
+                    "message."
+                ),
             ),
         ] = 2000,
         format: Annotated[

@@ -446,6 +446,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
             "message_count": 1,
             "summary_included": False,
             "token_count": 58,
+            "tokenizer": "estimate",
             "max_tokens": 1000,
             "dropped": {},
         },

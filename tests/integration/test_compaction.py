@@ -92,7 +92,10 @@ async def test_a_long_session_becomes_a_summary_and_its_newest_messages(
         assert after.summary == "Alice plans a trip to Lisbon."
         assert [m.content for m in after.messages] == [m.content for m in before.messages[40:]]
         assert covered_ids(after.state) == episode_ids[:40]
-        assert working_tokens(after.messages, after.summary) <= settings.compaction.max_tokens
+        assert (
+            working_tokens(after.messages, after.summary, manager.token_counters.compaction)
+            <= settings.compaction.max_tokens
+        )
         # Raw episodes stay in episodic memory.
         _, total = await manager.list_episodes(ALICE)
         assert total == 60
@@ -130,7 +133,9 @@ async def test_the_token_budget_keeps_fewer_messages_when_they_are_long(
         result = await compact_session(manager, ALICE)
         after = await manager.get_working(ALICE)
         assert 1 <= result.kept < 20
-        assert working_tokens(after.messages, after.summary) <= 600
+        assert (
+            working_tokens(after.messages, after.summary, manager.token_counters.compaction) <= 600
+        )
         assert result.tokens_after <= 600 < result.tokens_before
 
 
@@ -208,7 +213,9 @@ async def test_passing_the_token_budget_queues_a_compaction_that_meets_it(
         assert await _run_due_jobs(manager) == 1
         after = await manager.get_working(ALICE)
         assert after.summary == "Planning a trip to Lisbon."
-        assert working_tokens(after.messages, after.summary) <= 800
+        assert (
+            working_tokens(after.messages, after.summary, manager.token_counters.compaction) <= 800
+        )
         assert after.messages[-1].content.startswith("turn 039")
 
 

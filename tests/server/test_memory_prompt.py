@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+
+from memmachine.prompting import estimate_tokens
 
 QUERY = "Any ideas for the anniversary dinner in Porto?"
 
@@ -97,7 +98,8 @@ def test_budget_is_respected_through_the_api(api: TestClient) -> None:
         body = prompt(api, user_id="mp-cy", session_id="chat", query=QUERY, max_tokens=budget)
         assert body["token_count"] <= budget
         texts = [m["content"] for m in body["messages"]]
-        assert body["token_count"] == sum(4 + math.ceil(len(t) / 4) for t in texts)
+        assert body["token_count"] == sum(4 + estimate_tokens(t) for t in texts)
+        assert body["tokenizer"] == "estimate"
         assert texts[-1] == QUERY
     smallest = prompt(api, user_id="mp-cy", session_id="chat", query=QUERY, max_tokens=20)
     assert smallest["messages"] == [{"role": "user", "content": QUERY}]

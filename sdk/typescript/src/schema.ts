@@ -311,9 +311,11 @@ export interface paths {
         /**
          * Memory Prompt
          * @description Profile facts, relevant episodes, the session summary, the application's procedures
-         *     for similar tasks and recent messages, then the
-         *     new message, within ``max_tokens`` (estimated as ceil(chars / 4) + 4 per message), in
-         *     OpenAI, Anthropic or Gemini request shape.
+         *     for similar tasks and recent messages, then the new message, within ``max_tokens`` (the
+         *     text's tokens by the server's tokenizer for the format, named in ``tokenizer``, plus 4
+         *     per message), in OpenAI, Anthropic or Gemini request shape. What is kept is chosen by
+         *     relevance to the new message first: the best-ranked evidence is never dropped for
+         *     weaker material.
          */
         post: operations["memory_prompt"];
         delete?: never;
@@ -1468,6 +1470,11 @@ export interface components {
             token_count: number;
             /** Max Tokens */
             max_tokens: number;
+            /**
+             * Tokenizer
+             * @default estimate
+             */
+            tokenizer: string;
             /** Dropped */
             dropped: {
                 [key: string]: number;
@@ -6287,6 +6294,7 @@ export interface operations {
                      *       "message_count": 1,
                      *       "summary_included": false,
                      *       "token_count": 58,
+                     *       "tokenizer": "estimate",
                      *       "max_tokens": 1000,
                      *       "dropped": {}
                      *     }

@@ -4,7 +4,6 @@ and the order in which memory is trimmed to fit it."""
 from __future__ import annotations
 
 import itertools
-import math
 import random
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -16,8 +15,8 @@ from memmachine import PayloadTooLargeError, open_manager
 from memmachine.config import EmbeddingSettings, Settings
 from memmachine.errors import InvalidInputError
 from memmachine.manager import MemoryManager
-from memmachine.models import FactRecord, NewMessage, Scope, WorkingMessage
-from memmachine.prompting import MemoryPrompt, build_memory_prompt
+from memmachine.models import FactRecord, MemoryType, NewMessage, Scope, WorkingMessage
+from memmachine.prompting import MemoryPrompt, build_memory_prompt, estimate_tokens
 
 QUERY = "What did we decide about the sailing trip to Lisbon?"
 START = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
@@ -76,11 +75,11 @@ async def seed(manager: MemoryManager, user: str, *, first_role: str = "user") -
 
 
 def estimate(text: str) -> int:
-    return math.ceil(len(text) / 4)
+    return estimate_tokens(text)
 
 
 def recount(prompt: MemoryPrompt) -> int:
-    """The documented estimator, applied to what the prompt actually holds."""
+    """The default counter (the estimate), applied to what the prompt actually holds."""
     if prompt.format == "openai":
         texts = [message["content"] for message in prompt.body["messages"]]
     elif prompt.format == "anthropic":
@@ -204,35 +203,55 @@ async def test_budget_is_never_exceeded(manager: MemoryManager, format: Any) -> 
         assert (last.get("content") or last["parts"][0]["text"]).endswith(QUERY)
 
 
-async def test_trimming_order(manager: MemoryManager) -> None:
+async def test_trimming_keeps_evidence_first_then_turns_summary_and_facts(
+    manager: MemoryManager,
+) -> None:
     scope = await seed(manager, "trim-order")
+    found = await manager.search(
+        scope.model_copy(update={"session_id": None}), QUERY, types=(MemoryType.EPISODIC,)
+    )
+    ranked = sorted(found.episodic, key=lambda hit: -hit.score)
+    by_rank = [hit.episode.id for hit in ranked]
+    assert len(by_rank) == 4
+    line_cost = {
+        hit.episode.id: estimate(
+            f"- [{hit.episode.timestamp:%Y-%m-%d %H:%M} UTC] "
+            f"{hit.episode.producer or hit.episode.role}: {hit.episode.content}\n"
+        )
+        for hit in ranked
+    }
     full = await build_memory_prompt(manager, scope, QUERY, max_tokens=100_000)
     history = [m["content"] for m in full.messages[1:-1]]
-    seen_states: set[tuple[int, bool, int]] = set()
-    seen_facts: set[int] = set()
+    preamble, header = full.system.split("\n")[0], "## Relevant past episodes"
+    evidence_cost = (
+        4 + estimate(preamble + "\n") + estimate("\n" + header + "\n") + sum(line_cost.values())
+    )
+    seen: set[tuple[int, int, bool, int]] = set()
     for budget in range(full.token_count, 4 + estimate(QUERY) - 1, -3):
         prompt = await build_memory_prompt(manager, scope, QUERY, max_tokens=budget)
-        dropped = prompt.dropped
-        # kept messages are always the newest ones, without gaps
         kept = [m["content"] for m in prompt.messages if m["role"] != "system"][:-1]
+        # kept messages are always the newest ones, without gaps
         assert kept == (history[len(history) - len(kept) :] if kept else [])
-        # messages go first, then the summary, then episodes, then facts
-        if kept:
-            assert dropped["summary"] == dropped["episodes"] == dropped["facts"] == 0
-        if prompt.summary_included:
-            assert dropped["episodes"] == dropped["facts"] == 0
-        if prompt.episode_ids:
-            assert dropped["facts"] == 0
-        # facts are dropped lowest confidence first
+        # evidence goes last, best-ranked last of all: an episode is left out while a
+        # lower-ranked one is kept only when it is the longer of the two
+        for high, low in itertools.combinations(by_rank, 2):
+            if high not in prompt.episode_ids and low in prompt.episode_ids:
+                assert line_cost[high] > line_cost[low]
+        # whenever the evidence fits in the budget, no turn, summary or fact displaces it
+        if budget - (4 + estimate(QUERY)) >= evidence_cost:
+            assert len(prompt.episode_ids) == 4
+        # facts (none of them evidence for this query) are dropped lowest confidence first
         confidences = [float(line[-5:-1]) for line in prompt.system.splitlines() if "/ f" in line]
         assert confidences == [0.9, 0.8, 0.7, 0.6, 0.5][: len(confidences)]
-        seen_states.add((len(kept), prompt.summary_included, len(prompt.episode_ids)))
-        seen_facts.add(len(confidences))
+        if confidences:
+            assert prompt.summary_included or prompt.dropped["summary"] == 1
+        seen.add((len(prompt.episode_ids), len(kept), prompt.summary_included, len(confidences)))
     # the sweep went through every stage of trimming
-    assert (0, False, 0) in seen_states
-    assert {0, 3, 5} <= seen_facts
-    assert (0, True, 4) in seen_states
-    assert (0, False, 2) in seen_states
+    assert (len(full.episode_ids), full.message_count, full.summary_included) == (4, 6, True)
+    assert len(full.fact_ids) == 5
+    assert any(episodes == 4 and 0 < turns < 6 for episodes, turns, _, _ in seen)
+    assert any(0 < episodes < 4 and turns == 0 for episodes, turns, _, _ in seen)
+    assert (0, 0, False, 0) in seen
 
 
 async def test_query_alone_over_budget_and_bad_arguments(manager: MemoryManager) -> None:

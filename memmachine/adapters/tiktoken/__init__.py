@@ -1,0 +1,1 @@
+"""Adapters on OpenAI's tiktoken: exact token counts for OpenAI models."""

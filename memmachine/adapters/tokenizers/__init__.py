@@ -1,0 +1,1 @@
+"""Adapters on Hugging Face's tokenizers library: any model's ``tokenizer.json``."""
