@@ -1,9 +1,9 @@
 """The memory manager: the one object every interface (REST, MCP, CLI, SDK) calls.
 
-A thin facade over one service per kind of memory (:mod:`memmachine.memory`) sharing one
-write gate, job scheduler, clock and retention sweep; its own logic only spans services:
-adding messages (episodes and working memory, all or nothing), deleting an episode (and its
-traces in the profile), searching every kind at once, and forgetting.
+A thin facade over one service per kind of memory (:mod:`memmachine.memory`): episodic,
+profile, working, procedural and custom types, sharing one write gate, job scheduler, clock
+and retention sweep. Its own logic only spans services: adding messages (all or nothing),
+deleting an episode (and its traces in facts), searching every kind at once, and forgetting.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from memmachine.memory.forgetting import Forgetting
 from memmachine.memory.lifecycle import Parts, Resource
 from memmachine.memory.lifecycle import embedder_status as embedder_status_of
 from memmachine.memory.lifecycle import reranker_status as reranker_status_of
+from memmachine.memory.procedural import ProceduralMemory
 from memmachine.memory.profile import ProfileService
 from memmachine.memory.replaceable import ReplaceableParts
 from memmachine.memory.retention import Clock, RetentionSettings, RetentionSweep
@@ -47,10 +48,12 @@ from memmachine.ports import (
     EpisodeStore,
     JobQueue,
     LanguageModel,
+    Lifecycle,
     ProfileStore,
     Reranker,
     WorkingMemoryStore,
 )
+from memmachine.ports.procedures import ProcedureStore
 from memmachine.prompting.tokens import TokenCounters
 from memmachine.retrieval.explain import StageControl
 from memmachine.safety.gate import WriteGate, check_query
@@ -59,9 +62,8 @@ from memmachine.stage_observer import StageObserver
 __all__ = ["MemoryManager", "Resource"]
 
 
-class MemoryManager(ReplaceableParts):
-    """Working, episodic and profile memory (and custom types) behind one API; each
-    method is its service's (``episodic_service``, ``profile_service``, ``working_service``,
+class MemoryManager(ReplaceableParts, Lifecycle):
+    """Every kind of memory behind one API; each method is its service's (``*_service``,
     ``memory_types``), documented there. ``embedder``, ``reranker``, ``retrieval`` and
     ``safety`` may be replaced at any time; the next call uses them."""
 
@@ -90,6 +92,7 @@ class MemoryManager(ReplaceableParts):
         extraction: ExtractionSettings | None = None,
         memory_types: MemoryTypeRegistry | None = None,
         stage_observer: StageObserver | None = None,
+        procedures: ProcedureStore | None = None,
         token_counters: TokenCounters | None = None,
         clock: Clock | None = None,
         retention: RetentionSettings | None = None,
@@ -144,7 +147,11 @@ class MemoryManager(ReplaceableParts):
             clock=clock,
         )
         self.retention = RetentionSweep(episodes, profile, working, retention, clock, self.gate)
-        stores: list[Resource] = [episodes, profile, working, *([jobs] if jobs else [])]
+        self.procedural_service = ProceduralMemory(
+            procedures, self.gate, embedder, scheduler=self.scheduler
+        )
+        stores: list[Resource] = [episodes, profile, working]
+        stores += [store for store in (jobs, procedures) if store is not None]
         self._parts = Parts(
             resources=[*resources, self.memory_types, self.retention],
             stores=stores,
@@ -167,7 +174,9 @@ class MemoryManager(ReplaceableParts):
         self.delete_working = self.working_service.delete
         self.enqueue_compaction = self.scheduler.enqueue_compaction
         self.enqueue_extraction = self.scheduler.enqueue_extraction
-        forgetting = Forgetting(episodic, facts, self.working_service, self.memory_types)
+        forgetting = Forgetting(
+            episodic, facts, self.working_service, self.memory_types, self.procedural_service
+        )
         self.forget_session, self.forget_user = forgetting.session, forgetting.user
 
     # ------------------------------------------------------------------ lifecycle
@@ -181,13 +190,6 @@ class MemoryManager(ReplaceableParts):
     async def close(self) -> None:
         """Close everything in reverse order; safe to call twice."""
         await self._parts.close(self.reranker, self.embedder)
-
-    async def __aenter__(self) -> MemoryManager:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def health(self) -> HealthReport:
         stores, ok = await self._parts.health()

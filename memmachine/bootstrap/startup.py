@@ -75,6 +75,9 @@ def _targets(manager: MemoryManager, settings: Settings) -> dict[int, tuple[str,
         ),
         id(manager.working): ("working store", url_address(working) if working else embedded),
     }
+    procedures = manager.procedural_service.store_or_none
+    if procedures is not None:
+        targets[id(procedures)] = ("procedure store", targets[id(manager.profile)][1])
     if manager.jobs is not None:
         jobs = secret(settings.jobs.url) or working
         targets[id(manager.jobs)] = ("job queue", url_address(jobs) if jobs else embedded)

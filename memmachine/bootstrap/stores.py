@@ -19,6 +19,7 @@ from memmachine.config import (
 )
 from memmachine.errors import ConfigurationError
 from memmachine.ports import EpisodeStore, JobQueue, KeyStore, ProfileStore, WorkingMemoryStore
+from memmachine.ports.procedures import ProcedureStore
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -32,6 +33,7 @@ __all__ = [
     "check_schemes",
     "episode_store",
     "job_queue",
+    "procedure_store",
     "profile_store",
     "resolve_credentials",
     "searched_in_memory",
@@ -247,6 +249,13 @@ def profile_store(url: str | None, settings: Settings) -> ProfileStore:
     from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 
     return SqlProfileStore(_profile_database_url(url, settings))
+
+
+def procedure_store(url: str | None, settings: Settings) -> ProcedureStore:
+    """Procedural memory, in the profile store's database."""
+    from memmachine.adapters.sql.sql_procedure_store import SqlProcedureStore
+
+    return SqlProcedureStore(_profile_database_url(url, settings))
 
 
 def _profile_database_url(url: str | None, settings: Settings) -> str:

@@ -8,6 +8,9 @@
 * ``extract``: :func:`memmachine.pipeline.extraction.extract_from_episodes` over the payload's
   ``episode_ids``. Running it again re-reads the same episodes; a fact already stored with
   the same value is corroborated, never stored twice.
+* ``distill``: :func:`memmachine.pipeline.distillation.distill_session` on the job's session
+  (reported successful). Running it again corroborates the procedures it stored, never
+  stores them twice.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from memmachine.pipeline.compaction import compact_if_idle, compact_session
+from memmachine.pipeline.distillation import distill_session
 from memmachine.pipeline.extraction import extract_from_episodes
 from memmachine.pipeline.worker import Handler
 from memmachine.ports import Job
@@ -51,4 +55,20 @@ def handlers_for(manager: MemoryManager) -> dict[str, Handler]:
             result.invalidated,
         )
 
-    return {"compact": compact, "extract": extract}
+    async def distill(job: Job) -> None:
+        result = await distill_session(
+            manager.language_model, manager.episodes, manager.procedural_service, job.scope
+        )
+        log.info(
+            "job %s: %d episodes, %d procedures: %d created, %d superseded, %d corroborated, "
+            "%d refused",
+            job.id,
+            result.episodes,
+            result.distilled,
+            result.created,
+            result.superseded,
+            result.corroborated,
+            result.refused,
+        )
+
+    return {"compact": compact, "extract": extract, "distill": distill}

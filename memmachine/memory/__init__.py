@@ -10,13 +10,13 @@ write gate, :mod:`memmachine.safety.gate`), reads and forgetting.
   compact them; typed agent state (:mod:`~memmachine.memory.agent_state`) can live in
   them (:mod:`~memmachine.memory.working_state`);
 * :mod:`~memmachine.memory.custom` and :mod:`~memmachine.memory.custom_registry`: custom
-  memory types.
+  memory types;
+* :mod:`~memmachine.memory.procedural`: an application's procedures (not a user's),
+  written or distilled from successful sessions, shared by its users.
 
-Procedural memory, the next kind, is a fourth service module here of the same shape: a
-class taking its store port and the shared :class:`~memmachine.safety.gate.WriteGate`,
-passing every write through the gate, joining :mod:`~memmachine.memory.forgetting`, and
-exposed by the manager under its public names. Services depend on ports, the gate,
-retrieval and the pipeline, never on one another's internals; what spans several
-(adding messages, deleting an episode, forgetting) is in the manager or
-:mod:`~memmachine.memory.forgetting`.
+Each service takes its store port and the shared :class:`~memmachine.safety.gate.WriteGate`,
+passes every write through the gate, joins :mod:`~memmachine.memory.forgetting`, and is
+exposed by the manager. Services depend on ports, the gate, retrieval and the pipeline,
+never on one another's internals; what spans several (adding messages, deleting an
+episode, forgetting) is in the manager or :mod:`~memmachine.memory.forgetting`.
 """

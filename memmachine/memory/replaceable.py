@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from memmachine.config import RetrievalSettings, SafetySettings
 from memmachine.memory.episodic import EpisodicService
+from memmachine.memory.procedural import ProceduralMemory
 from memmachine.memory.profile import ProfileService
 from memmachine.ports import Embedder, Reranker
 from memmachine.safety.gate import WriteGate
@@ -19,6 +20,7 @@ class ReplaceableParts:
 
     episodic_service: EpisodicService
     profile_service: ProfileService
+    procedural_service: ProceduralMemory
     gate: WriteGate
 
     @property
@@ -28,6 +30,7 @@ class ReplaceableParts:
     @embedder.setter
     def embedder(self, value: Embedder | None) -> None:
         self.episodic_service.embedder = self.profile_service.embedder = value
+        self.procedural_service.embedder = value
 
     @property
     def reranker(self) -> Reranker | None:

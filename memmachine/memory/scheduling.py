@@ -1,4 +1,5 @@
-"""Queueing background jobs for the memory services: compaction and extraction.
+"""Queueing background jobs for the memory services: compaction, extraction and
+distillation of procedures.
 
 A write never fails, nor noticeably slows, because of the queue: the jobs a write earns are
 queued with a short timeout, and a queue that is down or slow is logged and skipped.
@@ -100,6 +101,21 @@ class JobScheduler:
             "extract",
             self._gate.job_payload({"episode_ids": ids}),
             idempotency_key=key,
+            max_attempts=self.max_attempts,
+        )
+
+    async def enqueue_distillation(self, scope: Scope) -> Job | None:
+        """Queue a ``distill`` job for ``scope``'s session (see
+        :mod:`memmachine.pipeline.distillation`), once per session; ``None`` when the job
+        queue or the language model is off."""
+        if self.queue is None or self.language_model is None:
+            return None
+        scope = require_session(scope)
+        return await self.queue.enqueue(
+            scope,
+            "distill",
+            self._gate.job_payload({"session_id": scope.session_id}),
+            idempotency_key=f"distill:{scope.user_id}:{scope.session_id}",
             max_attempts=self.max_attempts,
         )
 

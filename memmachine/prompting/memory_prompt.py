@@ -6,8 +6,10 @@ working-memory messages, and lays them out in OpenAI, Anthropic or Gemini reques
 
 * a system part: a one-line preamble, then ``## Profile facts`` (``tag / feature: value
   (confidence c)``, highest confidence first, ties broken by relevance to the message),
-  ``## Relevant past episodes`` (``[YYYY-MM-DD HH:MM UTC] speaker: content`` in time order)
-  and ``## Session summary``; sections without content are left out, and so is the whole
+  ``## Relevant past episodes`` (``[YYYY-MM-DD HH:MM UTC] speaker: content`` in time order),
+  ``## Session summary`` and ``## Procedures that worked for similar tasks`` (the
+  application's procedures the caller passes, best match first, one line each: goal, steps,
+  preconditions, pitfalls); sections without content are left out, and so is the whole
   system part when nothing fits;
 * the recent working-memory messages as conversation turns, oldest first (``system`` and
   ``tool`` messages become user turns prefixed ``[system]`` / ``[tool]``). For Anthropic
@@ -31,8 +33,9 @@ next one tried):
    its turn when that turn is kept, else among the relevant episodes;
 2. the recent messages, newest first and without gaps (once one does not fit, no older one
    is kept);
-3. the session summary;
-4. the other profile facts, highest confidence first.
+3. the application's procedures the caller passes, best match first;
+4. the session summary;
+5. the other profile facts, highest confidence first.
 
 So weaker material never pushes out better-ranked evidence for the query. The new message is
 never repeated: when the session's newest message is the same user text (the agent stored it
@@ -61,6 +64,7 @@ from memmachine.models import (
     WorkingMessage,
 )
 from memmachine.ports import TokenCounter
+from memmachine.ports.procedures import Procedure
 from memmachine.prompting.tokens import MESSAGE_OVERHEAD, TokenCounters, estimate_tokens
 
 __all__ = [
@@ -86,6 +90,7 @@ PREAMBLE = (
 FACTS_HEADER = "## Profile facts (confidence from 0 to 1)"
 EPISODES_HEADER = "## Relevant past episodes"
 SUMMARY_HEADER = "## Session summary"
+PROCEDURES_HEADER = "## Procedures that worked for similar tasks"
 
 
 class MemorySource(Protocol):
@@ -120,6 +125,7 @@ class MemoryPrompt(BaseModel):
     body: dict[str, Any]
     fact_ids: list[str] = Field(default_factory=list)
     episode_ids: list[str] = Field(default_factory=list)
+    procedure_ids: list[str] = Field(default_factory=list)
     #: How many recent working-memory messages were included.
     message_count: int = 0
     summary_included: bool = False
@@ -187,6 +193,7 @@ class _Kept:
     facts: list[Fact] = field(default_factory=list)
     episodes: list[Episode] = field(default_factory=list)
     turns: list[_Turn] = field(default_factory=list)  # newest first
+    procedures: list[Procedure] = field(default_factory=list)
     summary: str = ""
     order: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -199,6 +206,8 @@ class _Kept:
             self.episodes.remove(item)
         elif kind == "turn":
             self.turns.remove(item)
+        elif kind == "procedure":
+            self.procedures.remove(item)
         else:
             self.summary = ""
 
@@ -212,6 +221,7 @@ async def build_memory_prompt(
     format: PromptFormat = "openai",
     top_k: int = 10,
     recent_messages: int = 20,
+    procedures: Sequence[Procedure] = (),
 ) -> MemoryPrompt:
     """The context for the next LLM call of ``scope`` given the user's new message ``query``.
 
@@ -258,7 +268,7 @@ async def build_memory_prompt(
         if not _is_the_query(hit.episode, the_query, query, scope.session_id)
     ]
 
-    kept = _keep(budget, evidence, found.profile, facts, turns, summary)
+    kept = _keep(budget, evidence, found.profile, facts, turns, summary, procedures)
     while True:
         prompt = _assemble(format, query, kept, max_tokens, counter.name)
         prompt.dropped = {
@@ -268,6 +278,8 @@ async def build_memory_prompt(
             "summary": int(bool(summary) and not kept.summary),
             "messages": len(turns) - len(kept.turns),
         }
+        if procedures:
+            prompt.dropped["procedures"] = len(procedures) - len(kept.procedures)
         prompt.token_count = prompt_token_count(prompt, counter)
         if prompt.token_count <= max_tokens or not kept.order:
             return prompt
@@ -282,8 +294,10 @@ def _keep(
     facts: Sequence[Fact],
     turns: Sequence[_Turn],
     summary: str,
+    procedures: Sequence[Procedure] = (),
 ) -> _Kept:
-    """Apply the module docstring's rule: evidence, recent turns, summary, other facts."""
+    """Apply the module docstring's rule: evidence, recent turns, procedures, summary,
+    other facts."""
     kept = _Kept()
     in_turns = {turn.episode_id for turn in turns if turn.episode_id}
     as_line: dict[str, int] = {}  # evidence in the session's turns, kept as a line: its cost
@@ -311,6 +325,11 @@ def _keep(
             kept.episodes = [e for e in kept.episodes if e.id != turn.episode_id]
         kept.turns.append(turn)
         kept.order.append(("turn", turn))
+
+    for procedure in procedures:
+        if budget.try_system_line(PROCEDURES_HEADER, _how(procedure)):
+            kept.procedures.append(procedure)
+            kept.order.append(("procedure", procedure))
 
     if summary and budget.try_system_line(SUMMARY_HEADER, summary):
         kept.summary = summary
@@ -347,6 +366,9 @@ def _assemble(
     facts = sorted(kept.facts, key=lambda fact: (-_confidence(fact), fact.tag, fact.feature))
     episodes = sorted(kept.episodes, key=lambda episode: (episode.timestamp, episode.sequence))
     system = _system_text(facts, episodes, kept.summary)
+    if kept.procedures:
+        how = "\n".join([PROCEDURES_HEADER, *(_how(p) for p in kept.procedures)])
+        system = f"{system or PREAMBLE}\n\n{how}"
     messages, body = _render(format, system, [*turns, _Turn("user", query)])
     return MemoryPrompt(
         format=format,
@@ -355,6 +377,7 @@ def _assemble(
         body=body,
         fact_ids=[fact.id for fact in facts],
         episode_ids=[episode.id for episode in episodes],
+        procedure_ids=[procedure.id for procedure in kept.procedures],
         message_count=len(turns),
         summary_included=bool(kept.summary),
         token_count=0,
@@ -407,6 +430,16 @@ async def _working(manager: MemorySource, scope: Scope, last_n: int) -> WorkingM
 
 def _fact_line(fact: Fact) -> str:
     return f"- {fact.tag} / {fact.feature}: {fact.value} (confidence {_confidence(fact):.2f})"
+
+
+def _how(procedure: Procedure) -> str:
+    """One procedure as one system line (it is charged and kept whole)."""
+    parts = [f"- {procedure.goal}: " + "; ".join(procedure.steps)]
+    if procedure.preconditions:
+        parts.append("needs: " + "; ".join(procedure.preconditions))
+    if procedure.pitfalls:
+        parts.append("avoid: " + "; ".join(procedure.pitfalls))
+    return " | ".join(parts)
 
 
 def _confidence(fact: Fact) -> float:

@@ -39,6 +39,7 @@ from typing import Any, Literal, TypeVar, overload
 from memmachine.config import LimitSettings, SafetySettings
 from memmachine.errors import InvalidInputError, PayloadTooLargeError
 from memmachine.models import EpisodeRecord, FactRecord, NewMessage, WorkingMessage
+from memmachine.ports.procedures import ProcedureRecord
 from memmachine.safety.pii import Redactor
 from memmachine.safety.poisoning import looks_like_injection
 
@@ -54,6 +55,9 @@ class FieldPolicy:
     #: ``"mark"``: record the reason in the owner's metadata; ``"refuse"``: raise
     #: ``InvalidInputError``; both only with ``safety.block_injected_facts``.
     injection: Literal["off", "mark", "refuse"] = "off"
+    #: Shared by every user of an application (procedures): redacted with every PII kind
+    #: and refused when it reads as an instruction, whatever the safety settings say.
+    shared: bool = False
 
 
 _KEEP = FieldPolicy()
@@ -88,6 +92,12 @@ FIELD_POLICIES: dict[str, FieldPolicy] = {
     # typed agent state in a file, SQLite or Redis backend: stored exactly as saved
     "agent_state.key": _KEEP,
     "agent_state.value": _KEEP,
+    # procedural memory: shared by the users of an application
+    "procedure.text": FieldPolicy(shared=True, injection="refuse"),
+    "procedure.source": _KEEP,
+    "procedure.metadata.key": FieldPolicy(shared=True),
+    "procedure.metadata.value": FieldPolicy(shared=True),
+    "procedure.reason": _KEEP,
     # background jobs: ids and flags the services make
     "job.payload.key": _KEEP,
     "job.payload.value": _KEEP,
@@ -115,6 +125,8 @@ class WriteGate:
     ) -> None:
         self.limits = limits or LimitSettings()
         self._fixed = redactor
+        #: What shared fields are redacted with: every PII kind, always.
+        self._shared = redactor or Redactor()
         self.safety = safety or SafetySettings()
 
     @classmethod
@@ -154,7 +166,7 @@ class WriteGate:
                 field=path,
             )
         reason = None
-        if policy.injection == "refuse" and self._safety.block_injected_facts:
+        if policy.injection == "refuse" and (policy.shared or self._safety.block_injected_facts):
             reason = looks_like_injection(value)
             if reason is not None:
                 raise InvalidInputError(
@@ -162,8 +174,9 @@ class WriteGate:
                     "it is not stored as a fact",
                     field=path,
                 )
-        if policy.redact and self._redactor is not None:
-            result = self._redactor.redact(value)
+        redactor = self._shared if policy.shared else self._redactor if policy.redact else None
+        if redactor is not None:
+            result = redactor.redact(value)
             value = result.text
             for kind, count in result.found.items():
                 found[kind] = found.get(kind, 0) + count
@@ -431,6 +444,58 @@ class WriteGate:
             return value, {}
         result = self._redactor.redact_json(value)
         return result.value, result.found
+
+    # ------------------------------------------------------------------ procedures
+
+    def procedure(self, record: ProcedureRecord, identities: Sequence[str] = ()) -> ProcedureRecord:
+        """A procedure as it is stored, shared by every user of an application: limits
+        checked (a goal and at least one step, lengths and counts), every PII kind
+        redacted, each of ``identities`` (the user's id and names the session showed)
+        replaced by ``[USER]`` wherever it still appears (``metadata["redacted"]`` counting what was
+        replaced) and the whole refused when any part reads as an instruction to the model,
+        whatever the safety settings say (``InvalidInputError`` naming the field)."""
+        limits = self.limits
+        if not record.goal.strip():
+            raise InvalidInputError("goal must not be empty", field="goal")
+        if not any(step.strip() for step in record.steps):
+            raise InvalidInputError("at least one step is required", field="steps")
+        if not 0.0 <= record.confidence <= 1.0:
+            raise InvalidInputError("confidence must be between 0 and 1", field="confidence")
+        found: dict[str, int] = {}
+        names = sorted({n.strip() for n in identities if len(n.strip()) >= 3}, key=len)[::-1]
+
+        def clean(path: str, value: str) -> str:
+            if len(value) > limits.max_fact_chars:
+                raise PayloadTooLargeError(
+                    f"{path} is longer than {limits.max_fact_chars} characters", field=path
+                )
+            value = self.text("procedure.text", path, value, found)[0]
+            for name in names:  # after redaction, so that an email keeps its token
+                value, count = re.subn(re.escape(name), "[USER]", value, flags=re.IGNORECASE)
+                if count:
+                    found["identity"] = found.get("identity", 0) + count
+            return value
+
+        lists: dict[str, list[str]] = {}
+        for name in ("steps", "preconditions", "pitfalls"):
+            items = [item for item in getattr(record, name) if item.strip()]
+            if len(items) > limits.max_facts_per_request:
+                raise PayloadTooLargeError(
+                    f"{len(items)} {name}; the limit is {limits.max_facts_per_request}",
+                    field=name,
+                )
+            lists[name] = [clean(f"{name}.{i}", item) for i, item in enumerate(items)]
+        goal = clean("goal", record.goal)
+        source = self.text("procedure.source", "source", record.source, found)[0]
+        metadata = self.json("procedure.metadata", "metadata", record.metadata, found)
+        if found:
+            metadata["redacted"] = found
+        update = {"goal": goal, "source": source, "metadata": metadata, **lists}
+        return record.model_copy(update=update)
+
+    def procedure_reason(self, reason: str) -> str:
+        """Why a procedure version was superseded, as it is stored."""
+        return self.text("procedure.reason", "reason", reason, {})[0]
 
     # ------------------------------------------------------------------ records and jobs
 

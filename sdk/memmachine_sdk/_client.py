@@ -574,6 +574,84 @@ class Client(SyncOperations, _Base):
         )
         return self._get(call).result
 
+    # ------------------------------------------------------------- procedural memory
+
+    def add_procedure(
+        self,
+        goal: str,
+        steps: Sequence[str],
+        *,
+        preconditions: Sequence[str] = (),
+        pitfalls: Sequence[str] = (),
+        confidence: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        replaces: str | None = None,
+        agent_id: str | None = None,
+    ) -> m.ProcedureOut:
+        """Remember how: a procedure every user of the application (org, project, agent)
+        can reuse. One of the same goal (or ``replaces``) is superseded, its version kept.
+        PII is redacted; an instruction to the model is an ``InvalidInputError``."""
+        call = self._calls.add_procedure(
+            goal,
+            steps,
+            agent_id=agent_id,
+            preconditions=list(preconditions),
+            pitfalls=list(pitfalls),
+            confidence=confidence,
+            metadata=None if metadata is None else dict(metadata),
+            replaces=replaces,
+        )
+        return self._get(call)
+
+    def list_procedures(
+        self, *, agent_id: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[m.ProcedureOut]:
+        """The application's procedures, most recently updated first."""
+        call = self._calls.list_procedures(agent_id=agent_id, limit=limit, offset=offset)
+        return self._get(call).procedures
+
+    def search_procedures(
+        self, query: str, *, agent_id: str | None = None, top_k: int = 5
+    ) -> list[m.ProcedureHitOut]:
+        """The application's procedures for the task ``query`` describes, best first."""
+        call = self._calls.search_procedures(query, agent_id=agent_id, top_k=top_k)
+        return self._get(call).hits
+
+    def get_procedure(self, procedure_id: str, *, agent_id: str | None = None) -> m.ProcedureOut:
+        """One procedure (``NotFoundError`` when the application has none such)."""
+        return self._get(self._calls.get_procedure(procedure_id, agent_id=agent_id))
+
+    def procedure_history(
+        self, procedure_id: str, *, agent_id: str | None = None
+    ) -> m.ProcedureHistoryResponse:
+        """A procedure and the versions it superseded, oldest first."""
+        return self._get(self._calls.procedure_history(procedure_id, agent_id=agent_id))
+
+    def report_procedure_use(
+        self, procedure_id: str, *, success: bool, agent_id: str | None = None
+    ) -> m.ProcedureOut:
+        """Report whether reusing a procedure worked: its confidence rises or falls."""
+        call = self._calls.report_procedure_use(procedure_id, success=success, agent_id=agent_id)
+        return self._get(call)
+
+    def delete_procedure(self, procedure_id: str, *, agent_id: str | None = None) -> None:
+        """Delete a procedure and its history (``NotFoundError`` when there is none)."""
+        self._send(self._calls.delete_procedure(procedure_id, agent_id=agent_id))
+
+    def set_session_outcome(
+        self,
+        session_id: str,
+        outcome: Literal["success", "failure"],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> m.SessionOutcomeResponse:
+        """Report how a session went; a success has the server distil its procedures."""
+        call = self._calls.set_session_outcome(
+            session_id, outcome, user_id=user_id, agent_id=agent_id
+        )
+        return self._get(call)
+
 
 class AsyncClient(AsyncOperations, _Base):
     """Asyncio client with the same constructor and methods as :class:`Client`, awaited;
@@ -949,6 +1027,86 @@ class AsyncClient(AsyncOperations, _Base):
             name, "retrieve", input, user_id=user_id, session_id=session_id, **ids
         )
         return (await self._get(call)).result
+
+    # ------------------------------------------------------------- procedural memory
+
+    async def add_procedure(
+        self,
+        goal: str,
+        steps: Sequence[str],
+        *,
+        preconditions: Sequence[str] = (),
+        pitfalls: Sequence[str] = (),
+        confidence: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        replaces: str | None = None,
+        agent_id: str | None = None,
+    ) -> m.ProcedureOut:
+        """Remember how: a procedure every user of the application (org, project, agent)
+        can reuse. One of the same goal (or ``replaces``) is superseded, its version kept.
+        PII is redacted; an instruction to the model is an ``InvalidInputError``."""
+        call = self._calls.add_procedure(
+            goal,
+            steps,
+            agent_id=agent_id,
+            preconditions=list(preconditions),
+            pitfalls=list(pitfalls),
+            confidence=confidence,
+            metadata=None if metadata is None else dict(metadata),
+            replaces=replaces,
+        )
+        return await self._get(call)
+
+    async def list_procedures(
+        self, *, agent_id: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[m.ProcedureOut]:
+        """The application's procedures, most recently updated first."""
+        call = self._calls.list_procedures(agent_id=agent_id, limit=limit, offset=offset)
+        return (await self._get(call)).procedures
+
+    async def search_procedures(
+        self, query: str, *, agent_id: str | None = None, top_k: int = 5
+    ) -> list[m.ProcedureHitOut]:
+        """The application's procedures for the task ``query`` describes, best first."""
+        call = self._calls.search_procedures(query, agent_id=agent_id, top_k=top_k)
+        return (await self._get(call)).hits
+
+    async def get_procedure(
+        self, procedure_id: str, *, agent_id: str | None = None
+    ) -> m.ProcedureOut:
+        """One procedure (``NotFoundError`` when the application has none such)."""
+        return await self._get(self._calls.get_procedure(procedure_id, agent_id=agent_id))
+
+    async def procedure_history(
+        self, procedure_id: str, *, agent_id: str | None = None
+    ) -> m.ProcedureHistoryResponse:
+        """A procedure and the versions it superseded, oldest first."""
+        return await self._get(self._calls.procedure_history(procedure_id, agent_id=agent_id))
+
+    async def report_procedure_use(
+        self, procedure_id: str, *, success: bool, agent_id: str | None = None
+    ) -> m.ProcedureOut:
+        """Report whether reusing a procedure worked: its confidence rises or falls."""
+        call = self._calls.report_procedure_use(procedure_id, success=success, agent_id=agent_id)
+        return await self._get(call)
+
+    async def delete_procedure(self, procedure_id: str, *, agent_id: str | None = None) -> None:
+        """Delete a procedure and its history (``NotFoundError`` when there is none)."""
+        await self._send(self._calls.delete_procedure(procedure_id, agent_id=agent_id))
+
+    async def set_session_outcome(
+        self,
+        session_id: str,
+        outcome: Literal["success", "failure"],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> m.SessionOutcomeResponse:
+        """Report how a session went; a success has the server distil its procedures."""
+        call = self._calls.set_session_outcome(
+            session_id, outcome, user_id=user_id, agent_id=agent_id
+        )
+        return await self._get(call)
 
 
 #: The names the client had before ``Client`` / ``AsyncClient``; same classes.

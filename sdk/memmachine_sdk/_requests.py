@@ -501,3 +501,64 @@ class Requests:
         params = {**self._scope(user_id=user_id), "before": before, "after": after}
         path = f"/v1/memories/{_seg(episode_id)}/neighbours"
         return Call("GET", path, m.EpisodeNeighboursResponse, params=params)
+
+    # ------------------------------------------------------------- procedural memory
+
+    def _app(self, agent_id: str | None) -> dict[str, str]:
+        """The application's ids (org, project, agent): procedures belong to no user."""
+        scope = self._scope(agent_id=agent_id)
+        return {k: v for k, v in scope.items() if k in ("org_id", "project_id", "agent_id")}
+
+    def add_procedure(
+        self, goal: str, steps: Sequence[str], *, agent_id: str | None, **fields: Any
+    ) -> Call[m.ProcedureOut]:
+        fields = {key: value for key, value in fields.items() if value is not None}
+        request = validate(
+            m.ProcedureIn, goal=goal, steps=list(steps), **fields, **self._app(agent_id)
+        )
+        return Call("POST", "/v1/procedures", m.ProcedureOut, json=_body(request))
+
+    def list_procedures(
+        self, *, agent_id: str | None, limit: int, offset: int
+    ) -> Call[m.ProcedureListResponse]:
+        params = {**self._app(agent_id), "limit": limit, "offset": offset}
+        return Call("GET", "/v1/procedures", m.ProcedureListResponse, params=params)
+
+    def search_procedures(
+        self, query: str, *, agent_id: str | None, top_k: int
+    ) -> Call[m.ProcedureSearchResponse]:
+        request = validate(
+            m.ProcedureSearchRequest, query=query, top_k=top_k, **self._app(agent_id)
+        )
+        path = "/v1/procedures/search"
+        return Call("POST", path, m.ProcedureSearchResponse, json=_body(request), idempotent=True)
+
+    def get_procedure(self, procedure_id: str, *, agent_id: str | None) -> Call[m.ProcedureOut]:
+        path = f"/v1/procedures/{_seg(procedure_id)}"
+        return Call("GET", path, m.ProcedureOut, params=self._app(agent_id))
+
+    def procedure_history(
+        self, procedure_id: str, *, agent_id: str | None
+    ) -> Call[m.ProcedureHistoryResponse]:
+        path = f"/v1/procedures/{_seg(procedure_id)}/history"
+        return Call("GET", path, m.ProcedureHistoryResponse, params=self._app(agent_id))
+
+    def report_procedure_use(
+        self, procedure_id: str, *, success: bool, agent_id: str | None
+    ) -> Call[m.ProcedureOut]:
+        request = validate(m.ProcedureUseRequest, success=success, **self._app(agent_id))
+        path = f"/v1/procedures/{_seg(procedure_id)}/uses"
+        return Call("POST", path, m.ProcedureOut, json=_body(request))
+
+    def delete_procedure(self, procedure_id: str, *, agent_id: str | None) -> Call[BaseModel]:
+        path = f"/v1/procedures/{_seg(procedure_id)}"
+        return Call("DELETE", path, None, params=self._app(agent_id))
+
+    def set_session_outcome(
+        self, session_id: str, outcome: str, *, user_id: str | None, agent_id: str | None
+    ) -> Call[m.SessionOutcomeResponse]:
+        scope = self._scope(user_id=user_id, agent_id=agent_id)
+        scope.pop("session_id", None)
+        request = validate(m.SessionOutcomeRequest, outcome=outcome, **scope)
+        path = f"/v1/sessions/{_seg(session_id)}/outcome"
+        return Call("POST", path, m.SessionOutcomeResponse, json=_body(request), idempotent=True)

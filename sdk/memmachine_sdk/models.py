@@ -598,6 +598,8 @@ class MemoryPromptResponse(_Model):
     body: dict[str, Any]
     fact_ids: list[str]
     episode_ids: list[str]
+    #: The application's procedures included (``## Procedures that worked...``).
+    procedure_ids: list[str] = Field(default_factory=list)
     message_count: int
     summary_included: bool
     #: Tokens of the prompt by ``tokenizer`` (its text plus 4 per message); never above
@@ -988,3 +990,126 @@ class EpisodeNeighboursResponse(_Model):
     episode: EpisodeOut
     before: list[EpisodeOut]
     after: list[EpisodeOut]
+
+
+# ----------------------------------------------------------------- procedural memory
+
+__all__ += [
+    "AppFields",
+    "ProcedureHistoryResponse",
+    "ProcedureHitOut",
+    "ProcedureIn",
+    "ProcedureListResponse",
+    "ProcedureOut",
+    "ProcedureSearchRequest",
+    "ProcedureSearchResponse",
+    "ProcedureUseRequest",
+    "ProcedureVersionOut",
+    "SessionOutcomeRequest",
+    "SessionOutcomeResponse",
+]
+
+
+class AppFields(_Request):
+    """Which application a procedure request is for (missing ids fall back to the query and
+    the X-*-ID headers, then ``default``; no ``agent_id``: shared by the project's agents).
+    Procedures belong to the application, never to a user."""
+
+    org_id: Id | None = None
+    project_id: Id | None = None
+    agent_id: Id | None = None
+
+
+class ProcedureIn(AppFields):
+    """A procedure an application's agents can reuse: shared by every user of the
+    application, so it must hold nothing about one user (PII is redacted; an instruction to
+    the model is refused)."""
+
+    goal: str = Field(min_length=1)
+    steps: list[str] = Field(min_length=1)
+    preconditions: list[str] = Field(default_factory=list)
+    pitfalls: list[str] = Field(default_factory=list)
+    confidence: float = Field(default=0.6, ge=0.0, le=1.0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    #: Supersede this procedure (its version is kept in the history); without it a
+    #: procedure of the same goal (same agent) is superseded.
+    replaces: Id | None = None
+
+
+class ProcedureOut(_Model):
+    id: str
+    org_id: str
+    project_id: str
+    agent_id: str | None = None
+    goal: str
+    steps: list[str]
+    preconditions: list[str]
+    pitfalls: list[str]
+    confidence: float
+    #: ``explicit`` (written through the API) or ``distilled`` (from a successful session).
+    source: str
+    #: The sessions the procedure was learnt from or confirmed by.
+    source_session_ids: list[str]
+    successes: int
+    failures: int
+    version: int
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class ProcedureListResponse(_Model):
+    procedures: list[ProcedureOut]
+
+
+class ProcedureVersionOut(_Model):
+    goal: str
+    steps: list[str]
+    preconditions: list[str]
+    pitfalls: list[str]
+    confidence: float
+    source: str
+    source_session_ids: list[str]
+    successes: int
+    failures: int
+    reason: str
+    valid_from: datetime
+    valid_to: datetime
+
+
+class ProcedureHistoryResponse(_Model):
+    current: ProcedureOut
+    history: list[ProcedureVersionOut]
+
+
+class ProcedureSearchRequest(AppFields):
+    #: The task at hand, in words.
+    query: str = Field(min_length=1)
+    top_k: int = Field(default=5, ge=1, le=MAX_COUNT)
+
+
+class ProcedureHitOut(_Model):
+    procedure: ProcedureOut
+    score: float
+
+
+class ProcedureSearchResponse(_Model):
+    hits: list[ProcedureHitOut]
+
+
+class ProcedureUseRequest(AppFields):
+    #: Whether reusing the procedure worked: raises (or lowers) its confidence.
+    success: bool
+
+
+class SessionOutcomeRequest(ScopeFields):
+    outcome: Literal["success", "failure"]
+
+
+class SessionOutcomeResponse(_Model):
+    session_id: str
+    outcome: Literal["success", "failure"]
+    recorded_at: datetime
+    #: The job distilling the session's procedures (a success with a language model and
+    #: the job queue on), else ``None``.
+    job_id: str | None = None

@@ -45,6 +45,7 @@ from memmachine_server.routes import (
     inspect,
     jobs,
     memories,
+    procedures,
     profile,
     prompt,
     retention,
@@ -182,6 +183,7 @@ def create_app(
     app.include_router(retention.router)
     app.include_router(custom.router)
     app.include_router(inspect.router)
+    app.include_router(procedures.router)
     mount_ui(app)
     mcp = McpHttpEndpoint(scope_defaults(os.environ), version=package_version())
     app.router.routes.append(Route(MCP_PATH, endpoint=mcp, include_in_schema=False))

@@ -17,6 +17,7 @@ from memmachine.models import (
     utc_now,
 )
 from memmachine.pipeline.compaction import CompactionResult
+from memmachine.ports.procedures import Procedure
 from memmachine.retrieval.explain import HitTrace, StageControl
 from memmachine_sdk import models as wire
 
@@ -118,3 +119,13 @@ def health_out(report: HealthReport, version: str) -> wire.HealthResponse:
 
 def compaction_out(result: CompactionResult) -> wire.CompactionOut:
     return wire.CompactionOut.model_validate(result.model_dump())
+
+
+def procedure_out(procedure: Procedure) -> wire.ProcedureOut:
+    """A procedure as the API answers it: its sessions, never who they belonged to."""
+    return wire.ProcedureOut(
+        **procedure.model_dump(
+            include=set(wire.ProcedureOut.model_fields) - {"source_session_ids"}
+        ),
+        source_session_ids=procedure.source_session_ids,
+    )

@@ -56,9 +56,16 @@ from memmachine.errors import (
 )
 from memmachine.manager import MemoryManager
 from memmachine.models import FactRecord, MemoryType, Scope
+from memmachine.ports.procedures import AppScope, ProcedureRecord
 from memmachine.prompting import build_memory_prompt
 from memmachine_sdk import models as wire
-from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
+from memmachine_server.convert import (
+    episode_out,
+    fact_out,
+    new_messages,
+    procedure_out,
+    working_out,
+)
 from memmachine_server.hosts import mcp_transport_security
 from memmachine_server.routes.custom import memory_types_out
 from memmachine_server.scope import (
@@ -110,6 +117,8 @@ TOOL_NAMES = (
     "list_memory_types",
     "store_custom_memory",
     "retrieve_custom_memory",
+    "remember_procedure",
+    "recall_procedures",
 )
 
 
@@ -280,6 +289,16 @@ _DESCRIPTIONS: Mapping[str, str] = {
         "match its retrieve_schema (see list_memory_types). Read-only. Returns the type's "
         "result."
     ),
+    "remember_procedure": (
+        "Remember how a task is done, for every user of this application (org, project and "
+        "optionally agent): the goal, the steps that worked, preconditions and pitfalls. "
+        "Write it for any user: personal details are redacted and instructions to the model "
+        "are refused. A procedure of the same goal is superseded, its old version kept."
+    ),
+    "recall_procedures": (
+        "Find this application's procedures for a task: `query` describes the task. "
+        "Read-only. Returns the best matches with their steps, confidence and use counts."
+    ),
 }
 
 
@@ -311,6 +330,8 @@ _ANNOTATIONS: Mapping[str, ToolAnnotations] = {
     "list_memory_types": _annotations("List custom memory types", read_only=True),
     "store_custom_memory": _annotations("Store custom memory", read_only=False),
     "retrieve_custom_memory": _annotations("Retrieve custom memory", read_only=True),
+    "remember_procedure": _annotations("Remember a procedure", read_only=False),
+    "recall_procedures": _annotations("Recall procedures", read_only=True),
 }
 
 
@@ -675,6 +696,7 @@ class _MemoryTools:
                 format=format,
                 top_k=top_k,
                 recent_messages=recent_messages,
+                procedures=await manager.procedural_service.for_prompt(scope, query),
             )
             return wire.MemoryPromptResponse.model_validate(prompt.model_dump())
 
@@ -780,6 +802,61 @@ class _MemoryTools:
             run = registry.store if action == "store" else registry.retrieve
             result = await run(memory_type, scope, payload, field_prefix="input")
             return wire.CustomMemoryResponse(type=memory_type, result=result)
+
+    def _begin_app(
+        self, ctx: Context, agent_id: str | None, *, write: bool
+    ) -> tuple[MemoryManager, AppScope]:
+        """The caller's manager and application (tenant, org, project, agent): procedures
+        belong to no user."""
+        caller = self._resolve_caller(ctx)
+        tenant = write_tenant(caller.principal) if write else read_tenant(caller.principal)
+        values: dict[str, str] = {}
+        for name in ("org_id", "project_id", "agent_id"):
+            value = (agent_id if name == "agent_id" else None) or caller.ids.get(name)
+            value = value or self._defaults.get(name)
+            if value:
+                values[name] = value
+        try:
+            return caller.manager, AppScope(tenant=tenant, **values)
+        except ValidationError as exc:
+            name = ".".join(str(part) for part in exc.errors()[0]["loc"])
+            raise InvalidInputError(f"{name} must be {_ID_RULE}", field=name) from None
+
+    async def remember_procedure(
+        self,
+        ctx: Context,
+        goal: Annotated[
+            str, wire.Checked, Field(min_length=1, description="The kind of task, for any user.")
+        ],
+        steps: Annotated[list[str], Field(min_length=1, description="What to do, in order.")],
+        preconditions: Annotated[
+            list[str], Field(description="What must hold before the first step.")
+        ] = [],  # noqa: B006
+        pitfalls: Annotated[list[str], Field(description="What went wrong before.")] = [],  # noqa: B006
+        agent_id: AgentIdArg = None,
+    ) -> wire.ProcedureOut:
+        with _tool_errors():
+            manager, app = self._begin_app(ctx, agent_id, write=True)
+            record = ProcedureRecord(
+                goal=goal, steps=steps, preconditions=preconditions, pitfalls=pitfalls
+            )
+            return procedure_out(await manager.procedural_service.remember(app, record))
+
+    async def recall_procedures(
+        self,
+        ctx: Context,
+        query: Annotated[
+            str, wire.Checked, Field(min_length=1, description="The task at hand, in words.")
+        ],
+        top_k: Annotated[wire.TopK, Field(description="How many procedures to return.")] = 3,
+        agent_id: AgentIdArg = None,
+    ) -> wire.ProcedureSearchResponse:
+        with _tool_errors():
+            manager, app = self._begin_app(ctx, agent_id, write=False)
+            hits = await manager.procedural_service.search(app, query, top_k=top_k)
+            return wire.ProcedureSearchResponse(
+                hits=[wire.ProcedureHitOut(procedure=procedure_out(p), score=s) for p, s in hits]
+            )
 
 
 def build_mcp_server(

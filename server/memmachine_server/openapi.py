@@ -314,6 +314,25 @@ _WORKING = {
     "ttl_seconds": 86400,
     "updated_at": "2026-05-04T09:31:00Z",
 }
+_PROCEDURE = {
+    "id": "3e573a61-efc0-4589-a812-ea7d26422afb",
+    "org_id": "default",
+    "project_id": "default",
+    "agent_id": "support-bot",
+    "goal": "Reset a forgotten password",
+    "steps": ["Confirm the email on file", "Send a reset link"],
+    "preconditions": [],
+    "pitfalls": ["Links expire after 15 minutes"],
+    "confidence": 0.6,
+    "source": "explicit",
+    "source_session_ids": [],
+    "successes": 0,
+    "failures": 0,
+    "version": 1,
+    "metadata": {},
+    "created_at": "2026-05-04T09:31:00Z",
+    "updated_at": "2026-05-04T09:31:00Z",
+}
 _JOB = {
     "id": "job-3c9a",
     "kind": "compact",
@@ -507,6 +526,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
             "body": {},
             "fact_ids": ["7d1e0c5b9a2f4e68"],
             "episode_ids": ["0f8c2d9e6b1a4c3e"],
+            "procedure_ids": [],
             "message_count": 1,
             "summary_included": False,
             "token_count": 58,
@@ -644,6 +664,54 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
                 {**_EPISODE, "id": "5b2e7a1c0d9f4e33", "sequence": 0},
             ],
             "after": [],
+        },
+    ),
+    "add_procedure": (
+        {
+            "agent_id": "support-bot",
+            "goal": "Reset a forgotten password",
+            "steps": ["Confirm the email on file", "Send a reset link"],
+            "pitfalls": ["Links expire after 15 minutes"],
+        },
+        _PROCEDURE,
+    ),
+    "list_procedures": (None, {"procedures": [_PROCEDURE]}),
+    "search_procedures": (
+        {"agent_id": "support-bot", "query": "customer cannot log in", "top_k": 3},
+        {"hits": [{"procedure": _PROCEDURE, "score": 0.87}]},
+    ),
+    "get_procedure": (None, _PROCEDURE),
+    "procedure_history": (
+        None,
+        {
+            "current": {**_PROCEDURE, "version": 2},
+            "history": [
+                {
+                    **{k: _PROCEDURE[k] for k in ("goal", "preconditions", "pitfalls", "source")},
+                    "steps": ["Send a reset link"],
+                    "confidence": 0.6,
+                    "source_session_ids": ["vet-visit"],
+                    "successes": 2,
+                    "failures": 1,
+                    "reason": "superseded",
+                    "valid_from": "2026-05-01T10:00:00Z",
+                    "valid_to": "2026-05-04T09:31:00Z",
+                }
+            ],
+        },
+    ),
+    "report_procedure_use": (
+        {"agent_id": "support-bot", "success": True},
+        {**_PROCEDURE, "successes": 1, "confidence": 0.72},
+    ),
+    "delete_procedure": (None, None),
+    "set_session_outcome": (
+        {"user_id": "ana", "outcome": "success"},
+        {
+            "session_id": "vet-visit",
+            "outcome": "success",
+            "recorded_at": "2026-05-04T09:40:00Z",
+            "job_id": "0c6a9f2e4d8b41f7",
         },
     ),
 }

@@ -41,11 +41,26 @@ METHODS = ("get", "put", "post", "delete", "patch")
 WHOLE_BODY = ("broken JSON", "a JSON list")
 
 #: Documented statuses the matrix cannot provoke on demand, and why they are documented.
+#: Procedural memory: operations on an application's procedures, which no user owns.
+APP_OPERATIONS = {
+    "add_procedure",
+    "list_procedures",
+    "search_procedures",
+    "get_procedure",
+    "procedure_history",
+    "report_procedure_use",
+    "delete_procedure",
+}
 NOT_PROVOKED = {
     # a compaction whose session is written to twice while it runs
     ("compact_working", 409),
     # a custom type whose records keep changing under concurrent writers
     ("store_custom", 409),
+    # procedures are the application's: no user id to malform, and a malformed org, project
+    # or agent id (a 422, as tests/server/test_procedures.py checks) is not probed here
+    ("get_procedure", 422),
+    ("delete_procedure", 422),
+    ("procedure_history", 422),
 }
 
 
@@ -152,7 +167,8 @@ def _make_key(app: TestClient, **fields: Any) -> dict[str, Any]:
 
 
 def _seed(app: TestClient, key: str) -> dict[str, str]:
-    """Ana's episode, fact, working memory and a compaction job, for the probes to find."""
+    """Ana's episode, fact, working memory, a compaction job and a procedure, for the probes
+    to find."""
     auth = bearer(key)
     added = app.post(
         "/v1/memories",
@@ -179,7 +195,12 @@ def _seed(app: TestClient, key: str) -> dict[str, str]:
     assert attached.status_code == 201, attached.text
     job = app.post("/v1/sessions/s1/compact", params={"user_id": "ana"}, headers=auth)
     assert job.status_code == 200, job.text
+    how = app.post(
+        "/v1/procedures", json={"goal": "Book a vet", "steps": ["Call the vet"]}, headers=auth
+    )
+    assert how.status_code == 201, how.text
     return {
+        "procedure_id": how.json()["id"],
         "episode_id": added.json()["episode_ids"][0],
         "fact_id": facts.json()["facts"][0]["id"],
         "job_id": job.json()["job"]["id"],
@@ -297,6 +318,17 @@ _VALID: dict[str, dict[str, Any]] = {
     "forget_preview": {"path": {"user_id": "=ana"}},
     "job_counts": {"path": {"user_id": "=ana"}},
     "neighbours": {"path": {"episode_id": "episode_id"}, "params": {"user_id": "ana"}},
+    "add_procedure": {"body": {"goal": "Refund a charge", "steps": ["Find it", "Refund it"]}},
+    "list_procedures": {},
+    "search_procedures": {"body": {"query": "refund"}},
+    "get_procedure": {"path": {"procedure_id": "procedure_id"}},
+    "procedure_history": {"path": {"procedure_id": "procedure_id"}},
+    "report_procedure_use": {"path": {"procedure_id": "procedure_id"}, "body": {"success": True}},
+    "delete_procedure": {"path": {"procedure_id": "procedure_id"}},
+    "set_session_outcome": {
+        "path": {"session_id": "=s1"},
+        "body": {"user_id": "ana", "outcome": "failure"},
+    },
 }
 
 
@@ -653,6 +685,10 @@ def test_every_scoped_operation_declares_the_ids_as_query_and_headers(world: Wor
         if operation["operationId"] in ("list_tools", "list_memory_types", "whoami"):
             continue
         declared = {(p["in"], p["name"]) for p in operation["parameters"]}
+        if operation["operationId"] in APP_OPERATIONS:  # an application's, no user's
+            assert {("header", f"X-{n}-ID") for n in ("Org", "Project", "Agent")} <= declared
+            assert not {("query", "user_id"), ("header", "X-User-ID")} & declared
+            continue
         if operation["operationId"] == "list_users":  # a whole project: no user, no session
             assert {("header", "X-Org-ID"), ("header", "X-Project-ID")} <= declared
             assert not {("query", "user_id"), ("header", "X-User-ID")} & declared

@@ -52,8 +52,11 @@ __all__ = [
     "NAMING_CONVENTION",
     "ApiKeyRow",
     "Base",
+    "ProcedureHistoryRow",
+    "ProcedureRow",
     "ProfileFactHistoryRow",
     "ProfileFactRow",
+    "SessionOutcomeRow",
     "UtcDateTime",
 ]
 
@@ -224,3 +227,85 @@ class ApiKeyRow(Base):
     rate_limit_per_minute: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class ProcedureRow(Base):
+    """One procedure of an application (tenant, org, project; ``agent_id`` ``NULL`` =
+    shared by its agents): its current version, confidence and use counts. ``goal_key`` is
+    the goal compared as :func:`memmachine.ports.procedures.goal_key` does; ``sources`` a
+    JSON list of ``{"user_id", "session_id"}``; ``search_terms`` the analysed terms of
+    goal, steps, preconditions and pitfalls."""
+
+    __tablename__ = "procedures"
+    __table_args__ = (
+        Index("ix_procedures_scope_goal", "tenant", "org_id", "project_id", "goal_key"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(ID_LENGTH))
+    org_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    project_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    agent_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    goal: Mapped[str] = mapped_column(Text)
+    goal_key: Mapped[str] = mapped_column(Text)
+    steps: Mapped[list[str]] = mapped_column(_json_type())
+    preconditions: Mapped[list[str]] = mapped_column(_json_type())
+    pitfalls: Mapped[list[str]] = mapped_column(_json_type())
+    confidence: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(Text)
+    sources: Mapped[list[dict[str, str]]] = mapped_column(_json_type())
+    successes: Mapped[int] = mapped_column(Integer)
+    failures: Mapped[int] = mapped_column(Integer)
+    version: Mapped[int] = mapped_column(Integer)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", _json_type())
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    search_terms: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class ProcedureHistoryRow(Base):
+    """One superseded version of a procedure; ``valid_to`` is when it was superseded."""
+
+    __tablename__ = "procedure_history"
+    __table_args__ = (
+        Index(
+            "ix_procedure_history_scope_procedure",
+            "tenant",
+            "org_id",
+            "project_id",
+            "procedure_id",
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    procedure_id: Mapped[str] = mapped_column(String(36))
+    tenant: Mapped[str] = mapped_column(String(ID_LENGTH))
+    org_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    project_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    goal: Mapped[str] = mapped_column(Text)
+    steps: Mapped[list[str]] = mapped_column(_json_type())
+    preconditions: Mapped[list[str]] = mapped_column(_json_type())
+    pitfalls: Mapped[list[str]] = mapped_column(_json_type())
+    confidence: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(Text)
+    sources: Mapped[list[dict[str, str]]] = mapped_column(_json_type())
+    successes: Mapped[int] = mapped_column(Integer)
+    failures: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text)
+    valid_from: Mapped[datetime] = mapped_column(UtcDateTime())
+    valid_to: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class SessionOutcomeRow(Base):
+    """The outcome (``success`` / ``failure``) reported for one session of a user."""
+
+    __tablename__ = "session_outcomes"
+
+    tenant: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    org_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    project_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    outcome: Mapped[str] = mapped_column(String(16))
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -117,7 +117,7 @@ from memmachine.models import (
 )
 from memmachine.ports import Lifecycle
 
-__all__ = ["SqlProfileStore"]
+__all__ = ["SqlProfileStore", "bm25_over"]
 
 _STORE = "profile"
 _SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -880,6 +880,23 @@ class _Collection:
     document_frequency: dict[str, int]
 
 
+def bm25_over(terms: Sequence[str], documents: Sequence[tuple[str, str]]) -> list[str]:
+    """Ids of the ``(id, search_terms)`` documents with a positive BM25 score for
+    ``terms``, best first, with the collection statistics taken over ``documents``."""
+    frequency: Counter[str] = Counter()
+    lengths = 0
+    for _, search_terms in documents:
+        words = search_terms.split()
+        lengths += len(words)
+        frequency.update(set(words) & set(terms))
+    collection = _Collection(
+        count=len(documents),
+        average_length=lengths / len(documents) if documents else 0.0,
+        document_frequency=dict(frequency),
+    )
+    return _bm25_ranking(terms, documents, collection)
+
+
 def _bm25_ranking(
     terms: Sequence[str], candidates: Sequence[tuple[str, str]], collection: _Collection
 ) -> list[str]:
@@ -957,19 +974,7 @@ async def _local_rankings(
     facts = (await session.execute(statement)).all()
     rankings: dict[str, list[str]] = {}
     if terms:
-        documents = [(row.id, row.search_terms) for row in facts]
-        frequency: Counter[str] = Counter()
-        lengths = 0
-        for _, search_terms in documents:
-            words = search_terms.split()
-            lengths += len(words)
-            frequency.update(set(words) & set(terms))
-        collection = _Collection(
-            count=len(documents),
-            average_length=lengths / len(documents) if documents else 0.0,
-            document_frequency=dict(frequency),
-        )
-        rankings["lexical"] = _bm25_ranking(terms, documents, collection)
+        rankings["lexical"] = bm25_over(terms, [(row.id, row.search_terms) for row in facts])
     if query_vector is not None:
         rankings["semantic"] = _cosine_ranking(
             query_vector, [(row.id, row.embedding) for row in facts]

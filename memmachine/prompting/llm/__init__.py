@@ -4,6 +4,11 @@
 from __future__ import annotations
 
 from memmachine.prompting.llm.base import Prompt, PromptMessage, Summary, summarise_messages
+from memmachine.prompting.llm.distillation import (
+    DistilledProcedure,
+    KnownProcedure,
+    distill_procedures,
+)
 from memmachine.prompting.llm.extraction import (
     CandidateFact,
     ConsolidationDecision,
@@ -15,11 +20,14 @@ from memmachine.prompting.llm.extraction import (
 __all__ = [
     "CandidateFact",
     "ConsolidationDecision",
+    "DistilledProcedure",
     "ExistingFact",
+    "KnownProcedure",
     "Prompt",
     "PromptMessage",
     "Summary",
     "decide_consolidation",
+    "distill_procedures",
     "extract_candidates",
     "summarise_messages",
 ]

@@ -101,6 +101,14 @@ export const ROUTES: { readonly [K in OperationId]: RouteOf<K> } = {
   forget_preview: ["GET", "/v1/users/{user_id}/forget-preview"],
   job_counts: ["GET", "/v1/users/{user_id}/job-counts"],
   neighbours: ["GET", "/v1/memories/{episode_id}/neighbours"],
+  add_procedure: ["POST", "/v1/procedures"],
+  list_procedures: ["GET", "/v1/procedures"],
+  search_procedures: ["POST", "/v1/procedures/search"],
+  get_procedure: ["GET", "/v1/procedures/{procedure_id}"],
+  procedure_history: ["GET", "/v1/procedures/{procedure_id}/history"],
+  report_procedure_use: ["POST", "/v1/procedures/{procedure_id}/uses"],
+  delete_procedure: ["DELETE", "/v1/procedures/{procedure_id}"],
+  set_session_outcome: ["POST", "/v1/sessions/{session_id}/outcome"],
 };
 
 /** One call of operation `K`. */
@@ -129,6 +137,11 @@ export type MessageIn = Schemas["MessageIn"];
 export type ProfileHistoryResponse = Schemas["ProfileHistoryResponse"];
 export type SearchResponse = Schemas["SearchResponse"];
 export type WorkingMemoryOut = Schemas["WorkingMemoryOut"];
+export type ProcedureIn = Schemas["ProcedureIn"];
+export type ProcedureOut = Schemas["ProcedureOut"];
+export type ProcedureSearchResponse = Schemas["ProcedureSearchResponse"];
+export type ProcedureHistoryResponse = Schemas["ProcedureHistoryResponse"];
+export type SessionOutcomeResponse = Schemas["SessionOutcomeResponse"];
 export type MemoryType = Schemas["SearchRequest"]["types"] extends (infer T)[] | undefined
   ? T
   : never;

@@ -355,11 +355,12 @@ export interface paths {
         put?: never;
         /**
          * Memory Prompt
-         * @description Profile facts, relevant episodes, the session summary and recent messages, then the
-         *     new message, within ``max_tokens`` (the text's tokens by the server's tokenizer for the
-         *     format, named in ``tokenizer``, plus 4 per message), in OpenAI, Anthropic or Gemini
-         *     request shape. What is kept is chosen by relevance to the new message first: the
-         *     best-ranked evidence is never dropped for weaker material.
+         * @description Profile facts, relevant episodes, the session summary, the application's procedures
+         *     for similar tasks and recent messages, then the new message, within ``max_tokens`` (the
+         *     text's tokens by the server's tokenizer for the format, named in ``tokenizer``, plus 4
+         *     per message), in OpenAI, Anthropic or Gemini request shape. What is kept is chosen by
+         *     relevance to the new message first: the best-ranked evidence is never dropped for
+         *     weaker material.
          */
         post: operations["memory_prompt"];
         delete?: never;
@@ -783,6 +784,133 @@ export interface paths {
         get: operations["neighbours"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/procedures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Procedures
+         * @description The application's procedures, most recently updated first.
+         */
+        get: operations["list_procedures"];
+        put?: never;
+        /**
+         * Add Procedure
+         * @description Remember how: store a procedure for every user of the application. A procedure of
+         *     the same goal (or ``replaces``) is superseded, its version kept in the history.
+         */
+        post: operations["add_procedure"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/procedures/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search Procedures
+         * @description The application's procedures best matching a task description.
+         */
+        post: operations["search_procedures"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/procedures/{procedure_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Procedure */
+        get: operations["get_procedure"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete Procedure
+         * @description Delete a procedure and its history.
+         */
+        delete: operations["delete_procedure"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/procedures/{procedure_id}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Procedure History
+         * @description A procedure and the versions it superseded, oldest first.
+         */
+        get: operations["procedure_history"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/procedures/{procedure_id}/uses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report Procedure Use
+         * @description Report that reusing a procedure worked (its confidence rises) or failed (it falls).
+         */
+        post: operations["report_procedure_use"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/outcome": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Set Session Outcome
+         * @description Report how a session went. A success queues the distillation of the session's
+         *     reusable procedures (once per session) when a language model and the job queue are on.
+         */
+        post: operations["set_session_outcome"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1501,6 +1629,8 @@ export interface components {
             fact_ids: string[];
             /** Episode Ids */
             episode_ids: string[];
+            /** Procedure Ids */
+            procedure_ids: string[];
             /** Message Count */
             message_count: number;
             /** Summary Included */
@@ -1569,6 +1699,166 @@ export interface components {
             ttl_seconds?: number | null;
             /** Attachments */
             attachments?: components["schemas"]["AttachmentIn"][];
+        };
+        /** ProcedureHistoryResponse */
+        ProcedureHistoryResponse: {
+            current: components["schemas"]["ProcedureOut"];
+            /** History */
+            history: components["schemas"]["ProcedureVersionOut"][];
+        };
+        /** ProcedureHitOut */
+        ProcedureHitOut: {
+            procedure: components["schemas"]["ProcedureOut"];
+            /** Score */
+            score: number;
+        };
+        /**
+         * ProcedureIn
+         * @description A procedure an application's agents can reuse: shared by every user of the
+         *     application, so it must hold nothing about one user (PII is redacted; an instruction to
+         *     the model is refused).
+         */
+        ProcedureIn: {
+            /** Org Id */
+            org_id?: string | null;
+            /** Project Id */
+            project_id?: string | null;
+            /** Agent Id */
+            agent_id?: string | null;
+            /** Goal */
+            goal: string;
+            /** Steps */
+            steps: string[];
+            /** Preconditions */
+            preconditions?: string[];
+            /** Pitfalls */
+            pitfalls?: string[];
+            /**
+             * Confidence
+             * @default 0.6
+             */
+            confidence?: number;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            };
+            /** Replaces */
+            replaces?: string | null;
+        };
+        /** ProcedureListResponse */
+        ProcedureListResponse: {
+            /** Procedures */
+            procedures: components["schemas"]["ProcedureOut"][];
+        };
+        /** ProcedureOut */
+        ProcedureOut: {
+            /** Id */
+            id: string;
+            /** Org Id */
+            org_id: string;
+            /** Project Id */
+            project_id: string;
+            /** Agent Id */
+            agent_id: string | null;
+            /** Goal */
+            goal: string;
+            /** Steps */
+            steps: string[];
+            /** Preconditions */
+            preconditions: string[];
+            /** Pitfalls */
+            pitfalls: string[];
+            /** Confidence */
+            confidence: number;
+            /** Source */
+            source: string;
+            /** Source Session Ids */
+            source_session_ids: string[];
+            /** Successes */
+            successes: number;
+            /** Failures */
+            failures: number;
+            /** Version */
+            version: number;
+            /** Metadata */
+            metadata: {
+                [key: string]: unknown;
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** ProcedureSearchRequest */
+        ProcedureSearchRequest: {
+            /** Org Id */
+            org_id?: string | null;
+            /** Project Id */
+            project_id?: string | null;
+            /** Agent Id */
+            agent_id?: string | null;
+            /** Query */
+            query: string;
+            /**
+             * Top K
+             * @default 5
+             */
+            top_k?: number;
+        };
+        /** ProcedureSearchResponse */
+        ProcedureSearchResponse: {
+            /** Hits */
+            hits: components["schemas"]["ProcedureHitOut"][];
+        };
+        /** ProcedureUseRequest */
+        ProcedureUseRequest: {
+            /** Org Id */
+            org_id?: string | null;
+            /** Project Id */
+            project_id?: string | null;
+            /** Agent Id */
+            agent_id?: string | null;
+            /** Success */
+            success: boolean;
+        };
+        /** ProcedureVersionOut */
+        ProcedureVersionOut: {
+            /** Goal */
+            goal: string;
+            /** Steps */
+            steps: string[];
+            /** Preconditions */
+            preconditions: string[];
+            /** Pitfalls */
+            pitfalls: string[];
+            /** Confidence */
+            confidence: number;
+            /** Source */
+            source: string;
+            /** Source Session Ids */
+            source_session_ids: string[];
+            /** Successes */
+            successes: number;
+            /** Failures */
+            failures: number;
+            /** Reason */
+            reason: string;
+            /**
+             * Valid From
+             * Format: date-time
+             */
+            valid_from: string;
+            /**
+             * Valid To
+             * Format: date-time
+             */
+            valid_to: string;
         };
         /**
          * ProfileHistoryResponse
@@ -1833,6 +2123,43 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
+        };
+        /** SessionOutcomeRequest */
+        SessionOutcomeRequest: {
+            /** User Id */
+            user_id?: string | null;
+            /** Session Id */
+            session_id?: string | null;
+            /** Agent Id */
+            agent_id?: string | null;
+            /** Group Id */
+            group_id?: string | null;
+            /** Org Id */
+            org_id?: string | null;
+            /** Project Id */
+            project_id?: string | null;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "success" | "failure";
+        };
+        /** SessionOutcomeResponse */
+        SessionOutcomeResponse: {
+            /** Session Id */
+            session_id: string;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "success" | "failure";
+            /**
+             * Recorded At
+             * Format: date-time
+             */
+            recorded_at: string;
+            /** Job Id */
+            job_id: string | null;
         };
         /** SetProfileRequest */
         SetProfileRequest: {
@@ -6736,6 +7063,7 @@ export interface operations {
                      *       "episode_ids": [
                      *         "0f8c2d9e6b1a4c3e"
                      *       ],
+                     *       "procedure_ids": [],
                      *       "message_count": 1,
                      *       "summary_included": false,
                      *       "token_count": 58,
@@ -10509,6 +10837,1539 @@ export interface operations {
                      *       "error": {
                      *         "code": "not_found",
                      *         "message": "episode 'e-0b7c2a' not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_procedures: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "procedures": [
+                     *         {
+                     *           "id": "3e573a61-efc0-4589-a812-ea7d26422afb",
+                     *           "org_id": "default",
+                     *           "project_id": "default",
+                     *           "agent_id": "support-bot",
+                     *           "goal": "Reset a forgotten password",
+                     *           "steps": [
+                     *             "Confirm the email on file",
+                     *             "Send a reset link"
+                     *           ],
+                     *           "preconditions": [],
+                     *           "pitfalls": [
+                     *             "Links expire after 15 minutes"
+                     *           ],
+                     *           "confidence": 0.6,
+                     *           "source": "explicit",
+                     *           "source_session_ids": [],
+                     *           "successes": 0,
+                     *           "failures": 0,
+                     *           "version": 1,
+                     *           "metadata": {},
+                     *           "created_at": "2026-05-04T09:31:00Z",
+                     *           "updated_at": "2026-05-04T09:31:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProcedureListResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    add_procedure: {
+        parameters: {
+            query?: {
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "agent_id": "support-bot",
+                 *       "goal": "Reset a forgotten password",
+                 *       "steps": [
+                 *         "Confirm the email on file",
+                 *         "Send a reset link"
+                 *       ],
+                 *       "pitfalls": [
+                 *         "Links expire after 15 minutes"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["ProcedureIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3e573a61-efc0-4589-a812-ea7d26422afb",
+                     *       "org_id": "default",
+                     *       "project_id": "default",
+                     *       "agent_id": "support-bot",
+                     *       "goal": "Reset a forgotten password",
+                     *       "steps": [
+                     *         "Confirm the email on file",
+                     *         "Send a reset link"
+                     *       ],
+                     *       "preconditions": [],
+                     *       "pitfalls": [
+                     *         "Links expire after 15 minutes"
+                     *       ],
+                     *       "confidence": 0.6,
+                     *       "source": "explicit",
+                     *       "source_session_ids": [],
+                     *       "successes": 0,
+                     *       "failures": 0,
+                     *       "version": 1,
+                     *       "metadata": {},
+                     *       "created_at": "2026-05-04T09:31:00Z",
+                     *       "updated_at": "2026-05-04T09:31:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProcedureOut"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body, a message, the state or the batch is over the server's limits. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "message 0 has 40000 characters; the limit is 32000",
+                     *         "field": "messages.0.content"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    search_procedures: {
+        parameters: {
+            query?: {
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "agent_id": "support-bot",
+                 *       "query": "customer cannot log in",
+                 *       "top_k": 3
+                 *     }
+                 */
+                "application/json": components["schemas"]["ProcedureSearchRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "hits": [
+                     *         {
+                     *           "procedure": {
+                     *             "id": "3e573a61-efc0-4589-a812-ea7d26422afb",
+                     *             "org_id": "default",
+                     *             "project_id": "default",
+                     *             "agent_id": "support-bot",
+                     *             "goal": "Reset a forgotten password",
+                     *             "steps": [
+                     *               "Confirm the email on file",
+                     *               "Send a reset link"
+                     *             ],
+                     *             "preconditions": [],
+                     *             "pitfalls": [
+                     *               "Links expire after 15 minutes"
+                     *             ],
+                     *             "confidence": 0.6,
+                     *             "source": "explicit",
+                     *             "source_session_ids": [],
+                     *             "successes": 0,
+                     *             "failures": 0,
+                     *             "version": 1,
+                     *             "metadata": {},
+                     *             "created_at": "2026-05-04T09:31:00Z",
+                     *             "updated_at": "2026-05-04T09:31:00Z"
+                     *           },
+                     *           "score": 0.87
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProcedureSearchResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body, a message, the state or the batch is over the server's limits. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "message 0 has 40000 characters; the limit is 32000",
+                     *         "field": "messages.0.content"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_procedure: {
+        parameters: {
+            query?: {
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                procedure_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3e573a61-efc0-4589-a812-ea7d26422afb",
+                     *       "org_id": "default",
+                     *       "project_id": "default",
+                     *       "agent_id": "support-bot",
+                     *       "goal": "Reset a forgotten password",
+                     *       "steps": [
+                     *         "Confirm the email on file",
+                     *         "Send a reset link"
+                     *       ],
+                     *       "preconditions": [],
+                     *       "pitfalls": [
+                     *         "Links expire after 15 minutes"
+                     *       ],
+                     *       "confidence": 0.6,
+                     *       "source": "explicit",
+                     *       "source_session_ids": [],
+                     *       "successes": 0,
+                     *       "failures": 0,
+                     *       "version": 1,
+                     *       "metadata": {},
+                     *       "created_at": "2026-05-04T09:31:00Z",
+                     *       "updated_at": "2026-05-04T09:31:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProcedureOut"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing with this id in the caller's scope (another user's is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "episode 'e-0b7c2a' not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_procedure: {
+        parameters: {
+            query?: {
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                procedure_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing with this id in the caller's scope (another user's is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "episode 'e-0b7c2a' not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    procedure_history: {
+        parameters: {
+            query?: {
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                procedure_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "current": {
+                     *         "id": "3e573a61-efc0-4589-a812-ea7d26422afb",
+                     *         "org_id": "default",
+                     *         "project_id": "default",
+                     *         "agent_id": "support-bot",
+                     *         "goal": "Reset a forgotten password",
+                     *         "steps": [
+                     *           "Confirm the email on file",
+                     *           "Send a reset link"
+                     *         ],
+                     *         "preconditions": [],
+                     *         "pitfalls": [
+                     *           "Links expire after 15 minutes"
+                     *         ],
+                     *         "confidence": 0.6,
+                     *         "source": "explicit",
+                     *         "source_session_ids": [],
+                     *         "successes": 0,
+                     *         "failures": 0,
+                     *         "version": 2,
+                     *         "metadata": {},
+                     *         "created_at": "2026-05-04T09:31:00Z",
+                     *         "updated_at": "2026-05-04T09:31:00Z"
+                     *       },
+                     *       "history": [
+                     *         {
+                     *           "goal": "Reset a forgotten password",
+                     *           "preconditions": [],
+                     *           "pitfalls": [
+                     *             "Links expire after 15 minutes"
+                     *           ],
+                     *           "source": "explicit",
+                     *           "steps": [
+                     *             "Send a reset link"
+                     *           ],
+                     *           "confidence": 0.6,
+                     *           "source_session_ids": [
+                     *             "vet-visit"
+                     *           ],
+                     *           "successes": 2,
+                     *           "failures": 1,
+                     *           "reason": "superseded",
+                     *           "valid_from": "2026-05-01T10:00:00Z",
+                     *           "valid_to": "2026-05-04T09:31:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProcedureHistoryResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing with this id in the caller's scope (another user's is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "episode 'e-0b7c2a' not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    report_procedure_use: {
+        parameters: {
+            query?: {
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                procedure_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "agent_id": "support-bot",
+                 *       "success": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["ProcedureUseRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3e573a61-efc0-4589-a812-ea7d26422afb",
+                     *       "org_id": "default",
+                     *       "project_id": "default",
+                     *       "agent_id": "support-bot",
+                     *       "goal": "Reset a forgotten password",
+                     *       "steps": [
+                     *         "Confirm the email on file",
+                     *         "Send a reset link"
+                     *       ],
+                     *       "preconditions": [],
+                     *       "pitfalls": [
+                     *         "Links expire after 15 minutes"
+                     *       ],
+                     *       "confidence": 0.72,
+                     *       "source": "explicit",
+                     *       "source_session_ids": [],
+                     *       "successes": 1,
+                     *       "failures": 0,
+                     *       "version": 1,
+                     *       "metadata": {},
+                     *       "created_at": "2026-05-04T09:31:00Z",
+                     *       "updated_at": "2026-05-04T09:31:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProcedureOut"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing with this id in the caller's scope (another user's is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "episode 'e-0b7c2a' not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body, a message, the state or the batch is over the server's limits. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "message 0 has 40000 characters; the limit is 32000",
+                     *         "field": "messages.0.content"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` is the dotted path of the first bad field and `errors` lists every problem found. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "user_id is required (in the body, the query or the X-User-ID header)",
+                     *         "field": "user_id"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is over its rate limit; `Retry-After` says how many seconds to wait. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate limit of 60 requests per minute exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server failed unexpectedly; the body never carries internals. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store behind the server (or the job queue, or the key store) is unavailable; the request changed nothing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "store_unavailable",
+                     *         "message": "the episodic store is unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_session_outcome: {
+        parameters: {
+            query?: {
+                /** @description The user whose memory this is (required: in the body, the query or X-User-ID). Used when the body has none. */
+                user_id?: string | null;
+                /** @description The agent acting for the user. Used when the body has none. */
+                agent_id?: string | null;
+                /** @description A group the memory is shared in. Used when the body has none. */
+                group_id?: string | null;
+                /** @description The organisation (default `default`). Used when the body has none. */
+                org_id?: string | null;
+                /** @description The project (default `default`). Used when the body has none. */
+                project_id?: string | null;
+            };
+            header?: {
+                /** @description `user_id` when neither the body nor the query string has it. */
+                "X-User-ID"?: string | null;
+                /** @description `agent_id` when neither the body nor the query string has it. */
+                "X-Agent-ID"?: string | null;
+                /** @description `group_id` when neither the body nor the query string has it. */
+                "X-Group-ID"?: string | null;
+                /** @description `org_id` when neither the body nor the query string has it. */
+                "X-Org-ID"?: string | null;
+                /** @description `project_id` when neither the body nor the query string has it. */
+                "X-Project-ID"?: string | null;
+            };
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "user_id": "ana",
+                 *       "outcome": "success"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SessionOutcomeRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "session_id": "vet-visit",
+                     *       "outcome": "success",
+                     *       "recorded_at": "2026-05-04T09:40:00Z",
+                     *       "job_id": "0c6a9f2e4d8b41f7"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SessionOutcomeResponse"];
+                };
+            };
+            /** @description No API key where one is required, or a key nobody issued or one revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer`: send the key as `Authorization: Bearer <key>`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthenticated",
+                     *         "message": "unknown or revoked API key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key is valid but may not do this (a read-only key writing, a key without admin managing keys). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "permission_denied",
+                     *         "message": "this API key may not write or delete memories (no write permission)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body, a message, the state or the batch is over the server's limits. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "payload_too_large",
+                     *         "message": "message 0 has 40000 characters; the limit is 32000",
+                     *         "field": "messages.0.content"
                      *       }
                      *     }
                      */

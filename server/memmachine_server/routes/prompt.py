@@ -27,12 +27,14 @@ Manager = Annotated[MemoryManager, Depends(manager_of)]
 async def memory_prompt(
     body: wire.MemoryPromptRequest, request: Request, tenant: ReadTenant, manager: Manager
 ) -> wire.MemoryPromptResponse:
-    """Profile facts, relevant episodes, the session summary and recent messages, then the
-    new message, within ``max_tokens`` (the text's tokens by the server's tokenizer for the
-    format, named in ``tokenizer``, plus 4 per message), in OpenAI, Anthropic or Gemini
-    request shape. What is kept is chosen by relevance to the new message first: the
-    best-ranked evidence is never dropped for weaker material."""
+    """Profile facts, relevant episodes, the session summary, the application's procedures
+    for similar tasks and recent messages, then the new message, within ``max_tokens`` (the
+    text's tokens by the server's tokenizer for the format, named in ``tokenizer``, plus 4
+    per message), in OpenAI, Anthropic or Gemini request shape. What is kept is chosen by
+    relevance to the new message first: the best-ranked evidence is never dropped for
+    weaker material."""
     scope = resolve_scope(request, tenant, body)
+    how = await manager.procedural_service.for_prompt(scope, body.query)
     prompt = await build_memory_prompt(
         manager,
         scope,
@@ -41,6 +43,7 @@ async def memory_prompt(
         format=body.format,
         top_k=body.top_k,
         recent_messages=body.recent_messages,
+        procedures=how,
     )
     return wire.MemoryPromptResponse.model_validate(prompt.model_dump())
 

@@ -27,6 +27,7 @@ from memmachine.ports import (
     StateBackend,
     WorkingMemoryStore,
 )
+from memmachine.ports.procedures import ProcedureStore
 from memmachine.safety.gate import WriteGate
 from tests.conftest import REPO_ROOT
 
@@ -37,6 +38,7 @@ PORTS: dict[str, type] = {
     "StateBackend": StateBackend,
     "JobQueue": JobQueue,
     "BlobStore": BlobStore,
+    "ProcedureStore": ProcedureStore,
 }
 #: The write methods of each store port and the parameters that carry what is stored.
 WRITES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -52,6 +54,13 @@ WRITES: dict[str, dict[str, tuple[str, ...]]] = {
     # an attachment's bytes are kept as sent; the text they become (caption, description,
     # transcript) is stored as an episode through the gate (memmachine/memory/attachments.py)
     "BlobStore": {"put": ()},
+    # sources, use counts and outcomes are ids and flags the service makes, not text
+    "ProcedureStore": {
+        "save": ("record", "reason"),
+        "add_sources": (),
+        "record_use": (),
+        "set_outcome": (),
+    },
 }
 #: Everything else a store port does: reads, deletes, lifecycle, and the queue's own
 #: bookkeeping of a job's progress (``fail`` records a worker's error text: see the gate's
@@ -86,6 +95,16 @@ NOT_WRITES: dict[str, set[str]] = {
     },
     "WorkingMemoryStore": {"delete", "delete_user", "get", "list_sessions", "list_users"},
     "StateBackend": {"delete", "delete_user", "get"},
+    "ProcedureStore": {
+        "by_goal",
+        "delete",
+        "detach_user",
+        "get",
+        "get_outcome",
+        "history",
+        "list_procedures",
+        "search",
+    },
     "JobQueue": {
         "claim",
         "complete",

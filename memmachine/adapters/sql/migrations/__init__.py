@@ -19,6 +19,8 @@ Revisions (``versions/``):
   :class:`~memmachine.adapters.sql.sql_key_store.SqlKeyStore` on the same database.
 * ``0006`` every fact's ``search_terms`` analysed again with the Snowball analyser
   (:data:`memmachine.indexing.terms.ANALYSER_VERSION` 2).
+* ``0007`` procedural memory: the ``procedures``, ``procedure_history`` and
+  ``session_outcomes`` tables.
 
 A database made by the pre-migration code (``profile_facts`` without an ``alembic_version``
 table) is stamped at the baseline and then upgraded, so its rows are kept.
