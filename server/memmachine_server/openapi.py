@@ -408,7 +408,17 @@ _SWEEP: dict[str, Any] = {
 }
 _RETENTION: dict[str, Any] = {
     "sweep_interval_seconds": 60,
-    "policies": [{"tenant": "acme", "episodes_max_age_days": 90}],
+    "policies": [
+        {
+            "tenant": "acme",
+            "org_id": None,
+            "project_id": None,
+            "agent_id": None,
+            "episodes_max_age_days": 90,
+            "facts_max_age_days": {},
+            "working_max_age_days": None,
+        }
+    ],
     "last_sweep": _SWEEP,
 }
 
