@@ -31,6 +31,7 @@ from memmachine.bootstrap.stores import (
     check_jobs_url,
     check_schemes,
     episode_store,
+    idempotency_store,
     job_queue,
     profile_store,
     resolve_credentials,
@@ -42,6 +43,7 @@ from memmachine.bootstrap.stores import (
 from memmachine.config import LLM_OFF_REASON, LlmSettings, Settings
 from memmachine.errors import ConfigurationError, MemMachineError
 from memmachine.manager import MemoryManager, Resource
+from memmachine.memory.idempotency import IdempotentWrites
 from memmachine.models import EmbedderStatus, RerankerStatus
 from memmachine.ports import Embedder, LanguageModel, Reranker, StateBackend
 from memmachine.telemetry import Telemetry
@@ -149,6 +151,14 @@ def _wire(
     embedder, reranker = parts.embedder, parts.reranker
     language_model, llm_off_reason = parts.language_model
     memory_types = _memory_types(settings, working_url, embedded)
+    writes = idempotency_store(working_url, embedded, settings)
+    resources.append(writes)
+    idempotent = IdempotentWrites(
+        writes,
+        ttl_seconds=settings.idempotency_ttl_seconds,
+        lease_seconds=max(2.0, 2 * settings.store_timeout_seconds),
+        wait_seconds=max(4.0, 4 * settings.store_timeout_seconds),
+    )
     manager = MemoryManager(
         episodes=episodes,
         profile=profile,
@@ -170,6 +180,7 @@ def _wire(
         job_max_attempts=settings.jobs.max_attempts,
         extraction=settings.extraction,
         memory_types=memory_types,
+        idempotent=idempotent,
     )
     if telemetry is not None:
         telemetry.instrument_operations(manager)

@@ -17,7 +17,14 @@ from memmachine.config import (
     without_userinfo,
 )
 from memmachine.errors import ConfigurationError
-from memmachine.ports import EpisodeStore, JobQueue, KeyStore, ProfileStore, WorkingMemoryStore
+from memmachine.ports import (
+    EpisodeStore,
+    IdempotencyStore,
+    JobQueue,
+    KeyStore,
+    ProfileStore,
+    WorkingMemoryStore,
+)
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -30,6 +37,7 @@ __all__ = [
     "check_jobs_url",
     "check_schemes",
     "episode_store",
+    "idempotency_store",
     "job_queue",
     "profile_store",
     "resolve_credentials",
@@ -279,6 +287,29 @@ def working_store(
         if credentials.password is not None and resolve_credentials(url).password is None:
             password = credentials.password.get_secret_value()
     return RedisWorkingMemoryStore(
+        url,
+        key_prefix=settings.working_key_prefix,
+        password=password,
+        timeout_seconds=settings.store_timeout_seconds,
+    )
+
+
+def idempotency_store(
+    working_url: str | None, embedded: EmbeddedFalkorDBServer | None, settings: Settings
+) -> IdempotencyStore:
+    """The records of idempotent writes on the working store's server (with its password
+    and key prefix), else on the embedded server: kept across restarts either way."""
+    from memmachine.adapters.redis.redis_idempotency_store import RedisIdempotencyStore
+
+    url, password = working_url, None
+    if url is None:
+        assert embedded is not None
+        url = embedded.url
+    else:
+        credentials = store_credentials("WORKING", url, None, settings.working_store_password)
+        if credentials.password is not None and resolve_credentials(url).password is None:
+            password = credentials.password.get_secret_value()
+    return RedisIdempotencyStore(
         url,
         key_prefix=settings.working_key_prefix,
         password=password,

@@ -29,6 +29,7 @@ Common rules for every store:
 
 from __future__ import annotations
 
+from memmachine.ports.idempotency import IdempotencyRecord, IdempotencyStore
 from memmachine.ports.inference import (
     ChatMessage,
     Embedder,
@@ -62,6 +63,8 @@ __all__ = [
     "ChatMessage",
     "Embedder",
     "EpisodeStore",
+    "IdempotencyRecord",
+    "IdempotencyStore",
     "Job",
     "JobQueue",
     "JobQueueStats",

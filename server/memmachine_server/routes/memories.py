@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from memmachine.manager import MemoryManager
+from memmachine.memory.idempotency import IDEMPOTENCY_HEADER, episode_ids_for
 from memmachine.models import MemoryType
 from memmachine_sdk import models as wire
 from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
@@ -30,7 +31,11 @@ async def add_memories(
 ) -> wire.AddMemoriesResponse:
     """Store messages as episodes of a session (and, by default, in its working memory)."""
     scope = resolve_scope(request, tenant, body, require_session=True)
-    stored = await manager.add_messages(scope, new_messages(body.messages), working=body.working)
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    ids = None if key is None else episode_ids_for(tenant, key, len(body.messages))
+    stored = await manager.add_messages(
+        scope, new_messages(body.messages), working=body.working, ids=ids
+    )
     return wire.AddMemoriesResponse(
         session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
     )
