@@ -12,17 +12,23 @@ A replayed answer carries ``Idempotent-Replayed: true``.
 from __future__ import annotations
 
 import hashlib
+import json
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Send
+from starlette.types import Scope as AsgiScope
 
 from memmachine.errors import MemMachineError
-from memmachine.memory.idempotency import IDEMPOTENCY_HEADER
+from memmachine.manager import MemoryManager
+from memmachine.memory.idempotency import IDEMPOTENCY_HEADER, check_key, episode_ids_for
+from memmachine.models import Scope
+from memmachine_sdk import models as wire
+from memmachine_server.convert import new_messages
 from memmachine_server.errors import memmachine_error_response
 from memmachine_server.scope import keyring_of, presented_key
 from memmachine_server.state import AppState
 
-__all__ = ["IdempotencyKeys"]
+__all__ = ["IdempotencyKeys", "idempotent_add"]
 
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _HEADER = IDEMPOTENCY_HEADER.lower().encode()
@@ -35,7 +41,7 @@ class IdempotencyKeys:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         key = _key_of(scope)
         state: AppState | None = getattr(scope["app"].state, "memmachine", None)
         if key is None or state is None:
@@ -91,7 +97,7 @@ class IdempotencyKeys:
         await send({"type": "http.response.body", "body": content})
 
 
-def _key_of(scope: Scope) -> str | None:
+def _key_of(scope: AsgiScope) -> str | None:
     if scope["type"] != "http" or scope["method"] not in _WRITES:
         return None
     path = str(scope["path"])
@@ -139,3 +145,30 @@ def _answer_of(sent: list[Message]) -> tuple[int, bytes, str]:
         elif message["type"] == "http.response.body":
             body += message.get("body", b"")
     return status, body, content_type
+
+
+async def idempotent_add(
+    manager: MemoryManager,
+    scope: Scope,
+    batch: list[wire.MessageIn],
+    working: bool,
+    key: str,
+) -> wire.AddMemoriesResponse:
+    """MCP's ``add_memory`` with an idempotency key: run once per tenant and key, its episodes
+    under ids derived from the key (:mod:`memmachine.memory.idempotency`)."""
+    field = "idempotency_key"
+    ids = episode_ids_for(scope.tenant, check_key(key, field), len(batch))
+    sent = [message.model_dump(mode="json") for message in batch]
+    fingerprint = hashlib.sha256(
+        json.dumps(["add_memory", scope.model_dump(mode="json"), sent, working]).encode()
+    ).hexdigest()
+
+    async def write() -> tuple[int, bytes, str]:
+        stored = await manager.add_messages(scope, new_messages(batch), working=working, ids=ids)
+        answer = wire.AddMemoriesResponse(
+            session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
+        )
+        return 200, answer.model_dump_json().encode(), "application/json"
+
+    _, body, _ = await manager.idempotent.run(scope.tenant, key, fingerprint, write, field=field)
+    return wire.AddMemoriesResponse.model_validate_json(body)

@@ -60,6 +60,7 @@ from memmachine.prompting import build_memory_prompt
 from memmachine_sdk import models as wire
 from memmachine_server.convert import episode_out, fact_out, new_messages, working_out
 from memmachine_server.hosts import mcp_transport_security
+from memmachine_server.idempotency import idempotent_add
 from memmachine_server.routes.custom import memory_types_out
 from memmachine_server.scope import (
     Principal,
@@ -423,6 +424,14 @@ class _MemoryTools:
         working: Annotated[
             bool, Field(description="Also append the messages to the session's working memory.")
         ] = True,
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                description="A key of your own for this add (1-255 printable ASCII "
+                "characters): calling again with the same key and arguments stores nothing "
+                "more and returns the first result."
+            ),
+        ] = None,
     ) -> wire.AddMemoriesResponse:
         with _tool_errors():
             if (content is None) == (messages is None):
@@ -443,10 +452,13 @@ class _MemoryTools:
                 write=True,
                 require_session=True,
             )
-            stored = await manager.add_messages(scope, new_messages(batch), working=working)
-            return wire.AddMemoriesResponse(
-                session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
-            )
+            if idempotency_key is None:
+                stored = await manager.add_messages(scope, new_messages(batch), working=working)
+                return wire.AddMemoriesResponse(
+                    session_id=scope.session_id or "",
+                    episode_ids=[episode.id for episode in stored],
+                )
+            return await idempotent_add(manager, scope, batch, working, idempotency_key)
 
     async def search_memory(
         self,

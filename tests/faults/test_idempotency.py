@@ -265,3 +265,16 @@ def test_an_append_frozen_in_working_memory_then_retried_agrees_with_episodes(
             if server.process.poll() is None:
                 os.kill(server.process.pid, 18)  # SIGCONT
             server.stop()
+
+
+def test_the_sdk_repeats_an_add_with_its_key_and_it_is_stored_once(apps: AppFactory) -> None:
+    from memmachine_sdk import Client
+
+    app = apps(embedding=NO_EMBEDDER)
+    with Client(http_client=app) as mm:
+        first = mm.add(["lunch with Ida"], user_id="ida", session_id="s", idempotency_key="lunch")
+        again = mm.add(["lunch with Ida"], user_id="ida", session_id="s", idempotency_key="lunch")
+        other = mm.add(["lunch with Ida"], user_id="ida", session_id="s")
+    assert again.episode_ids == first.episode_ids
+    assert other.episode_ids != first.episode_ids
+    assert _episodes(app, "ida") == ["lunch with Ida", "lunch with Ida"]
