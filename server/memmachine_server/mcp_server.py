@@ -375,7 +375,10 @@ class _MemoryTools:
         *,
         write: bool,
         require_session: bool = False,
+        stores: bool | None = None,
     ) -> tuple[MemoryManager, Scope]:
+        """The manager and scope of a tool call; a call that ``stores`` (by default every
+        write) refuses ids holding personal data, as REST does."""
         caller = self._resolve_caller(ctx)
         # The same checks (and messages) as the REST routes' ReadTenant / WriteTenant.
         tenant = write_tenant(caller.principal) if write else read_tenant(caller.principal)
@@ -395,6 +398,8 @@ class _MemoryTools:
                 "MEMMACHINE_SESSION_ID)",
                 field="session_id",
             )
+        if write if stores is None else stores:
+            caller.manager.gate.check_ids(values)
         try:
             scope = Scope(tenant=tenant, **values)
         except ValidationError as exc:
@@ -518,7 +523,7 @@ class _MemoryTools:
         self, ctx: Context, episode_id: EpisodeIdArg, user_id: UserIdArg = None
     ) -> wire.DeletedResponse:
         with _tool_errors():
-            manager, scope = self._begin(ctx, {"user_id": user_id}, write=True)
+            manager, scope = self._begin(ctx, {"user_id": user_id}, write=True, stores=False)
             await manager.delete_episode(scope, episode_id)
             return wire.DeletedResponse(deleted=1)
 
@@ -706,10 +711,11 @@ class _MemoryTools:
                     {"user_id": user_id, "session_id": session_id},
                     write=True,
                     require_session=True,
+                    stores=False,
                 )
                 report = await manager.forget_session(scope)
             else:
-                manager, scope = self._begin(ctx, {"user_id": user_id}, write=True)
+                manager, scope = self._begin(ctx, {"user_id": user_id}, write=True, stores=False)
                 report = await manager.forget_user(scope)
             return wire.ForgetResponse.model_validate(report.model_dump())
 
