@@ -273,19 +273,26 @@ def build_key_store(settings: Settings) -> KeyStore:
     return SqlKeyStore(_profile_database_url(url, settings))
 
 
+def _working_server(
+    url: str | None, embedded: EmbeddedFalkorDBServer | None, settings: Settings
+) -> tuple[str, str | None]:
+    """The working store's URL and the password to send it (``None`` when the URL carries
+    one or none is set), or the embedded server's URL when ``url`` is unset."""
+    if url is None:
+        assert embedded is not None
+        return embedded.url, None
+    credentials = store_credentials("WORKING", url, None, settings.working_store_password)
+    if credentials.password is not None and resolve_credentials(url).password is None:
+        return url, credentials.password.get_secret_value()
+    return url, None
+
+
 def working_store(
     url: str | None, embedded: EmbeddedFalkorDBServer | None, settings: Settings
 ) -> WorkingMemoryStore:
     from memmachine.adapters.redis.redis_working_memory_store import RedisWorkingMemoryStore
 
-    password: str | None = None
-    if url is None:
-        assert embedded is not None
-        url = embedded.url
-    else:
-        credentials = store_credentials("WORKING", url, None, settings.working_store_password)
-        if credentials.password is not None and resolve_credentials(url).password is None:
-            password = credentials.password.get_secret_value()
+    url, password = _working_server(url, embedded, settings)
     return RedisWorkingMemoryStore(
         url,
         key_prefix=settings.working_key_prefix,
@@ -301,14 +308,7 @@ def idempotency_store(
     and key prefix), else on the embedded server: kept across restarts either way."""
     from memmachine.adapters.redis.redis_idempotency_store import RedisIdempotencyStore
 
-    url, password = working_url, None
-    if url is None:
-        assert embedded is not None
-        url = embedded.url
-    else:
-        credentials = store_credentials("WORKING", url, None, settings.working_store_password)
-        if credentials.password is not None and resolve_credentials(url).password is None:
-            password = credentials.password.get_secret_value()
+    url, password = _working_server(working_url, embedded, settings)
     return RedisIdempotencyStore(
         url,
         key_prefix=settings.working_key_prefix,

@@ -21,10 +21,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memmachine.config import EmbeddingSettings, RetrievalSettings
-from memmachine_server.app import create_app
 from tests.faults.conftest import Report
 from tests.faults.harness import frozen
-from tests.server.conftest import LOCAL, AppFactory, make_settings
+from tests.server.conftest import AppFactory
 from tests.server.test_bad_input import error_of
 from tests.services import RedisServer
 
@@ -51,24 +50,6 @@ def _working(app: TestClient, user: str, session: str = "s", **headers: str) -> 
     return [message["content"] for message in held.json()["messages"]]
 
 
-@pytest.fixture
-def apps(tmp_path: Path) -> Iterator[AppFactory]:
-    """Start apps (each on its own data dir unless given one); all stop at the end."""
-    opened: list[TestClient] = []
-
-    def start(**overrides: Any) -> TestClient:
-        data_dir = overrides.pop("data_dir", tmp_path / f"app{len(opened)}")
-        settings = make_settings(data_dir, **overrides)
-        client = TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL)
-        client.__enter__()
-        opened.append(client)
-        return client
-
-    yield start
-    for client in reversed(opened):
-        client.__exit__(None, None, None)
-
-
 @pytest.fixture(params=["embedded", "production"])
 def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """Settings of an app: the embedded stores, or a FalkorDB server for episodes and a
@@ -92,9 +73,9 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[
 
 
 def test_a_retried_add_is_stored_once_and_answered_again(
-    apps: AppFactory, deployment: dict[str, Any], tally: Report
+    app_factory: AppFactory, deployment: dict[str, Any], tally: Report
 ) -> None:
-    app = apps(**deployment)
+    app = app_factory(**deployment)
     first = app.post(
         "/v1/memories", json=_add("ana", "my locker code is 4711"), headers=_keyed("k1")
     )
@@ -123,9 +104,9 @@ def test_a_retried_add_is_stored_once_and_answered_again(
 
 
 def test_facts_and_working_memory_writes_are_applied_once(
-    apps: AppFactory, deployment: dict[str, Any]
+    app_factory: AppFactory, deployment: dict[str, Any]
 ) -> None:
-    app = apps(**deployment)
+    app = app_factory(**deployment)
     note = {"user_id": "bo", "messages": [{"role": "user", "content": "remember the milk"}]}
     answers = [
         app.post("/v1/sessions/w/working/messages", json=note, headers=_keyed("append-1"))
@@ -151,9 +132,9 @@ def test_facts_and_working_memory_writes_are_applied_once(
 
 
 def test_a_key_reused_for_another_request_is_422_naming_the_header(
-    apps: AppFactory, deployment: dict[str, Any]
+    app_factory: AppFactory, deployment: dict[str, Any]
 ) -> None:
-    app = apps(**deployment)
+    app = app_factory(**deployment)
     assert (
         app.post("/v1/memories", json=_add("cy", "first"), headers=_keyed("k")).status_code == 201
     )
@@ -166,9 +147,9 @@ def test_a_key_reused_for_another_request_is_422_naming_the_header(
 
 
 def test_requests_in_flight_with_one_key_store_once(
-    apps: AppFactory, deployment: dict[str, Any], tally: Report
+    app_factory: AppFactory, deployment: dict[str, Any], tally: Report
 ) -> None:
-    app = apps(**deployment)
+    app = app_factory(**deployment)
     body = _add("dee", "booked the 7:40 train")
     with ThreadPoolExecutor(8) as pool:
         answers = list(
@@ -184,8 +165,8 @@ def test_requests_in_flight_with_one_key_store_once(
     tally(case=f"8 in flight with one key, {where}", sent=8, stored=1, duplicated=0)
 
 
-def test_keys_of_two_tenants_never_meet(apps: AppFactory) -> None:
-    app = apps(embedding=NO_EMBEDDER, api_keys="key-a=tenant-a,key-b=tenant-b")
+def test_keys_of_two_tenants_never_meet(app_factory: AppFactory) -> None:
+    app = app_factory(embedding=NO_EMBEDDER, api_keys="key-a=tenant-a,key-b=tenant-b")
     for key in ("key-a", "key-b"):
         headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "shared"}
         answer = app.post("/v1/memories", json=_add("eve", f"said to {key}"), headers=headers)
@@ -195,23 +176,23 @@ def test_keys_of_two_tenants_never_meet(apps: AppFactory) -> None:
     assert _episodes(app, "eve", Authorization="Bearer key-b") == ["said to key-b"]
 
 
-def test_an_answer_is_kept_across_a_restart(apps: AppFactory, tmp_path: Path) -> None:
+def test_an_answer_is_kept_across_a_restart(app_factory: AppFactory, tmp_path: Path) -> None:
     data_dir = tmp_path / "kept"
-    first = apps(data_dir=data_dir, embedding=NO_EMBEDDER)
+    first = app_factory(data_dir=data_dir, embedding=NO_EMBEDDER)
     answer = first.post("/v1/memories", json=_add("fay", "parked on level 3"), headers=_keyed("r"))
     assert answer.status_code == 201
     first.__exit__(None, None, None)
-    second = apps(data_dir=data_dir, embedding=NO_EMBEDDER)
+    second = app_factory(data_dir=data_dir, embedding=NO_EMBEDDER)
     again = second.post("/v1/memories", json=_add("fay", "parked on level 3"), headers=_keyed("r"))
     assert (again.status_code, again.json()) == (201, answer.json())
     assert _episodes(second, "fay") == ["parked on level 3"]
 
 
 def test_an_add_answered_504_then_retried_with_its_key_is_stored_once(
-    apps: AppFactory, tmp_path: Path, tally: Report
+    app_factory: AppFactory, tmp_path: Path, tally: Report
 ) -> None:
     data_dir = tmp_path / "frozen"
-    app = apps(
+    app = app_factory(
         data_dir=data_dir,
         embedding=NO_EMBEDDER,
         retrieval=RetrievalSettings(lexical_context=0),
@@ -232,7 +213,7 @@ def test_an_add_answered_504_then_retried_with_its_key_is_stored_once(
 
 
 def test_an_append_frozen_in_working_memory_then_retried_agrees_with_episodes(
-    apps: AppFactory, tmp_path: Path
+    app_factory: AppFactory, tmp_path: Path
 ) -> None:
     """Production: the episode is stored, the working-memory append meets a frozen Redis
     (504). The retry with the key finds the episode and completes working memory once."""
@@ -241,7 +222,7 @@ def test_an_append_frozen_in_working_memory_then_retried_agrees_with_episodes(
     try:
         falkordb.wait_ready()
         redis.wait_ready()
-        app = apps(
+        app = app_factory(
             embedding=NO_EMBEDDER,
             episode_store_url=f"falkordb://127.0.0.1:{falkordb.port}",
             working_store_url=redis.url,
@@ -267,10 +248,10 @@ def test_an_append_frozen_in_working_memory_then_retried_agrees_with_episodes(
             server.stop()
 
 
-def test_the_sdk_repeats_an_add_with_its_key_and_it_is_stored_once(apps: AppFactory) -> None:
+def test_the_sdk_repeats_an_add_with_its_key_and_it_is_stored_once(app_factory: AppFactory) -> None:
     from memmachine_sdk import Client
 
-    app = apps(embedding=NO_EMBEDDER)
+    app = app_factory(embedding=NO_EMBEDDER)
     with Client(http_client=app) as mm:
         first = mm.add(["lunch with Ida"], user_id="ida", session_id="s", idempotency_key="lunch")
         again = mm.add(["lunch with Ida"], user_id="ida", session_id="s", idempotency_key="lunch")
