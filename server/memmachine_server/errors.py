@@ -164,3 +164,9 @@ async def memmachine_error_response(request: Request, exc: MemMachineError) -> J
     """The answer the error handlers give for ``exc``, for middleware that runs outside
     them."""
     return await _on_memmachine_error(request, exc)
+
+
+async def http_error_response(request: Request, exc: Exception) -> JSONResponse:
+    """The answer the error handlers give for an ``HTTPException`` (a body over the size
+    limit...), for middleware that runs outside them."""
+    return await _on_http_error(request, exc)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
@@ -24,7 +25,7 @@ from memmachine.memory.idempotency import IDEMPOTENCY_HEADER, check_key, episode
 from memmachine.models import Scope
 from memmachine_sdk import models as wire
 from memmachine_server.convert import new_messages
-from memmachine_server.errors import memmachine_error_response
+from memmachine_server.errors import http_error_response, memmachine_error_response
 from memmachine_server.scope import keyring_of, presented_key
 from memmachine_server.state import AppState
 
@@ -52,7 +53,12 @@ class IdempotencyKeys:
         if tenant is None:
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
+        try:
+            body = await _read_body(receive)
+        except HTTPException as exc:  # refused while streamed in (over the size limit)
+            refused = await http_error_response(request, exc)
+            await refused(scope, receive, send)
+            return
         fingerprint = hashlib.sha256(
             b"\0".join(
                 [scope["method"].encode(), scope["path"].encode(), scope["query_string"], body]

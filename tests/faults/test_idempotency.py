@@ -11,6 +11,7 @@ working memory alike.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -259,3 +260,16 @@ def test_the_sdk_repeats_an_add_with_its_key_and_it_is_stored_once(app_factory: 
     assert again.episode_ids == first.episode_ids
     assert other.episode_ids != first.episode_ids
     assert _episodes(app, "ida") == ["lunch with Ida", "lunch with Ida"]
+
+
+def test_a_keyed_body_over_the_size_limit_streamed_in_is_413(app_factory: AppFactory) -> None:
+    app = app_factory(embedding=NO_EMBEDDER, limits={"max_request_bytes": 10_000})
+    huge = json.dumps(_add("jo", "z" * 20_000)).encode()
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit meets the stream
+        yield from (huge[start : start + 4096] for start in range(0, len(huge), 4096))
+
+    headers = {"Content-Type": "application/json", **_keyed("big")}
+    refused = app.post("/v1/memories", content=chunks(), headers=headers)
+    assert error_of(refused, 413)["code"] == "payload_too_large"
+    assert _episodes(app, "jo") == []
