@@ -137,9 +137,10 @@ class MemoryManager:
             ttl_seconds=working_ttl_seconds,
         )
         stores: list[Resource] = [episodes, profile, working, *([jobs] if jobs else [])]
+        records = [self.idempotent.store] if self.idempotent.store is not None else []
         self._parts = Parts(
             resources=[*resources, self.memory_types],
-            stores=stores,
+            stores=[*stores, *records],  # records live on the working store's server
             health=[*stores, *extra_health],
             language_model=language_model,
         )

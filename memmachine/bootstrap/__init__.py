@@ -151,10 +151,8 @@ def _wire(
     embedder, reranker = parts.embedder, parts.reranker
     language_model, llm_off_reason = parts.language_model
     memory_types = _memory_types(settings, working_url, embedded)
-    writes = idempotency_store(working_url, embedded, settings)
-    resources.append(writes)
     idempotent = IdempotentWrites(
-        writes,
+        idempotency_store(working_url, embedded, settings),
         ttl_seconds=settings.idempotency_ttl_seconds,
         lease_seconds=max(2.0, 2 * settings.store_timeout_seconds),
         wait_seconds=max(4.0, 4 * settings.store_timeout_seconds),
