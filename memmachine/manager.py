@@ -19,9 +19,11 @@ from memmachine.config import (
     RetrievalSettings,
     SafetySettings,
 )
+from memmachine.memory.adding import MessageAdder
 from memmachine.memory.custom_registry import MemoryTypeRegistry
 from memmachine.memory.episodic import EpisodicService
 from memmachine.memory.forgetting import Forgetting
+from memmachine.memory.idempotency import IdempotentWrites
 from memmachine.memory.lifecycle import Parts, Resource
 from memmachine.memory.lifecycle import embedder_status as embedder_status_of
 from memmachine.memory.lifecycle import reranker_status as reranker_status_of
@@ -64,8 +66,8 @@ __all__ = ["MemoryManager", "Resource"]
 
 class MemoryManager(ReplaceableParts, Lifecycle):
     """Every kind of memory behind one API; each method is its service's (``*_service``,
-    ``memory_types``), documented there. ``embedder``, ``reranker``, ``retrieval`` and
-    ``safety`` may be replaced at any time; the next call uses them."""
+    ``memory_types``, ``idempotent``), documented there. ``embedder``, ``reranker``,
+    ``retrieval`` and ``safety`` may be replaced at any time; the next call uses them."""
 
     def __init__(
         self,
@@ -96,6 +98,7 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         token_counters: TokenCounters | None = None,
         clock: Clock | None = None,
         retention: RetentionSettings | None = None,
+        idempotent: IdempotentWrites | None = None,
     ) -> None:
         self.episodes, self.profile, self.working, self.jobs = episodes, profile, working, jobs
         self.embedder_status = embedder_status or embedder_status_of(embedder)
@@ -111,6 +114,7 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         self.extraction = extraction = extraction or ExtractionSettings()
         #: How token budgets are counted, per prompt format (compaction: the OpenAI one).
         self.token_counters = token_counters or TokenCounters.estimated()
+        self.idempotent = idempotent or IdempotentWrites(None)
         #: Custom memory types (:mod:`memmachine.memory_types`), started as a resource.
         self.memory_types = memory_types if memory_types is not None else MemoryTypeRegistry()
         #: What every string the services store passes (validation, PII, injection).
@@ -152,9 +156,10 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         )
         stores: list[Resource] = [episodes, profile, working]
         stores += [store for store in (jobs, procedures) if store is not None]
+        records = [self.idempotent.store] if self.idempotent.store is not None else []
         self._parts = Parts(
             resources=[*resources, self.memory_types, self.retention],
-            stores=stores,
+            stores=[*stores, *records],  # records live on the working store's server
             health=[*stores, *extra_health, self.retention],
             language_model=language_model,
         )
@@ -174,6 +179,7 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         self.delete_working = self.working_service.delete
         self.enqueue_compaction = self.scheduler.enqueue_compaction
         self.enqueue_extraction = self.scheduler.enqueue_extraction
+        self._adder = MessageAdder(episodic, self.working_service, self.scheduler)
         forgetting = Forgetting(
             episodic, facts, self.working_service, self.memory_types, self.procedural_service
         )
@@ -213,18 +219,10 @@ class MemoryManager(ReplaceableParts, Lifecycle):
     ) -> list[Episode]:
         """Store messages as episodes of ``scope.session_id``, in order (see
         :meth:`EpisodicService.add`); with ``working`` also append them to the session's
-        working memory. All or nothing: if any part fails, the episodes written by this call
-        are removed. Without ``extract`` no extraction job is queued for them."""
-        stored = await self.episodic_service.add(scope, messages, ids=ids)
-        if working and stored:
-            try:
-                await self.working_service.append_episodes(scope, stored)
-            except BaseException:
-                await self.episodic_service.remove(scope, stored)
-                raise
-        if extract:
-            await self.scheduler.extract_later(scope, stored)
-        return stored
+        working memory, complete or undone (:class:`~memmachine.memory.adding.MessageAdder`,
+        which also completes a retry with the same ``ids``). Without ``extract`` no
+        extraction job is queued for them."""
+        return await self._adder.add(scope, messages, working=working, ids=ids, extract=extract)
 
     async def delete_episode(self, scope: Scope, episode_id: str) -> EpisodeDetachment:
         """Delete one of the user's episodes, then take it out of the facts it supported

@@ -32,6 +32,7 @@ from memmachine.bootstrap.stores import (
     check_jobs_url,
     check_schemes,
     episode_store,
+    idempotency_store,
     job_queue,
     procedure_store,
     profile_store,
@@ -45,6 +46,7 @@ from memmachine.bootstrap.tokenizers import build_token_counters
 from memmachine.config import LLM_OFF_REASON, LlmSettings, Settings
 from memmachine.errors import ConfigurationError, MemMachineError
 from memmachine.manager import MemoryManager, Resource
+from memmachine.memory.idempotency import IdempotentWrites
 from memmachine.models import EmbedderStatus, RerankerStatus
 from memmachine.ports import Clock, Embedder, LanguageModel, Reranker, StateBackend
 from memmachine.telemetry import Telemetry
@@ -161,6 +163,12 @@ def _wire(
     embedder, reranker = parts.embedder, parts.reranker
     language_model, llm_off_reason = parts.language_model
     memory_types = _memory_types(settings, working_url, embedded)
+    idempotent = IdempotentWrites(
+        idempotency_store(working_url, embedded, settings),
+        ttl_seconds=settings.idempotency_ttl_seconds,
+        lease_seconds=max(2.0, 2 * settings.store_timeout_seconds),
+        wait_seconds=max(4.0, 4 * settings.store_timeout_seconds),
+    )
     manager = MemoryManager(
         episodes=episodes,
         profile=profile,
@@ -187,6 +195,7 @@ def _wire(
         retention=settings.retention,
         clock=clock,
         stage_observer=telemetry,
+        idempotent=idempotent,
     )
     attach_blob_store(settings, manager)
     if telemetry is not None:

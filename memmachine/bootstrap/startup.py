@@ -86,6 +86,9 @@ def _targets(manager: MemoryManager, settings: Settings) -> dict[int, tuple[str,
     else:
         records = str(data_dir / "memory_types.db")
     targets[id(manager.memory_types)] = ("custom memory type store", records)
+    if manager.idempotent.store is not None:
+        where = url_address(working) if working else embedded
+        targets[id(manager.idempotent.store)] = ("idempotency records", where)
     return targets
 
 

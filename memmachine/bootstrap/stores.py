@@ -18,7 +18,14 @@ from memmachine.config import (
     without_userinfo,
 )
 from memmachine.errors import ConfigurationError
-from memmachine.ports import EpisodeStore, JobQueue, KeyStore, ProfileStore, WorkingMemoryStore
+from memmachine.ports import (
+    EpisodeStore,
+    IdempotencyStore,
+    JobQueue,
+    KeyStore,
+    ProfileStore,
+    WorkingMemoryStore,
+)
 from memmachine.ports.procedures import ProcedureStore
 
 if TYPE_CHECKING:
@@ -32,6 +39,7 @@ __all__ = [
     "check_jobs_url",
     "check_schemes",
     "episode_store",
+    "idempotency_store",
     "job_queue",
     "procedure_store",
     "profile_store",
@@ -286,20 +294,43 @@ def build_key_store(settings: Settings) -> KeyStore:
     return SqlKeyStore(_profile_database_url(url, settings))
 
 
+def _working_server(
+    url: str | None, embedded: EmbeddedFalkorDBServer | None, settings: Settings
+) -> tuple[str, str | None]:
+    """The working store's URL and the password to send it (``None`` when the URL carries
+    one or none is set), or the embedded server's URL when ``url`` is unset."""
+    if url is None:
+        assert embedded is not None
+        return embedded.url, None
+    credentials = store_credentials("WORKING", url, None, settings.working_store_password)
+    if credentials.password is not None and resolve_credentials(url).password is None:
+        return url, credentials.password.get_secret_value()
+    return url, None
+
+
 def working_store(
     url: str | None, embedded: EmbeddedFalkorDBServer | None, settings: Settings
 ) -> WorkingMemoryStore:
     from memmachine.adapters.redis.redis_working_memory_store import RedisWorkingMemoryStore
 
-    password: str | None = None
-    if url is None:
-        assert embedded is not None
-        url = embedded.url
-    else:
-        credentials = store_credentials("WORKING", url, None, settings.working_store_password)
-        if credentials.password is not None and resolve_credentials(url).password is None:
-            password = credentials.password.get_secret_value()
+    url, password = _working_server(url, embedded, settings)
     return RedisWorkingMemoryStore(
+        url,
+        key_prefix=settings.working_key_prefix,
+        password=password,
+        timeout_seconds=settings.store_timeout_seconds,
+    )
+
+
+def idempotency_store(
+    working_url: str | None, embedded: EmbeddedFalkorDBServer | None, settings: Settings
+) -> IdempotencyStore:
+    """The records of idempotent writes on the working store's server (with its password
+    and key prefix), else on the embedded server: kept across restarts either way."""
+    from memmachine.adapters.redis.redis_idempotency_store import RedisIdempotencyStore
+
+    url, password = _working_server(working_url, embedded, settings)
+    return RedisIdempotencyStore(
         url,
         key_prefix=settings.working_key_prefix,
         password=password,

@@ -76,6 +76,9 @@ class Settings(Section):
     #: may wait for its answer. A write that gets none is reported as "outcome unknown"
     #: (HTTP 504) and never resent by the client.
     store_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: How long the answer to a write sent with an ``Idempotency-Key`` is kept: a retry
+    #: with the same key within this time gets that answer again, nothing applied twice.
+    idempotency_ttl_seconds: int = Field(default=86_400, ge=60)
 
     #: ``key=tenant`` pairs, comma separated. When set, every /v1 request needs
     #: ``Authorization: Bearer <key>`` and is confined to that key's tenant.

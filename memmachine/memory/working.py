@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from memmachine.config import CompactionSettings
-from memmachine.errors import NotFoundError
+from memmachine.errors import MemMachineError, NotFoundError
 from memmachine.memory.common import require_session
 from memmachine.memory.expiry import is_expired
 from memmachine.memory.scheduling import JobScheduler
@@ -17,6 +18,8 @@ from memmachine.ports import Clock, LanguageModel, SystemClock, TokenCounter, Wo
 from memmachine.safety.gate import WriteGate
 
 __all__ = ["WorkingService"]
+
+log = logging.getLogger(__name__)
 
 
 class WorkingService:
@@ -151,7 +154,11 @@ class WorkingService:
             bucket = memory.message_count // trigger
             wanted.append((f"compact:{scope.session_id}:{rounds}:{bucket}", False, 0.0))
         elif memory.message_count > settings.keep_last_n:
-            held = await self._store.get(scope)
+            try:
+                held = await self._store.get(scope)
+            except MemMachineError as exc:  # the write is done: this check may be skipped
+                log.warning("the compaction check of a session was skipped: %s", exc.message)
+                held = None
             tokens = (
                 0
                 if held is None

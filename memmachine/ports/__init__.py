@@ -38,6 +38,7 @@ from memmachine.ports.blobs import (
     MediaDescriber,
 )
 from memmachine.ports.clock import Clock, SystemClock
+from memmachine.ports.idempotency import IdempotencyRecord, IdempotencyStore
 from memmachine.ports.inference import (
     ChatMessage,
     Embedder,
@@ -77,6 +78,8 @@ __all__ = [
     "Clock",
     "Embedder",
     "EpisodeStore",
+    "IdempotencyRecord",
+    "IdempotencyStore",
     "Job",
     "JobQueue",
     "JobQueueStats",

@@ -21,11 +21,14 @@ redacted text unchanged, so the second pass changes nothing unless a string esca
 first. ``tests/unit/safety/test_write_gate_coverage.py`` walks the code of every service and
 fails when a store write takes an argument that does not come straight from the gate.
 
-Widening what is redacted (producers, invalidation reasons, metadata keys, custom-type
-record keys) is a change of one entry in :data:`FIELD_POLICIES`. Outside the gate today:
-ids (episode, session, user...: held to ``ID_PATTERN`` by the models, which admits no NUL
-or surrogate), the error text a worker records on a failed job (the queue's bookkeeping)
-and API keys (the key store, written by the server's admin routes and ``memmachine keys``).
+Producers, invalidation reasons, metadata keys and state and record data keys are
+redacted like any text. Ids and keys that address data cannot be redacted (the caller
+would lose its handle), so the ids of a write's scope (:meth:`WriteGate.check_ids`, called
+by the interfaces for every write) and custom-type record keys are refused, 422 naming
+the field, when the redactor finds personal data in them (an e-mail address, a phone
+number...). Outside the gate: the error text a worker records on a failed job (the
+queue's bookkeeping) and API keys (the key store, written by the server's admin routes and
+``memmachine keys``).
 """
 
 from __future__ import annotations
@@ -58,6 +61,10 @@ class FieldPolicy:
     #: Shared by every user of an application (procedures): redacted with every PII kind
     #: and refused when it reads as an instruction, whatever the safety settings say.
     shared: bool = False
+    #: Refuse (``InvalidInputError``) a value in which the redactor finds personal data:
+    #: ids and keys that address data, which redaction would change (when
+    #: ``safety.redact_pii`` is on).
+    refuse_pii: bool = False
 
 
 _KEEP = FieldPolicy()
@@ -66,10 +73,12 @@ _REDACT = FieldPolicy(redact=True)
 #: Every field a service stores strings under. A field missing here is a ``KeyError``: a new
 #: stored field needs a policy before it can be written.
 FIELD_POLICIES: dict[str, FieldPolicy] = {
+    # the ids of a write's scope (user, session, agent, group, org, project)
+    "scope.id": FieldPolicy(refuse_pii=True),
     # messages: episodes and working memory alike
     "message.content": FieldPolicy(redact=True, injection="mark"),
-    "message.producer": _KEEP,  # kept as sent (issue 16 redacts it)
-    "message.metadata.key": _KEEP,  # kept as sent (issue 16)
+    "message.producer": _REDACT,
+    "message.metadata.key": _REDACT,
     "message.metadata.value": _REDACT,
     # the full-text text of an episode, made from its gated content and producer
     "episode.search_text": _KEEP,
@@ -78,16 +87,16 @@ FIELD_POLICIES: dict[str, FieldPolicy] = {
     "fact.feature": FieldPolicy(redact=True, injection="refuse"),
     "fact.value": FieldPolicy(redact=True, injection="refuse"),
     "fact.source": _KEEP,
-    "fact.metadata.key": _KEEP,  # kept as sent (issue 16)
+    "fact.metadata.key": _REDACT,
     "fact.metadata.value": _REDACT,
-    "fact.invalidation_reason": _KEEP,  # kept as sent (issue 16)
+    "fact.invalidation_reason": _REDACT,
     # working memory
     "working.summary": _REDACT,
-    "working.state.key": _KEEP,
+    "working.state.key": _REDACT,
     "working.state.value": _REDACT,
     # custom memory types
-    "record.key": _KEEP,  # kept as sent (issue 16)
-    "record.data.key": _KEEP,
+    "record.key": FieldPolicy(refuse_pii=True),
+    "record.data.key": _REDACT,
     "record.data.value": _REDACT,
     # typed agent state in a file, SQLite or Redis backend: stored exactly as saved
     "agent_state.key": _KEEP,
@@ -174,6 +183,14 @@ class WriteGate:
                     "it is not stored as a fact",
                     field=path,
                 )
+        if policy.refuse_pii and self._redactor is not None:
+            kinds = sorted(self._redactor.redact(value).found)
+            if kinds:
+                raise InvalidInputError(
+                    f"{path} looks like personal data ({', '.join(kinds)}): ids and keys "
+                    "may not hold it; use an opaque id",
+                    field=path,
+                )
         redactor = self._shared if policy.shared else self._redactor if policy.redact else None
         if redactor is not None:
             result = redactor.redact(value)
@@ -183,6 +200,12 @@ class WriteGate:
         if policy.injection == "mark" and self._safety.block_injected_facts:
             reason = looks_like_injection(value)
         return value, reason
+
+    def check_ids(self, ids: Mapping[str, str | None]) -> None:
+        """Refuse the ids of a write's scope that hold personal data (``scope.id``)."""
+        for name, value in ids.items():
+            if value is not None:
+                self.text("scope.id", name, value, {})
 
     def json(self, field: str, path: str, value: Any, found: dict[str, int], depth: int = 0) -> Any:
         """A copy of the JSON value with every key and string passed through :meth:`text`

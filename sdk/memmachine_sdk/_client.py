@@ -277,14 +277,24 @@ class Client(SyncOperations, _Base):
         user_id: str | None = None,
         session_id: str | None = None,
         working: bool = True,
+        idempotency_key: str | None = None,
     ) -> m.AddMemoriesResponse:
         """Store messages (strings, dicts or MessageIn) as episodes of a session, in order,
         and with ``working`` in its working memory too; all or nothing.
 
-        Retried after 429, 503 and refused connections (the server stored nothing), never
-        after a timeout or 502/504: the API has no idempotency key, so a repeat could store
-        the messages twice. Such an error leaves it open whether they were stored."""
-        call = self._calls.add(messages, user_id=user_id, session_id=session_id, working=working)
+        Retried after 429, 503 and refused connections, never after a timeout or 502/504
+        (such an error leaves it open whether they were stored). Every attempt carries the
+        call's ``Idempotency-Key`` (``idempotency_key``, or a fresh one per call): the
+        server stores the messages once and answers a repeat with the first answer. To
+        repeat an add yourself after a timeout or 504, pass the same ``idempotency_key``
+        again: it is stored once either way."""
+        call = self._calls.add(
+            messages,
+            user_id=user_id,
+            session_id=session_id,
+            working=working,
+            idempotency_key=idempotency_key,
+        )
         return self._get(call)
 
     def search(
@@ -765,8 +775,15 @@ class AsyncClient(AsyncOperations, _Base):
         user_id: str | None = None,
         session_id: str | None = None,
         working: bool = True,
+        idempotency_key: str | None = None,
     ) -> m.AddMemoriesResponse:
-        call = self._calls.add(messages, user_id=user_id, session_id=session_id, working=working)
+        call = self._calls.add(
+            messages,
+            user_id=user_id,
+            session_id=session_id,
+            working=working,
+            idempotency_key=idempotency_key,
+        )
         return await self._get(call)
 
     async def search(

@@ -114,6 +114,7 @@ class Requests:
         user_id: str | None,
         session_id: str | None,
         working: bool,
+        idempotency_key: str | None = None,
         **ids: str | None,
     ) -> Call[m.AddMemoriesResponse]:
         request = validate(
@@ -122,7 +123,13 @@ class Requests:
             working=working,
             **self._scope(user_id=user_id, session_id=session_id, **ids),
         )
-        return Call("POST", "/v1/memories", m.AddMemoriesResponse, json=_body(request))
+        return Call(
+            "POST",
+            "/v1/memories",
+            m.AddMemoriesResponse,
+            json=_body(request),
+            idempotency_key=idempotency_key,
+        )
 
     def search(
         self,

@@ -33,6 +33,7 @@ from memmachine_sdk import models as wire
 from memmachine_server.convert import health_out
 from memmachine_server.errors import install_error_handlers
 from memmachine_server.hosts import HostAllowList
+from memmachine_server.idempotency import IdempotencyKeys
 from memmachine_server.keyring import Keyring
 from memmachine_server.limits import BodySizeLimit, UrlTextCheck
 from memmachine_server.mcp_server import MCP_PATH, McpHttpEndpoint, scope_defaults
@@ -143,6 +144,7 @@ def create_app(
         generate_unique_id_function=operation_id,
     )
     app.openapi = openapi_document(app)  # type: ignore[method-assign]
+    app.add_middleware(IdempotencyKeys)  # inside the size limit: it reads whole bodies
     app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_request_bytes)
     app.add_middleware(UrlTextCheck)
     app.add_middleware(HostAllowList)

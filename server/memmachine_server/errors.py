@@ -172,3 +172,15 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(Exception, _on_unexpected)
+
+
+async def memmachine_error_response(request: Request, exc: MemMachineError) -> JSONResponse:
+    """The answer the error handlers give for ``exc``, for middleware that runs outside
+    them."""
+    return await _on_memmachine_error(request, exc)
+
+
+async def http_error_response(request: Request, exc: Exception) -> JSONResponse:
+    """The answer the error handlers give for an ``HTTPException`` (a body over the size
+    limit...), for middleware that runs outside them."""
+    return await _on_http_error(request, exc)

@@ -67,6 +67,7 @@ from memmachine_server.convert import (
     working_out,
 )
 from memmachine_server.hosts import mcp_transport_security
+from memmachine_server.idempotency import idempotent_add
 from memmachine_server.routes.custom import memory_types_out
 from memmachine_server.scope import (
     Principal,
@@ -395,7 +396,10 @@ class _MemoryTools:
         *,
         write: bool,
         require_session: bool = False,
+        stores: bool | None = None,
     ) -> tuple[MemoryManager, Scope]:
+        """The manager and scope of a tool call; a call that ``stores`` (by default every
+        write) refuses ids holding personal data, as REST does."""
         caller = self._resolve_caller(ctx)
         # The same checks (and messages) as the REST routes' ReadTenant / WriteTenant.
         tenant = write_tenant(caller.principal) if write else read_tenant(caller.principal)
@@ -415,6 +419,8 @@ class _MemoryTools:
                 "MEMMACHINE_SESSION_ID)",
                 field="session_id",
             )
+        if write if stores is None else stores:
+            caller.manager.gate.check_ids(values)
         try:
             scope = Scope(tenant=tenant, **values)
         except ValidationError as exc:
@@ -444,6 +450,14 @@ class _MemoryTools:
         working: Annotated[
             bool, Field(description="Also append the messages to the session's working memory.")
         ] = True,
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                description="A key of your own for this add (1-255 printable ASCII "
+                "characters): calling again with the same key and arguments stores nothing "
+                "more and returns the first result."
+            ),
+        ] = None,
     ) -> wire.AddMemoriesResponse:
         with _tool_errors():
             if (content is None) == (messages is None):
@@ -470,10 +484,13 @@ class _MemoryTools:
                 write=True,
                 require_session=True,
             )
-            stored = await manager.add_messages(scope, new_messages(batch), working=working)
-            return wire.AddMemoriesResponse(
-                session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
-            )
+            if idempotency_key is None:
+                stored = await manager.add_messages(scope, new_messages(batch), working=working)
+                return wire.AddMemoriesResponse(
+                    session_id=scope.session_id or "",
+                    episode_ids=[episode.id for episode in stored],
+                )
+            return await idempotent_add(manager, scope, batch, working, idempotency_key)
 
     async def search_memory(
         self,
@@ -533,7 +550,7 @@ class _MemoryTools:
         self, ctx: Context, episode_id: EpisodeIdArg, user_id: UserIdArg = None
     ) -> wire.DeletedResponse:
         with _tool_errors():
-            manager, scope = self._begin(ctx, {"user_id": user_id}, write=True)
+            manager, scope = self._begin(ctx, {"user_id": user_id}, write=True, stores=False)
             await manager.delete_episode(scope, episode_id)
             return wire.DeletedResponse(deleted=1)
 
@@ -725,10 +742,11 @@ class _MemoryTools:
                     {"user_id": user_id, "session_id": session_id},
                     write=True,
                     require_session=True,
+                    stores=False,
                 )
                 report = await manager.forget_session(scope)
             else:
-                manager, scope = self._begin(ctx, {"user_id": user_id}, write=True)
+                manager, scope = self._begin(ctx, {"user_id": user_id}, write=True, stores=False)
                 report = await manager.forget_user(scope)
             return wire.ForgetResponse.model_validate(report.model_dump())
 

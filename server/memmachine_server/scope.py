@@ -49,6 +49,9 @@ SCOPE_HEADERS = {
 }
 
 
+#: Methods of requests that store something under their scope.
+_CREATING = frozenset({"POST", "PUT", "PATCH"})
+
 #: The two ways to present an API key, as OpenAPI security schemes. They only declare the
 #: headers: :func:`authenticate` reads and checks them (and never answers 403 for a
 #: missing key, as FastAPI's own checks would).
@@ -203,6 +206,10 @@ def resolve_scope(
             "session_id is required (in the body, the query or the X-Session-ID header)",
             field="session_id",
         )
+    if request.method in _CREATING and not request.url.path.endswith("/search"):
+        # what a write stores under: ids that hold personal data are refused (a delete may
+        # still name one, to remove what was stored before ids were checked)
+        app_state(request).manager.gate.check_ids(values)
     try:
         return Scope(tenant=tenant, **values)
     except ValidationError as exc:

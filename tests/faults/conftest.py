@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.server.conftest import app_factory  # noqa: F401  (a fixture of the fault cases too)
+
 _TALLIES = pytest.StashKey[list["Tally"]]()
 
 

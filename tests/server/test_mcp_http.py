@@ -540,3 +540,22 @@ async def test_procedures_are_remembered_and_recalled_by_the_application(app: Fa
             await call(other, "recall_procedures", query="subscription", agent_id="billing-bot")
         )
         assert found["hits"] == []
+
+
+async def test_add_memory_with_an_idempotency_key_stores_once(app: FastAPI) -> None:
+    user = "mcp-idem"
+    args = {"user_id": user, "session_id": "s", "content": "Seat 14C", "idempotency_key": "seat"}
+    async with mcp_client(app) as session:
+        first = ok(await call(session, "add_memory", **args))
+        again = ok(await call(session, "add_memory", **args))
+        reused = error_text(await call(session, "add_memory", **{**args, "content": "Seat 2A"}))
+    assert again == first
+    assert "idempotency_key" in reused
+    http = httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=app),
+        base_url=BASE,
+        headers={"Authorization": f"Bearer {KEY_A}"},
+    )
+    async with http:
+        listed = (await http.get("/v1/memories", params={"user_id": user})).json()
+    assert [episode["content"] for episode in listed["episodes"]] == ["Seat 14C"]

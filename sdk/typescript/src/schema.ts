@@ -8786,7 +8786,12 @@ export interface operations {
                      *       "policies": [
                      *         {
                      *           "tenant": "acme",
-                     *           "episodes_max_age_days": 90
+                     *           "org_id": null,
+                     *           "project_id": null,
+                     *           "agent_id": null,
+                     *           "episodes_max_age_days": 90,
+                     *           "facts_max_age_days": {},
+                     *           "working_max_age_days": null
                      *         }
                      *       ],
                      *       "last_sweep": {
@@ -8910,7 +8915,12 @@ export interface operations {
                  *       "policies": [
                  *         {
                  *           "tenant": "acme",
-                 *           "episodes_max_age_days": 90
+                 *           "org_id": null,
+                 *           "project_id": null,
+                 *           "agent_id": null,
+                 *           "episodes_max_age_days": 90,
+                 *           "facts_max_age_days": {},
+                 *           "working_max_age_days": null
                  *         }
                  *       ]
                  *     }
@@ -8931,7 +8941,12 @@ export interface operations {
                      *       "policies": [
                      *         {
                      *           "tenant": "acme",
-                     *           "episodes_max_age_days": 90
+                     *           "org_id": null,
+                     *           "project_id": null,
+                     *           "agent_id": null,
+                     *           "episodes_max_age_days": 90,
+                     *           "facts_max_age_days": {},
+                     *           "working_max_age_days": null
                      *         }
                      *       ],
                      *       "last_sweep": {

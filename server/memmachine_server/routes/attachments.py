@@ -39,13 +39,19 @@ Attachments = Annotated[AttachmentService, Depends(attachments_of)]
 
 
 async def add_messages(
-    request: Request, manager: MemoryManager, scope: Scope, body: wire.AddMemoriesRequest
+    request: Request,
+    manager: MemoryManager,
+    scope: Scope,
+    body: wire.AddMemoriesRequest,
+    *,
+    ids: list[str] | None = None,
 ) -> list[Episode]:
-    """``body.messages`` stored as episodes; with attachments, each described and stored
-    after its message (see :class:`AttachmentService`)."""
+    """``body.messages`` stored as episodes (under ``ids`` when given: an idempotency key's);
+    with attachments, each described and stored after its message (see
+    :class:`AttachmentService`, which names the episodes itself)."""
     messages = new_messages(body.messages)
     if not any(message.attachments for message in body.messages):
-        return await manager.add_messages(scope, messages, working=body.working)
+        return await manager.add_messages(scope, messages, working=body.working, ids=ids)
     attached = [
         AttachedMessage(
             message,

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from memmachine.manager import MemoryManager
+from memmachine.memory.idempotency import IDEMPOTENCY_HEADER, episode_ids_for
 from memmachine.models import MemoryType
 from memmachine.retrieval.explain import StageControl
 from memmachine_sdk import models as wire
@@ -37,7 +38,9 @@ async def add_memories(
 ) -> wire.AddMemoriesResponse:
     """Store messages as episodes of a session (and, by default, in its working memory)."""
     scope = resolve_scope(request, tenant, body, require_session=True)
-    stored = await add_messages(request, manager, scope, body)
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    ids = None if key is None else episode_ids_for(tenant, key, len(body.messages))
+    stored = await add_messages(request, manager, scope, body, ids=ids)
     return wire.AddMemoriesResponse(
         session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
     )

@@ -28,12 +28,23 @@ def test_a_message_is_redacted_counted_and_marked(gate: WriteGate) -> None:
     (passed,) = gate.messages([message])
     assert EMAIL not in passed.content
     assert passed.metadata["note"] == "from [EMAIL]"
-    assert passed.metadata["redacted"] == {"email": 2}
+    assert passed.metadata["redacted"] == {"email": 4}
     assert "suspected_injection" in passed.metadata
-    # kept as sent today; a change of one policy entry each (FIELD_POLICIES)
-    assert passed.producer == EMAIL
-    assert EMAIL in passed.metadata
-    assert not FIELD_POLICIES["message.producer"].redact
+    # the producer and metadata keys are redacted too (issue 16)
+    assert passed.producer == "[EMAIL]"
+    assert EMAIL not in passed.metadata
+    assert passed.metadata["[EMAIL]"] == 1
+    assert FIELD_POLICIES["message.producer"].redact
+
+
+def test_ids_and_record_keys_holding_personal_data_are_refused(gate: WriteGate) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        gate.check_ids({"user_id": "ana", "session_id": EMAIL})
+    assert refused.value.field == "session_id"
+    gate.check_ids({"user_id": "ana", "session_id": "s-1", "agent_id": None})
+    with pytest.raises(InvalidInputError) as key:
+        gate.text("record.key", "records.0.key", EMAIL, {})
+    assert key.value.field == "records.0.key"
 
 
 def test_a_message_with_nothing_to_change_is_the_same_object(gate: WriteGate) -> None:
