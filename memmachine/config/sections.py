@@ -139,6 +139,10 @@ class RetrievalSettings(Section):
     #: Each signal contributes max(min_candidates, top_k * candidates_per_result) candidates.
     candidates_per_result: int = Field(default=3, ge=1)
     min_candidates: int = Field(default=30, ge=1)
+    #: Duplicate-aware selection: episodes with the same role, producer and words (case,
+    #: punctuation and spacing aside; a retry, a re-import) count as one piece of evidence
+    #: and take one result slot, the one stored first. Off: every copy is a result of its own.
+    distinct_evidence: bool = True
     #: With a reranker: how many of the best fused hits it scores (at least ``top_k``).
     rerank_candidates: int = Field(default=30, ge=1)
     #: Embed each sentence of a multi-sentence message too (at write time); dense search
