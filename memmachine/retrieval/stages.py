@@ -12,7 +12,12 @@
 3. ``fusion``: the two lists fused by reciprocal rank (``fusion="rrf"``, ``rrf_k``) or by
    score (``fusion="score"``: each list min-max scaled, from 0 when it is shorter than asked
    for), weighted by ``vector_weight`` and ``fulltext_weight``.
-4. Boosts, each a factor on a hit's fused score: ``speaker_boost`` (hits said by a speaker
+4. ``decomposition`` and ``second_hop`` (off by default; see
+   :mod:`memmachine.retrieval.hops`): the best full-text hit of each clause of a
+   multi-clause query lifted by ``decomposition_weight`` times the best fused score, and
+   the words of the best ``second_hop_sources`` hits searched in full text once more, that
+   list adding ``second_hop_weight * (rrf_k + 1) / (rrf_k + rank)`` to a hit's score.
+5. Boosts, each a factor on a hit's fused score: ``speaker_boost`` (hits said by a speaker
    the query names), ``time_ranges`` (``time_boost``: hits inside a time range the query
    names, relative ranges resolved against the newest candidate or now, whichever is
    earlier; see :func:`~memmachine.retrieval.temporal.time_ranges`), ``when_boost`` (hits
@@ -20,21 +25,21 @@
    (``recency_weight``, ``recency_half_life_days``) and ``importance``
    (``importance_weight`` times ``metadata["importance"]``). ``boosts`` then multiplies each
    score by the product of its factors.
-5. ``neighbourhood``: each of the best ``neighbour_candidates`` passes ``neighbour_weight``
+6. ``neighbourhood``: each of the best ``neighbour_candidates`` passes ``neighbour_weight``
    times its score to the turns right before and after it in its session and
    ``second_neighbour_weight`` times its score to the turns two away; a turn keeps the
    largest share passed to it, added to its own score, and may enter the results this way
    (``ranks["neighbour"]`` = the rank of the hit that passed it).
-6. ``ranking``: best first (equal scores keep the fused order), cut to ``top_k`` (to
+7. ``ranking``: best first (equal scores keep the fused order), cut to ``top_k`` (to
    ``max(top_k, rerank_candidates)`` with a reranker), scores divided by the ceiling so
    that 1.0 = first in every signal with every boost and the largest neighbour share.
-7. ``rerank`` (with a reranker): the pool scored by the reranker against each hit's indexed
+8. ``rerank`` (with a reranker): the pool scored by the reranker against each hit's indexed
    text (``"<date> <speaker>: <content>"``), reordered by that score (equal scores keep the
    earlier order), cut to ``top_k``, given ``ranks["rerank"]`` (1-based); ``score`` is the
    reranker's score min-max scaled over the pool (1.0 for all when it scored them alike). A
    failing reranker raises ``StoreError`` (``store="reranker"``): the search fails rather
    than silently returning another order.
-8. ``expansion`` (``expand_context`` > 0): up to that many neighbouring turns before and
+9. ``expansion`` (``expand_context`` > 0): up to that many neighbouring turns before and
    after each hit, marked ``context=True`` and scored at half the hit they surround, on top
    of the ``top_k`` hits.
 """
@@ -50,6 +55,7 @@ from memmachine.errors import StoreError
 from memmachine.indexing.fusion import reciprocal_rank_fusion, score_fusion
 from memmachine.models import Episode, EpisodeHit, utc_now
 from memmachine.retrieval.duplicates import Duplicates
+from memmachine.retrieval.hops import Decomposition, SecondHop
 from memmachine.retrieval.pipeline import Search, SearchPipeline, Stage
 from memmachine.retrieval.speakers import named_speakers
 from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
@@ -59,6 +65,7 @@ __all__ = [
     "STAGES",
     "ApplyBoosts",
     "Candidates",
+    "Decomposition",
     "Duplicates",
     "Expansion",
     "Fusion",
@@ -67,6 +74,7 @@ __all__ = [
     "Ranking",
     "RecencyBoost",
     "Rerank",
+    "SecondHop",
     "SpeakerBoost",
     "TimeRangeBoost",
     "WhenBoost",
@@ -384,6 +392,8 @@ STAGES: tuple[Callable[[], Stage], ...] = (
     Candidates,
     Duplicates,
     Fusion,
+    Decomposition,
+    SecondHop,
     SpeakerBoost,
     TimeRangeBoost,
     WhenBoost,

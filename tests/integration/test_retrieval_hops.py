@@ -1,5 +1,6 @@
-"""Duplicate-aware selection on the real embedded stores: a message stored twice (a retry, a
-re-import) takes one result slot, so the slots go to distinct evidence."""
+"""Multi-evidence search on the real embedded stores: duplicate-aware selection (a message
+stored twice, by a retry or a re-import, takes one result slot), question decomposition and
+the second hop, each switched on and off."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from memmachine import Scope, open_manager
 from memmachine.config import EmbeddingSettings, RetrievalSettings, Settings
 from memmachine.manager import MemoryManager
 from memmachine.models import EpisodeHit, NewMessage
+from memmachine.retrieval.hops import clauses
 
 T0 = datetime(2024, 3, 10, 18, 0, tzinfo=UTC)
+
+#: Full text alone decides, so the test reads off what each stage adds.
+LEXICAL_ONLY = {"lexical_context": 0, "neighbour_weight": 0.0, "second_neighbour_weight": 0.0}
 
 Open = Callable[..., AbstractAsyncContextManager[MemoryManager]]
 
@@ -128,3 +133,47 @@ async def test_a_conversation_stored_twice_ranks_as_stored_once(
             twice = await memory.search_episodes(Scope(user_id="twice"), question, top_k=5)
             assert contents(twice) == contents(once), question
             assert len(set(contents(twice))) == 5
+
+
+async def test_a_second_hop_finds_what_the_first_hits_talk_about(open_memory: Open) -> None:
+    question = "Where did Jon open his studio?"
+    found = say("Jon", "I finally opened my dance studio downtown!", 0)
+    onward = say("Gina", "The dance classes downtown are packed every evening.", 1)
+    unrelated = say("Gina", "Lost my job at the bank.", 2)
+    async with open_memory(**LEXICAL_ONLY) as memory:
+        await store(memory, "u", "s1", found, unrelated)
+        await store(memory, "u", "s2", onward)
+        off = await memory.search_episodes(Scope(user_id="u"), question, top_k=3)
+        memory.retrieval = memory.retrieval.model_copy(
+            update={"second_hop_weight": 0.3, "second_hop_sources": 1}
+        )
+        on = await memory.search_episodes(Scope(user_id="u"), question, top_k=3)
+    # the question shares no word with the onward turn; the first hit does
+    assert contents(off) == [found.content]
+    assert contents(on) == [found.content, onward.content]
+    assert on[1].ranks == {"second_hop": 1}
+    assert 0.0 < on[1].score < on[0].score <= 1.0
+
+
+async def test_each_clause_of_a_question_is_searched_on_its_own(open_memory: Open) -> None:
+    assert clauses("What does Ann paint, and where does she hike?") == [
+        "What does Ann paint",
+        "where does she hike?",
+    ]
+    assert clauses("What does Ann paint?") == ["What does Ann paint?"]
+    question = "Which lake at dawn did Ann paint in watercolors, and which trail did she hike?"
+    messages = [
+        say("Ann", "I painted the lake at dawn in watercolors.", 0),
+        say("Ann", "Watercolors of the lake at dawn are what I paint.", 1),
+        say("Ann", "Dawn at the lake: my favourite watercolor to paint.", 2),
+        say("Ann", "The trail was steep.", 3),
+        *(say("Ann", f"Filler number {n} about groceries.", 4 + n) for n in range(6)),
+    ]
+    async with open_memory(**LEXICAL_ONLY) as memory:
+        await store(memory, "u", "s1", *messages)
+        off = await memory.search_episodes(Scope(user_id="u"), question, top_k=2)
+        memory.retrieval = memory.retrieval.model_copy(update={"decomposition_weight": 0.5})
+        on = await memory.search_episodes(Scope(user_id="u"), question, top_k=2)
+    assert messages[3].content not in contents(off)
+    assert messages[3].content in contents(on)
+    assert [hit.ranks.get("clause") for hit in on].count(1) == 2  # one best turn per clause
