@@ -90,6 +90,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "+ question decomposition 0.5 (clauses)": {"decomposition_weight": 0.5},
     "+ second hop 0.3 (words of the best 3 hits)": {"second_hop_weight": 0.3},
     "+ second hop 0.1": {"second_hop_weight": 0.1},
+    "+ session diversity 0.1": {"diversity_weight": 0.1},
+    "+ session diversity 0.3": {"diversity_weight": 0.3},
     "speaker boost 1.0 instead of 0.5": {"speaker_boost": 1.0},
     "+ recency": {"recency_weight": 0.5},
     "+ context expansion (1 turn each side)": {},

@@ -151,6 +151,10 @@ class RetrievalSettings(Section):
     decomposition_weight: float = Field(default=0.0, ge=0)
     second_hop_weight: float = Field(default=0.0, ge=0)
     second_hop_sources: int = Field(default=3, ge=1)
+    #: Diversity (:mod:`memmachine.retrieval.diversity`): a hit's score divided by
+    #: ``1 + diversity_weight * n``, ``n`` being the better hits of its session, so the
+    #: slots spread over sessions; 0 (the default) turns it off.
+    diversity_weight: float = Field(default=0.0, ge=0)
     #: With a reranker: how many of the best fused hits it scores (at least ``top_k``).
     rerank_candidates: int = Field(default=30, ge=1)
     #: Embed each sentence of a multi-sentence message too (at write time); dense search

@@ -30,16 +30,19 @@
    ``second_neighbour_weight`` times its score to the turns two away; a turn keeps the
    largest share passed to it, added to its own score, and may enter the results this way
    (``ranks["neighbour"]`` = the rank of the hit that passed it).
-7. ``ranking``: best first (equal scores keep the fused order), cut to ``top_k`` (to
+7. ``diversity`` (``diversity_weight``, off by default; see
+   :mod:`memmachine.retrieval.diversity`): each hit's score divided by
+   ``1 + diversity_weight * n``, ``n`` being the better hits of its session.
+8. ``ranking``: best first (equal scores keep the fused order), cut to ``top_k`` (to
    ``max(top_k, rerank_candidates)`` with a reranker), scores divided by the ceiling so
    that 1.0 = first in every signal with every boost and the largest neighbour share.
-8. ``rerank`` (with a reranker): the pool scored by the reranker against each hit's indexed
+9. ``rerank`` (with a reranker): the pool scored by the reranker against each hit's indexed
    text (``"<date> <speaker>: <content>"``), reordered by that score (equal scores keep the
    earlier order), cut to ``top_k``, given ``ranks["rerank"]`` (1-based); ``score`` is the
    reranker's score min-max scaled over the pool (1.0 for all when it scored them alike). A
    failing reranker raises ``StoreError`` (``store="reranker"``): the search fails rather
    than silently returning another order.
-9. ``expansion`` (``expand_context`` > 0): up to that many neighbouring turns before and
+10. ``expansion`` (``expand_context`` > 0): up to that many neighbouring turns before and
    after each hit, marked ``context=True`` and scored at half the hit they surround, on top
    of the ``top_k`` hits.
 """
@@ -54,6 +57,7 @@ from datetime import timedelta
 from memmachine.errors import StoreError
 from memmachine.indexing.fusion import reciprocal_rank_fusion, score_fusion
 from memmachine.models import Episode, EpisodeHit, utc_now
+from memmachine.retrieval.diversity import Diversity
 from memmachine.retrieval.duplicates import Duplicates
 from memmachine.retrieval.hops import Decomposition, SecondHop
 from memmachine.retrieval.pipeline import Search, SearchPipeline, Stage
@@ -66,6 +70,7 @@ __all__ = [
     "ApplyBoosts",
     "Candidates",
     "Decomposition",
+    "Diversity",
     "Duplicates",
     "Expansion",
     "Fusion",
@@ -401,6 +406,7 @@ STAGES: tuple[Callable[[], Stage], ...] = (
     ImportanceBoost,
     ApplyBoosts,
     Neighbourhood,
+    Diversity,
     Ranking,
     Rerank,
     Expansion,

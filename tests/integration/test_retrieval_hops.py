@@ -177,3 +177,25 @@ async def test_each_clause_of_a_question_is_searched_on_its_own(open_memory: Ope
     assert messages[3].content not in contents(off)
     assert messages[3].content in contents(on)
     assert [hit.ranks.get("clause") for hit in on].count(1) == 2  # one best turn per clause
+
+
+async def test_diversity_spreads_the_slots_over_sessions(open_memory: Open) -> None:
+    question = "What did Ann bake for the party?"
+    party = [
+        say("Ann", "I baked a cake for the party.", 0),
+        say("Ann", "The party cake I baked was chocolate.", 1),
+        say("Ann", "Baked cookies too, for the party.", 2),
+    ]
+    later = say("Ann", "For the party I also baked bread.", 10)
+    async with open_memory(**LEXICAL_ONLY) as memory:
+        await store(memory, "u", "s1", *party)
+        await store(memory, "u", "s2", later)
+        off = await memory.search_episodes(Scope(user_id="u"), question, top_k=4)
+        memory.retrieval = memory.retrieval.model_copy(update={"diversity_weight": 1.0})
+        on = await memory.search_episodes(Scope(user_id="u"), question, top_k=4)
+    sessions_off = [hit.episode.scope.session_id for hit in off]
+    sessions_on = [hit.episode.scope.session_id for hit in on]
+    assert sorted(contents(on)) == sorted(contents(off))  # the same hits, reordered
+    assert sessions_off.index("s2") > 1
+    assert sessions_on[:2] == ["s1", "s2"]
+    assert [hit.score for hit in on] == sorted((hit.score for hit in on), reverse=True)
