@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from memmachine.retrieval.evidence import DistinctEvidence, Ranked, evidence_key
+from memmachine.retrieval.evidence import DistinctEvidence, Ranked
 from memmachine.retrieval.pipeline import Search
 
 __all__ = ["Duplicates"]
@@ -23,24 +23,24 @@ class Duplicates:
     async def run(self, search: Search) -> None:
         depth = search.depth
         dense, fulltext = search.dense, search.fulltext
-        if _short_of_distinct(dense, depth) and search.query_vector is not None:
+        distinct = DistinctEvidence()
+
+        def short(ranked: Ranked) -> bool:
+            # a full list in which duplicates took some of the depth
+            return len(ranked) >= depth and distinct.distinct(ranked) < len(ranked)
+
+        if short(dense) and search.query_vector is not None:
             dense = await search.store.vector_search(
                 search.scope,
                 search.query_vector,
                 2 * depth,
                 derivatives=search.tuning.sentence_derivatives,
             )
-        if _short_of_distinct(fulltext, depth):
+        if short(fulltext):
             fulltext = await search.store.fulltext_search(search.scope, search.query, 2 * depth)
-        distinct = DistinctEvidence()
         distinct.register([episode for episode, _ in [*dense, *fulltext]])
         search.distinct = distinct
         search.dense = distinct.collapse(dense)[:depth]
         search.fulltext = distinct.collapse(fulltext)[:depth]
         for episode, _ in [*search.dense, *search.fulltext]:
             search.by_id.setdefault(episode.id, episode)
-
-
-def _short_of_distinct(ranked: Ranked, depth: int) -> bool:
-    """Whether ``ranked`` is a full list in which duplicates took some of the depth."""
-    return len(ranked) >= depth and len({evidence_key(e) for e, _ in ranked}) < len(ranked)

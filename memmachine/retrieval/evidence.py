@@ -31,7 +31,10 @@ Ranked = list[tuple[Episode, float]]
 
 def evidence_key(episode: Episode) -> str:
     """What makes two episodes the same evidence: role, producer and folded words."""
-    words = _WORD.findall(unicodedata.normalize("NFKC", episode.content).casefold())
+    text = episode.content
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    words = _WORD.findall(text.casefold())
     return f"{episode.role}\x1f{episode.producer or ''}\x1f{' '.join(words)}"
 
 
@@ -44,26 +47,37 @@ class DistinctEvidence:
 
     def __init__(self) -> None:
         self._owner: dict[str, Episode] = {}
+        self._keys: dict[str, str] = {}  # episode id -> its evidence key
+
+    def key(self, episode: Episode) -> str:
+        """``evidence_key(episode)``, computed once per episode."""
+        key = self._keys.get(episode.id)
+        if key is None:
+            key = self._keys[episode.id] = evidence_key(episode)
+        return key
 
     def register(self, episodes: Sequence[Episode]) -> None:
         """Make the first-stored episode of each key among ``episodes`` its owner (an owner
         already chosen is replaced only by one stored earlier)."""
         for episode in episodes:
-            key = evidence_key(episode)
+            key = self.key(episode)
             held = self._owner.get(key)
             if held is None or _first_stored(episode) < _first_stored(held):
                 self._owner[key] = episode
 
     def owner(self, episode: Episode) -> Episode:
         """The episode that stands for ``episode``'s evidence (itself when unregistered)."""
-        return self._owner.get(evidence_key(episode), episode)
+        return self._owner.get(self.key(episode), episode)
 
     def admits(self, episode: Episode) -> bool:
         """Whether ``episode`` may join the results: it owns its key, or the key is new (it
         then becomes the owner)."""
-        key = evidence_key(episode)
-        held = self._owner.setdefault(key, episode)
+        held = self._owner.setdefault(self.key(episode), episode)
         return held.id == episode.id
+
+    def distinct(self, ranked: Ranked) -> int:
+        """How many pieces of evidence ``ranked`` holds."""
+        return len({self.key(episode) for episode, _ in ranked})
 
     def collapse(self, ranked: Ranked) -> Ranked:
         """``ranked`` with each piece of evidence once, at its best rank, as its owner."""
