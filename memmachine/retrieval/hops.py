@@ -45,7 +45,7 @@ def _add_list(
     """Add one more ranked list to the fused scores, ``weight`` for its first; a hit's
     ``ranks[signal]`` is its best rank in the lists of that signal."""
     if search.distinct is not None:
-        search.distinct.register([episode for episode, _ in ranked])
+        # owners already chosen stay; a new piece of evidence is owned by its first copy here
         ranked = search.distinct.collapse(ranked)
     k = search.tuning.rrf_k
     for rank, (episode, _) in enumerate(ranked, start=1):
