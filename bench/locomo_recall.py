@@ -25,7 +25,7 @@ method that uses it).
 
     uv run python bench/locomo_recall.py [--conversations N] [--set speaker_boost=0 ...]
         [--ablate [--ablate-writes]] [--expand N] [--data-dir DIR [--reuse]] [--json out.json]
-        [--paths index,store,file]
+        [--paths index,store,file] [--twice]
 
 ``--paths`` chooses which path answers memmachine's searches: ``index`` (the in-process
 index, the default), ``store`` (the store's own scans, as for a user whose index is not
@@ -33,6 +33,11 @@ ready) and ``file`` (each question with the user's index out of memory, so the s
 it from its file). Several, comma-separated, run each on the same questions in the same run
 (rows ``memmachine, <path>``) and count the questions whose ranking is identical to the
 first path's.
+
+With ``--twice`` every conversation is also stored twice over (each session's turns again,
+after the first copy's) and searched with the defaults and with duplicate-aware selection
+off, in the same run. The ``CPU ms/q`` column is the bench process's CPU time per search
+(the question's embedding excluded): a latency measure that a busy machine does not inflate.
 
 Results and the command that produced them: bench/RESULTS.md. Content is the turn text plus
 ``" [shares image: <caption>]"`` when a caption exists.
@@ -88,6 +93,12 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     },
     "- derivative vectors (sentences and windows)": {"sentence_derivatives": False},
     "- speaker boost": {"speaker_boost": 0.0},
+    "- duplicate-aware selection": {"distinct_evidence": False},
+    "+ question decomposition 0.5 (clauses)": {"decomposition_weight": 0.5},
+    "+ second hop 0.3 (words of the best 3 hits)": {"second_hop_weight": 0.3},
+    "+ second hop 0.1": {"second_hop_weight": 0.1},
+    "+ session diversity 0.1": {"diversity_weight": 0.1},
+    "+ session diversity 0.3": {"diversity_weight": 0.3},
     "speaker boost 1.0 instead of 0.5": {"speaker_boost": 1.0},
     "+ recency": {"recency_weight": 0.5},
     "+ context expansion (1 turn each side)": {},
@@ -109,6 +120,14 @@ WRITE_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "windows embedded as texts, not pooled (write time)": ("texts", {"context_pooling": False}),
     "- lexical context (write time)": ("nolexical", {"lexical_context": 0}),
 }
+#: With ``--twice``: each conversation stored twice under ``<sample_id>~twice`` (every
+#: session's turns again, after the first copy's, as a client retry or a re-import would),
+#: searched with the defaults and with duplicate-aware selection off.
+TWICE = "twice"
+TWICE_VARIANTS: dict[str, dict[str, Any]] = {
+    "stored twice": {},
+    "stored twice, duplicates kept (distinct_evidence=false)": {"distinct_evidence": False},
+}
 
 
 @dataclass
@@ -127,6 +146,8 @@ class Scores:
     hits: dict[tuple[int, int, str], float] = field(default_factory=lambda: defaultdict(float))
     counts: Counter[int] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
+    #: CPU seconds of the bench process per question (a load-independent latency measure)
+    cpu: list[float] = field(default_factory=list)
     #: any@10 hits and questions per conversation
     per_conversation: dict[str, list[int]] = field(
         default_factory=lambda: defaultdict(lambda: [0, 0])
@@ -141,10 +162,12 @@ class Scores:
         evidence: set[str],
         ranked: Sequence[str],
         seconds: float,
+        cpu_seconds: float = 0.0,
     ) -> None:
         """One question: ``ranked`` holds one dia_id per returned result, in order."""
         self.counts[category] += 1
         self.latencies.append(seconds)
+        self.cpu.append(cpu_seconds)
         self.rankings.append(tuple(ranked))
         self.per_conversation[sample_id][0] += bool(evidence & set(ranked[:10]))
         self.per_conversation[sample_id][1] += 1
@@ -185,7 +208,12 @@ class Scores:
             },
             "p50_ms": round(self.percentile(0.5), 2),
             "p95_ms": round(self.percentile(0.95), 2),
+            "cpu_ms_per_question": round(self.cpu_ms(), 3),
         }
+
+    def cpu_ms(self) -> float:
+        """Mean CPU milliseconds per question."""
+        return 1000 * sum(self.cpu) / len(self.cpu) if self.cpu else 0.0
 
 
 def load(data_dir: Path, limit: int | None) -> tuple[dict[str, list[Turn]], list[dict[str, Any]]]:
@@ -314,6 +342,8 @@ async def run(
             copies: dict[str, dict[str, Any]] = {"": {}}
             if args.ablate_writes:
                 copies.update(WRITE_ABLATIONS.values())
+            if args.twice:
+                copies[TWICE] = {}
             fingerprint = {
                 "conversations": list(turns),
                 "model": [str(args.model), args.onnx_file, args.quantize],
@@ -331,7 +361,8 @@ async def run(
                         await manager.forget_user(Scope(user_id=_user(sample_id, suffix)))
                     manager.retrieval = tuning.model_copy(update=change)
                     wall, cpu = time.perf_counter(), time.process_time()
-                    await ingest(manager, turns, suffix)
+                    for _ in range(2 if suffix == TWICE else 1):
+                        await ingest(manager, turns, suffix)
                     ingest_costs[suffix or "defaults"] = {
                         "turns": sum(len(t) for t in turns.values()),
                         "wall_s": round(time.perf_counter() - wall, 1),
@@ -352,6 +383,9 @@ async def run(
             if args.ablate_writes:
                 for name, (suffix, _) in WRITE_ABLATIONS.items():
                     variants[name] = (tuning, args.expand, suffix)
+            if args.twice:
+                for name, change in TWICE_VARIANTS.items():
+                    variants[name] = (tuning.model_copy(update=change), args.expand, TWICE)
             results = await score(manager, turns, questions, variants, args, data_dir, paths)
         finally:
             await manager.close()
@@ -369,6 +403,7 @@ async def run(
         "ablations": {
             **{name: ABLATIONS[name] for name in results if name in ABLATIONS},
             **{name: WRITE_ABLATIONS[name][1] for name in results if name in WRITE_ABLATIONS},
+            **{name: TWICE_VARIANTS[name] for name in results if name in TWICE_VARIANTS},
         },
     }
     return results, meta
@@ -559,7 +594,7 @@ async def score(
                 if path == "file":  # the user's index out of memory: opened by the search
                     await paths[path].settled()
                     paths[path].evict(scope)
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 found = await manager.search_episodes(
                     Scope(user_id=_user(sample_id, suffix)) if suffix else scope,
                     text,
@@ -568,9 +603,10 @@ async def score(
                     query_vector=vector,
                 )
                 elapsed = time.perf_counter() - began + embed_seconds
+                cpu_seconds = time.process_time() - cpu
                 # one slot per returned hit, context neighbours included, in order
                 returned = [hit.episode.metadata["dia_id"] for hit in found]
-                results[name].add(sample_id, category, evidence, returned, elapsed)
+                results[name].add(sample_id, category, evidence, returned, elapsed, cpu_seconds)
                 bar.step()
     manager.retrieval = variants["memmachine"][0]
     manager.episodes = manager.episodic_service.store = paths["index"]
@@ -627,14 +663,15 @@ def summary_table(results: dict[str, Scores]) -> str:
         + [f"any@{k}" for k in KS]
         + ["all@10", "frac@10"]
         + [f"c{c} {n} any@10" for c, n in CATEGORIES.items()]
-        + ["p50 ms", "p95 ms"]
+        + ["c1 multi-hop all@10", "p50 ms", "p95 ms", "CPU ms/q"]
     )
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for name, s in results.items():
         cells = [f"{s.at('any', k):.3f}" for k in KS]
         cells += [f"{s.at('all', 10):.3f}", f"{s.at('frac', 10):.3f}"]
         cells += [f"{s.at('any', 10, c):.3f}" for c in CATEGORIES]
-        cells += [f"{s.percentile(0.5):.1f}", f"{s.percentile(0.95):.1f}"]
+        cells += [f"{s.at('all', 10, 1):.3f}"]
+        cells += [f"{s.percentile(0.5):.1f}", f"{s.percentile(0.95):.1f}", f"{s.cpu_ms():.2f}"]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -718,6 +755,11 @@ def main() -> None:
         "--reuse", action="store_true", help="skip ingestion when --data-dir holds the same data"
     )
     parser.add_argument("--json", type=Path, help="also write every number here")
+    parser.add_argument(
+        "--twice",
+        action="store_true",
+        help="also store every conversation twice (a retry, a re-import) and search that copy",
+    )
     parser.add_argument(
         "--set",
         dest="retrieval",

@@ -141,6 +141,22 @@ class RetrievalSettings(Section):
     #: Each signal contributes max(min_candidates, top_k * candidates_per_result) candidates.
     candidates_per_result: int = Field(default=3, ge=1)
     min_candidates: int = Field(default=30, ge=1)
+    #: Duplicate-aware selection: episodes with the same role, producer and words (case,
+    #: punctuation and spacing aside; a retry, a re-import) count as one piece of evidence
+    #: and take one result slot, the one stored first. Off: every copy is a result of its own.
+    distinct_evidence: bool = True
+    #: Multi-hop without a model (:mod:`memmachine.retrieval.hops`): each clause of a
+    #: multi-clause query searched in full text on its own (``decomposition_weight``), and
+    #: the words of the best ``second_hop_sources`` hits searched again (``second_hop_weight``),
+    #: each list weighing this much for its first hit; 0 (the default) turns each off. Their
+    #: LoCoMo effect is in bench/RESULTS.md.
+    decomposition_weight: float = Field(default=0.0, ge=0)
+    second_hop_weight: float = Field(default=0.0, ge=0)
+    second_hop_sources: int = Field(default=3, ge=1)
+    #: Diversity (:mod:`memmachine.retrieval.diversity`): a hit's score divided by
+    #: ``1 + diversity_weight * n``, ``n`` being the better hits of its session, so the
+    #: slots spread over sessions; 0 (the default) turns it off.
+    diversity_weight: float = Field(default=0.0, ge=0)
     #: With a reranker: how many of the best fused hits it scores (at least ``top_k``).
     rerank_candidates: int = Field(default=30, ge=1)
     #: Embed each sentence of a multi-sentence message too (at write time); dense search

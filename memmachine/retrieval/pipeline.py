@@ -31,6 +31,7 @@ from memmachine.config import RetrievalSettings
 from memmachine.errors import InvalidInputError
 from memmachine.models import Episode, EpisodeHit, Scope
 from memmachine.ports import Embedder, EpisodeStore, Reranker
+from memmachine.retrieval.evidence import DistinctEvidence
 from memmachine.retrieval.explain import StageControl
 from memmachine.stage_observer import StageObserver
 
@@ -45,7 +46,8 @@ class Search:
     ``tuning``) are set when it starts; the stages fill in the rest: the candidate lists of
     each signal, every candidate by id, the fused ``scores`` and per-signal ``ranks``, the
     boost ``factors`` and ``ceiling`` (the largest factor any hit could have had, which
-    scales scores back into [0, 1]), and finally ``hits``."""
+    scales scores back into [0, 1]), ``distinct`` (which episode stands for each piece of
+    evidence, when duplicates are collapsed) and finally ``hits``."""
 
     scope: Scope
     query: str
@@ -63,6 +65,7 @@ class Search:
     ranks: dict[str, dict[str, int]] = field(default_factory=dict)
     factors: dict[str, float] = field(default_factory=dict)
     ceiling: float = 1.0
+    distinct: DistinctEvidence | None = None
     hits: list[EpisodeHit] = field(default_factory=list)
 
     @property
@@ -74,6 +77,11 @@ class Search:
     def candidates(self) -> list[Episode]:
         """The scored candidates, in the order of ``scores``."""
         return [self.by_id[key] for key in self.scores]
+
+    def admits(self, episode: Episode) -> bool:
+        """Whether ``episode`` may join the results: always, unless it duplicates evidence
+        another episode already stands for."""
+        return self.distinct is None or self.distinct.admits(episode)
 
     def newest(self) -> datetime:
         """The time of the newest scored candidate (there must be one)."""

@@ -4,10 +4,20 @@
    derivative vectors, with ``sentence_derivatives``) and full-text BM25 over the episode's
    indexed text, each ``max(min_candidates, top_k * candidates_per_result)`` deep; the
    full-text search runs while the query is embedded.
-2. ``fusion``: the two lists fused by reciprocal rank (``fusion="rrf"``, ``rrf_k``) or by
+2. ``duplicates`` (``distinct_evidence``): the candidate lists collapsed so that each
+   piece of evidence (the same words said by the same producer, see
+   :mod:`memmachine.retrieval.evidence`) appears once, as the episode stored first; a full
+   list that held duplicates is fetched once more, twice as deep. Later stages never add a
+   duplicate of an episode already in the results.
+3. ``fusion``: the two lists fused by reciprocal rank (``fusion="rrf"``, ``rrf_k``) or by
    score (``fusion="score"``: each list min-max scaled, from 0 when it is shorter than asked
    for), weighted by ``vector_weight`` and ``fulltext_weight``.
-3. Boosts, each a factor on a hit's fused score: ``speaker_boost`` (hits said by a speaker
+4. ``decomposition`` and ``second_hop`` (off by default; see
+   :mod:`memmachine.retrieval.hops`): the best full-text hit of each clause of a
+   multi-clause query lifted by ``decomposition_weight`` times the best fused score, and
+   the words of the best ``second_hop_sources`` hits searched in full text once more, that
+   list adding ``second_hop_weight * (rrf_k + 1) / (rrf_k + rank)`` to a hit's score.
+5. Boosts, each a factor on a hit's fused score: ``speaker_boost`` (hits said by a speaker
    the query names), ``time_ranges`` (``time_boost``: hits inside a time range the query
    names, relative ranges resolved against the newest candidate or now, whichever is
    earlier; see :func:`~memmachine.retrieval.temporal.time_ranges`), ``when_boost`` (hits
@@ -15,21 +25,24 @@
    (``recency_weight``, ``recency_half_life_days``) and ``importance``
    (``importance_weight`` times ``metadata["importance"]``). ``boosts`` then multiplies each
    score by the product of its factors.
-4. ``neighbourhood``: each of the best ``neighbour_candidates`` passes ``neighbour_weight``
+6. ``neighbourhood``: each of the best ``neighbour_candidates`` passes ``neighbour_weight``
    times its score to the turns right before and after it in its session and
    ``second_neighbour_weight`` times its score to the turns two away; a turn keeps the
    largest share passed to it, added to its own score, and may enter the results this way
    (``ranks["neighbour"]`` = the rank of the hit that passed it).
-5. ``ranking``: best first (equal scores keep the fused order), cut to ``top_k`` (to
+7. ``diversity`` (``diversity_weight``, off by default; see
+   :mod:`memmachine.retrieval.diversity`): each hit's score divided by
+   ``1 + diversity_weight * n``, ``n`` being the better hits of its session.
+8. ``ranking``: best first (equal scores keep the fused order), cut to ``top_k`` (to
    ``max(top_k, rerank_candidates)`` with a reranker), scores divided by the ceiling so
    that 1.0 = first in every signal with every boost and the largest neighbour share.
-6. ``rerank`` (with a reranker): the pool scored by the reranker against each hit's indexed
+9. ``rerank`` (with a reranker): the pool scored by the reranker against each hit's indexed
    text (``"<date> <speaker>: <content>"``), reordered by that score (equal scores keep the
    earlier order), cut to ``top_k``, given ``ranks["rerank"]`` (1-based); ``score`` is the
    reranker's score min-max scaled over the pool (1.0 for all when it scored them alike). A
    failing reranker raises ``StoreError`` (``store="reranker"``): the search fails rather
    than silently returning another order.
-7. ``expansion`` (``expand_context`` > 0): up to that many neighbouring turns before and
+10. ``expansion`` (``expand_context`` > 0): up to that many neighbouring turns before and
    after each hit, marked ``context=True`` and scored at half the hit they surround, on top
    of the ``top_k`` hits.
 """
@@ -44,6 +57,9 @@ from datetime import timedelta
 from memmachine.errors import StoreError
 from memmachine.indexing.fusion import reciprocal_rank_fusion, score_fusion
 from memmachine.models import Episode, EpisodeHit, utc_now
+from memmachine.retrieval.diversity import Diversity
+from memmachine.retrieval.duplicates import Duplicates
+from memmachine.retrieval.hops import Decomposition, SecondHop
 from memmachine.retrieval.pipeline import Search, SearchPipeline, Stage
 from memmachine.retrieval.speakers import named_speakers
 from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
@@ -53,6 +69,9 @@ __all__ = [
     "STAGES",
     "ApplyBoosts",
     "Candidates",
+    "Decomposition",
+    "Diversity",
+    "Duplicates",
     "Expansion",
     "Fusion",
     "ImportanceBoost",
@@ -60,6 +79,7 @@ __all__ = [
     "Ranking",
     "RecencyBoost",
     "Rerank",
+    "SecondHop",
     "SpeakerBoost",
     "TimeRangeBoost",
     "WhenBoost",
@@ -258,6 +278,8 @@ class Neighbourhood:
         shares: dict[str, tuple[float, int]] = {}
 
         def offer(episode: Episode, share: float, position: int) -> None:
+            if not search.admits(episode):
+                return
             by_id.setdefault(episode.id, episode)
             if share > shares.get(episode.id, (0.0, 0))[0]:
                 shares[episode.id] = (share, position)
@@ -366,7 +388,7 @@ class Expansion:
         for hit, neighbours in zip(search.hits, neighbour_lists, strict=True):
             out.append(hit)
             for episode in neighbours:
-                if episode.id in seen:
+                if episode.id in seen or not search.admits(episode):
                     continue
                 seen.add(episode.id)
                 out.append(EpisodeHit(episode=episode, score=hit.score * 0.5, context=True))
@@ -376,7 +398,10 @@ class Expansion:
 #: The stages of a search, in the order they run: the one place they are composed.
 STAGES: tuple[Callable[[], Stage], ...] = (
     Candidates,
+    Duplicates,
     Fusion,
+    Decomposition,
+    SecondHop,
     SpeakerBoost,
     TimeRangeBoost,
     WhenBoost,
@@ -384,6 +409,7 @@ STAGES: tuple[Callable[[], Stage], ...] = (
     ImportanceBoost,
     ApplyBoosts,
     Neighbourhood,
+    Diversity,
     Ranking,
     Rerank,
     Expansion,

@@ -30,6 +30,7 @@ ALL_OFF = {
     "when_boost": 0.0,
     "neighbour_weight": 0.0,
     "second_neighbour_weight": 0.0,
+    "distinct_evidence": False,
 }
 
 Open = Callable[..., AbstractAsyncContextManager[MemoryManager]]

@@ -1,0 +1,46 @@
+"""The ``duplicates`` stage: candidate lists collapsed to distinct evidence (see
+:mod:`memmachine.retrieval.evidence` for what counts as the same evidence)."""
+
+from __future__ import annotations
+
+from memmachine.retrieval.evidence import DistinctEvidence, Ranked
+from memmachine.retrieval.pipeline import Search
+
+__all__ = ["Duplicates"]
+
+
+class Duplicates:
+    """The candidate lists collapsed to distinct evidence (``distinct_evidence``): each
+    piece of evidence once, at its best rank, as the episode stored first; a full list that
+    held duplicates is fetched once more, twice as deep, so it keeps ``depth`` distinct
+    candidates."""
+
+    name = "duplicates"
+
+    def applies(self, search: Search) -> bool:
+        return search.tuning.distinct_evidence and bool(search.dense or search.fulltext)
+
+    async def run(self, search: Search) -> None:
+        depth = search.depth
+        dense, fulltext = search.dense, search.fulltext
+        distinct = DistinctEvidence()
+
+        def short(ranked: Ranked) -> bool:
+            # a full list in which duplicates took some of the depth
+            return len(ranked) >= depth and distinct.distinct(ranked) < len(ranked)
+
+        if short(dense) and search.query_vector is not None:
+            dense = await search.store.vector_search(
+                search.scope,
+                search.query_vector,
+                2 * depth,
+                derivatives=search.tuning.sentence_derivatives,
+            )
+        if short(fulltext):
+            fulltext = await search.store.fulltext_search(search.scope, search.query, 2 * depth)
+        distinct.register([episode for episode, _ in [*dense, *fulltext]])
+        search.distinct = distinct
+        search.dense = distinct.collapse(dense)[:depth]
+        search.fulltext = distinct.collapse(fulltext)[:depth]
+        for episode, _ in [*search.dense, *search.fulltext]:
+            search.by_id.setdefault(episode.id, episode)
