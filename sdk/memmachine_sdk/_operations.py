@@ -5,8 +5,8 @@ reads, as mixins of :class:`~memmachine_sdk.Client` (blocking) and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -81,6 +81,23 @@ class SyncOperations:
     def revoke_key(self, key_id: str) -> m.ApiKeyOut:
         """Revoke a key (admin): from now on it is refused."""
         return self._get(self._calls.revoke_key(key_id))
+
+    def get_retention(self) -> m.RetentionResponse:
+        """The retention policies in force for the caller's tenant (admin), and the last
+        sweep's counts (``MEMMACHINE_ADMIN_KEY`` only)."""
+        return self._get(self._calls.get_retention())
+
+    def set_retention(
+        self, policies: Sequence[m.RetentionPolicyIn | Mapping[str, Any]]
+    ) -> m.RetentionResponse:
+        """Replace the caller's tenant's retention policies (admin); the next sweep applies
+        them to old data too. They last until the server restarts."""
+        return self._get(self._calls.set_retention(policies))
+
+    def run_retention_sweep(self) -> m.RetentionReportOut:
+        """Run the expiry and retention sweep now (``MEMMACHINE_ADMIN_KEY`` only): what it
+        removed, as counts."""
+        return self._get(self._calls.run_retention_sweep())
 
     def whoami(self) -> m.WhoAmIResponse:
         """The caller's tenant and rights."""
@@ -179,6 +196,17 @@ class AsyncOperations:
 
     async def revoke_key(self, key_id: str) -> m.ApiKeyOut:
         return await self._get(self._calls.revoke_key(key_id))
+
+    async def get_retention(self) -> m.RetentionResponse:
+        return await self._get(self._calls.get_retention())
+
+    async def set_retention(
+        self, policies: Sequence[m.RetentionPolicyIn | Mapping[str, Any]]
+    ) -> m.RetentionResponse:
+        return await self._get(self._calls.set_retention(policies))
+
+    async def run_retention_sweep(self) -> m.RetentionReportOut:
+        return await self._get(self._calls.run_retention_sweep())
 
     async def whoami(self) -> m.WhoAmIResponse:
         return await self._get(self._calls.whoami())

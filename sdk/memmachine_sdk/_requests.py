@@ -458,6 +458,22 @@ class Requests:
     def revoke_key(self, key_id: str) -> Call[m.ApiKeyOut]:
         return Call("DELETE", f"/v1/admin/keys/{_seg(key_id)}", m.ApiKeyOut)
 
+    def get_retention(self) -> Call[m.RetentionResponse]:
+        return Call("GET", "/v1/admin/retention", m.RetentionResponse)
+
+    def set_retention(
+        self, policies: Sequence[m.RetentionPolicyIn | Mapping[str, Any]]
+    ) -> Call[m.RetentionResponse]:
+        items = [p if isinstance(p, m.RetentionPolicyIn) else dict(p) for p in policies]
+        request = validate(m.RetentionPoliciesRequest, policies=items)
+        # Replacing the policies with the same list twice leaves the same policies.
+        return Call(
+            "PUT", "/v1/admin/retention", m.RetentionResponse, json=_body(request), idempotent=True
+        )
+
+    def run_retention_sweep(self) -> Call[m.RetentionReportOut]:
+        return Call("POST", "/v1/admin/retention/sweep", m.RetentionReportOut)
+
     def whoami(self) -> Call[m.WhoAmIResponse]:
         return Call("GET", "/v1/whoami", m.WhoAmIResponse)
 

@@ -146,6 +146,26 @@ def test_keys_are_created_listed_and_revoked(url: str) -> None:
         tenant_key.list_keys()
 
 
+def test_retention_policies_are_read_replaced_and_swept(url: str) -> None:
+    with Client(url, api_key=KEY, user_id="ret-user") as mm:
+        old = mm.add(
+            [{"content": "transcript from long ago", "timestamp": "2020-01-01T00:00:00Z"}],
+            session_id="old",
+        ).episode_ids
+        mm.set_profile([{"tag": "home", "feature": "city", "value": "Porto"}])
+    with Client(url, api_key=ADMIN) as admin:
+        answer = admin.set_retention([{"tenant": "t1", "episodes_max_age_days": 90}])
+        assert [(p.tenant, p.episodes_max_age_days) for p in answer.policies] == [("t1", 90)]
+        assert admin.get_retention().policies == answer.policies
+        report = admin.run_retention_sweep()
+        assert report.episodes_aged_out >= 1
+        assert admin.get_retention().last_sweep is not None
+    with Client(url, api_key=KEY, user_id="ret-user") as mm:
+        with pytest.raises(NotFoundError):
+            mm.get_episode(old[0])
+        assert [f.value for f in mm.get_profile()] == ["Porto"]  # keep the profile
+
+
 async def test_async_client_covers_the_same_calls(url: str, model: ScriptedChatServer) -> None:
     async with AsyncClient(url, api_key=KEY, user_id="ops-async") as mm:
         assert (await mm.whoami()).tenant == "t1"
@@ -176,6 +196,8 @@ async def test_async_client_covers_the_same_calls(url: str, model: ScriptedChatS
         created = await admin.create_key(tenant="t-async")
         assert [k.id for k in await admin.list_keys(tenant="t-async")] == [created.id]
         assert (await admin.revoke_key(created.id)).revoked_at is not None
+        assert (await admin.get_retention()).policies is not None
+        assert (await admin.run_retention_sweep()).users >= 0
 
 
 async def asyncio_sleep() -> None:

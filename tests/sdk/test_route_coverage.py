@@ -77,6 +77,19 @@ SDK_METHODS: dict[str, tuple[str, tuple[Any, ...], dict[str, Any]]] = {
     "GET /v1/users/{user_id}/forget-preview": ("forget_preview", ("u",), {}),
     "GET /v1/users/{user_id}/job-counts": ("job_counts", ("u",), {}),
     "GET /v1/memories/{episode_id}/neighbours": ("neighbours", ("e1",), {}),
+    "POST /v1/memories/attachments": ("upload_attachment", (b"hi",), {"filename": "a.txt"}),
+    "GET /v1/memories/{episode_id}/attachment": ("download_attachment", ("e1",), {}),
+    "POST /v1/procedures": ("add_procedure", ("Cancel a plan", ["Open billing"]), {}),
+    "GET /v1/procedures": ("list_procedures", (), {}),
+    "POST /v1/procedures/search": ("search_procedures", ("cancel",), {}),
+    "GET /v1/procedures/{procedure_id}": ("get_procedure", ("p1",), {}),
+    "GET /v1/procedures/{procedure_id}/history": ("procedure_history", ("p1",), {}),
+    "POST /v1/procedures/{procedure_id}/uses": ("report_procedure_use", ("p1",), {"success": True}),
+    "DELETE /v1/procedures/{procedure_id}": ("delete_procedure", ("p1",), {}),
+    "POST /v1/sessions/{session_id}/outcome": ("set_session_outcome", ("s", "success"), {}),
+    "GET /v1/admin/retention": ("get_retention", (), {}),
+    "PUT /v1/admin/retention": ("set_retention", ([{"tenant": "t"}],), {}),
+    "POST /v1/admin/retention/sweep": ("run_retention_sweep", (), {}),
 }
 
 
