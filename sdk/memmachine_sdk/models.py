@@ -822,9 +822,21 @@ class RetentionReportOut(_Model):
     working_messages_removed: int
 
 
+class RetentionPolicyOut(_Model):
+    """A retention policy in force (see :class:`RetentionPolicyIn`)."""
+
+    tenant: str
+    org_id: str | None = None
+    project_id: str | None = None
+    agent_id: str | None = None
+    episodes_max_age_days: float | None = None
+    facts_max_age_days: dict[str, float] = Field(default_factory=dict)
+    working_max_age_days: float | None = None
+
+
 class RetentionResponse(_Model):
     sweep_interval_seconds: float
-    policies: list[RetentionPolicyIn]
+    policies: list[RetentionPolicyOut]
     #: The last sweep (shown to ``MEMMACHINE_ADMIN_KEY`` only: it counts every tenant).
     last_sweep: RetentionReportOut | None = None
 
@@ -832,6 +844,7 @@ class RetentionResponse(_Model):
 __all__ += [
     "RetentionPoliciesRequest",
     "RetentionPolicyIn",
+    "RetentionPolicyOut",
     "RetentionReportOut",
     "RetentionResponse",
 ]

@@ -1942,14 +1942,14 @@ export interface components {
         /** RetentionPoliciesRequest */
         RetentionPoliciesRequest: {
             /** Policies */
-            policies: components["schemas"]["RetentionPolicyIn-Input"][];
+            policies: components["schemas"]["RetentionPolicyIn"][];
         };
         /**
          * RetentionPolicyIn
          * @description How long one tenant (or one org / project / agent of it) keeps each kind of memory;
          *     an age left out keeps that kind.
          */
-        "RetentionPolicyIn-Input": {
+        RetentionPolicyIn: {
             /** Tenant */
             tenant: string;
             /** Org Id */
@@ -1968,11 +1968,10 @@ export interface components {
             working_max_age_days?: number | null;
         };
         /**
-         * RetentionPolicyIn
-         * @description How long one tenant (or one org / project / agent of it) keeps each kind of memory;
-         *     an age left out keeps that kind.
+         * RetentionPolicyOut
+         * @description A retention policy in force (see :class:`RetentionPolicyIn`).
          */
-        "RetentionPolicyIn-Output": {
+        RetentionPolicyOut: {
             /** Tenant */
             tenant: string;
             /** Org Id */
@@ -2022,7 +2021,7 @@ export interface components {
             /** Sweep Interval Seconds */
             sweep_interval_seconds: number;
             /** Policies */
-            policies: components["schemas"]["RetentionPolicyIn-Output"][];
+            policies: components["schemas"]["RetentionPolicyOut"][];
             last_sweep: components["schemas"]["RetentionReportOut"] | null;
         };
         /**

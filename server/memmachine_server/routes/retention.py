@@ -27,7 +27,7 @@ router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=AUTH_ERRORS)
 def _answer(request: Request, principal: Principal) -> wire.RetentionResponse:
     sweep = manager_of(request).retention
     policies = [
-        wire.RetentionPolicyIn.model_validate(policy.model_dump())
+        wire.RetentionPolicyOut.model_validate(policy.model_dump())
         for policy in sweep.settings.policies
         if principal.all_tenants or policy.tenant == principal.tenant
     ]

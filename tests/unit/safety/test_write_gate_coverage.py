@@ -47,6 +47,8 @@ WRITES: dict[str, dict[str, tuple[str, ...]]] = {
         "upsert_facts": ("records",),
         "apply_facts": ("records", "reason"),
         "invalidate_fact": ("reason",),
+        # an import puts back the times and ids of facts it wrote through the gate: no text
+        "restore_fact_times": (),
     },
     "WorkingMemoryStore": {"append": ("messages",), "put": ("messages", "state", "summary")},
     "StateBackend": {"put": ("envelope",)},
@@ -91,6 +93,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "fact_history",
         "get_fact",
         "list_facts",
+        "list_fact_versions",
         "search_facts",
     },
     "WorkingMemoryStore": {"delete", "delete_user", "get", "list_sessions", "list_users"},
