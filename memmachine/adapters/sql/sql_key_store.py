@@ -13,65 +13,33 @@ first, then by id.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memmachine.adapters.health import health_of
-from memmachine.adapters.sql.migrations import upgrade_schema
-from memmachine.adapters.sql.sql_engine import SqlDatabase, describe_sql_error
+from memmachine.adapters.sql.sql_engine import describe_sql_error
+from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore
 from memmachine.adapters.sql.sql_models import ApiKeyRow
 from memmachine.auth import ApiKey, Permission, StoredKey
 from memmachine.errors import ConflictError, MemMachineError, NotFoundError, StoreError
-from memmachine.models import StoreHealth, utc_now
-from memmachine.ports import Lifecycle
+from memmachine.models import utc_now
 
 __all__ = ["SqlKeyStore"]
 
 _STORE = "keys"
-_HEALTH_TIMEOUT_SECONDS = 5.0
 
 
-class SqlKeyStore(Lifecycle):
+class SqlKeyStore(SqlMigratedStore):
     """:class:`~memmachine.ports.KeyStore` on SQLite or PostgreSQL.
 
     ``url`` is the profile store's SQLAlchemy URL (the same normalisation applies: a bare
     ``sqlite://`` / ``postgresql://`` gets its async driver, in-memory SQLite is refused)."""
 
-    name = _STORE
-
     def __init__(self, url: str) -> None:
-        self._database = SqlDatabase(url, store=_STORE, label="key store")
-        self.kind: str = self._database.kind
-
-    async def start(self) -> None:
-        """Open the engine and migrate the database to the newest revision. Idempotent."""
-        if self._database.engine is not None:
-            return
-        await self._database.start(upgrade_schema)
-
-    async def close(self) -> None:
-        """Dispose of the engine. Safe to call twice."""
-        await self._database.close()
-
-    async def health(self) -> StoreHealth:
-        """Round-trip ``SELECT 1``. Never raises."""
-        engine = self._database.engine
-        if engine is None:
-            return health_of(self, "down", detail="not started")
-        started = time.perf_counter()
-        try:
-            async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS), engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-        except Exception as exc:
-            return health_of(self, "down", detail=describe_sql_error(exc))
-        latency = (time.perf_counter() - started) * 1000
-        return health_of(self, "ok", detail=engine.dialect.name, latency_ms=latency)
+        super().__init__(url, store=_STORE, label="key store")
 
     # ------------------------------------------------------------------ the contract
 

@@ -15,20 +15,17 @@ conversations: hundreds, not millions, so one scan of the scope is cheap.
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
-from sqlalchemy import ColumnElement, delete, or_, select, text
+from sqlalchemy import ColumnElement, delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memmachine.adapters.health import health_of
-from memmachine.adapters.sql.migrations import upgrade_schema
-from memmachine.adapters.sql.sql_engine import SqlDatabase, describe_sql_error, dump_json
+from memmachine.adapters.sql.sql_engine import describe_sql_error, dump_json
+from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore
 from memmachine.adapters.sql.sql_models import (
     ProcedureHistoryRow,
     ProcedureRow,
@@ -38,8 +35,7 @@ from memmachine.adapters.sql.sql_profile_store import _cosine_ranking, _unit_vec
 from memmachine.errors import InvalidInputError, MemMachineError, NotFoundError, StoreError
 from memmachine.indexing.fusion import reciprocal_rank_fusion
 from memmachine.indexing.terms import document_terms, query_terms
-from memmachine.models import Scope, StoreHealth, utc_now
-from memmachine.ports import Lifecycle
+from memmachine.models import Scope, utc_now
 from memmachine.ports.procedures import (
     AppScope,
     Outcome,
@@ -54,43 +50,15 @@ from memmachine.ports.procedures import (
 __all__ = ["SqlProcedureStore"]
 
 _STORE = "procedures"
-_HEALTH_TIMEOUT_SECONDS = 5.0
 
 
-class SqlProcedureStore(Lifecycle):
+class SqlProcedureStore(SqlMigratedStore):
     """:class:`~memmachine.ports.procedures.ProcedureStore` on SQLite or PostgreSQL.
 
     ``url`` is the profile store's SQLAlchemy URL (the same normalisation applies)."""
 
-    name = _STORE
-
     def __init__(self, url: str) -> None:
-        self._database = SqlDatabase(url, store=_STORE, label="procedure store")
-        self.kind: str = self._database.kind
-
-    async def start(self) -> None:
-        """Open the engine and migrate the database to the newest revision. Idempotent."""
-        if self._database.engine is not None:
-            return
-        await self._database.start(upgrade_schema)
-
-    async def close(self) -> None:
-        """Dispose of the engine. Safe to call twice."""
-        await self._database.close()
-
-    async def health(self) -> StoreHealth:
-        """Round-trip ``SELECT 1``. Never raises."""
-        engine = self._database.engine
-        if engine is None:
-            return health_of(self, "down", detail="not started")
-        started = time.perf_counter()
-        try:
-            async with asyncio.timeout(_HEALTH_TIMEOUT_SECONDS), engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-        except Exception as exc:
-            return health_of(self, "down", detail=describe_sql_error(exc))
-        latency = (time.perf_counter() - started) * 1000
-        return health_of(self, "ok", detail=engine.dialect.name, latency_ms=latency)
+        super().__init__(url, store=_STORE, label="procedure store")
 
     def _sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
         return self._database.sessions(write=write)
