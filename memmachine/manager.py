@@ -53,6 +53,7 @@ from memmachine.ports import (
     Lifecycle,
     ProfileStore,
     Reranker,
+    RetentionPolicyStore,
     WorkingMemoryStore,
 )
 from memmachine.ports.procedures import ProcedureStore
@@ -98,6 +99,7 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         token_counters: TokenCounters | None = None,
         clock: Clock | None = None,
         retention: RetentionSettings | None = None,
+        retention_policies: RetentionPolicyStore | None = None,
         idempotent: IdempotentWrites | None = None,
     ) -> None:
         self.episodes, self.profile, self.working, self.jobs = episodes, profile, working, jobs
@@ -150,17 +152,21 @@ class MemoryManager(ReplaceableParts, Lifecycle):
             token_counter=self.token_counters.compaction,
             clock=clock,
         )
-        self.retention = RetentionSweep(episodes, profile, working, retention, clock, self.gate)
+        self.retention = RetentionSweep(
+            episodes, profile, working, retention, clock, self.gate, retention_policies
+        )
         self.procedural_service = ProceduralMemory(
             procedures, self.gate, embedder, scheduler=self.scheduler
         )
         stores: list[Resource] = [episodes, profile, working]
         stores += [store for store in (jobs, procedures) if store is not None]
         records = [self.idempotent.store] if self.idempotent.store is not None else []
+        # The sweep loads the stored policies at its start: their store starts before it.
+        kept = [retention_policies] if retention_policies is not None else []
         self._parts = Parts(
-            resources=[*resources, self.memory_types, self.retention],
+            resources=[*resources, self.memory_types, *kept, self.retention],
             stores=[*stores, *records],  # records live on the working store's server
-            health=[*stores, *extra_health, self.retention],
+            health=[*stores, *kept, *extra_health, self.retention],
             language_model=language_model,
         )
         self._resources = self._parts.resources

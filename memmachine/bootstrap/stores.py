@@ -24,6 +24,7 @@ from memmachine.ports import (
     JobQueue,
     KeyStore,
     ProfileStore,
+    RetentionPolicyStore,
     WorkingMemoryStore,
 )
 from memmachine.ports.procedures import ProcedureStore
@@ -44,6 +45,7 @@ __all__ = [
     "procedure_store",
     "profile_store",
     "resolve_credentials",
+    "retention_policy_store",
     "searched_in_memory",
     "secret",
     "store_credentials",
@@ -264,6 +266,13 @@ def procedure_store(url: str | None, settings: Settings) -> ProcedureStore:
     from memmachine.adapters.sql.sql_procedure_store import SqlProcedureStore
 
     return SqlProcedureStore(_profile_database_url(url, settings))
+
+
+def retention_policy_store(url: str | None, settings: Settings) -> RetentionPolicyStore:
+    """Retention policies set through the admin route, in the profile store's database."""
+    from memmachine.adapters.sql.sql_retention_policy_store import SqlRetentionPolicyStore
+
+    return SqlRetentionPolicyStore(_profile_database_url(url, settings))
 
 
 def _profile_database_url(url: str | None, settings: Settings) -> str:

@@ -23,17 +23,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
 
-from memmachine.config import RetentionSettings
+from memmachine.config import RetentionPolicy, RetentionSettings
 from memmachine.errors import ConflictError
 from memmachine.memory.expiry import is_expired
 from memmachine.models import ProjectScope, Scope, StoreHealth
-from memmachine.ports import Clock, EpisodeStore, ProfileStore, SystemClock, WorkingMemoryStore
+from memmachine.ports import (
+    Clock,
+    EpisodeStore,
+    ProfileStore,
+    RetentionPolicyStore,
+    SystemClock,
+    WorkingMemoryStore,
+)
 from memmachine.safety.gate import WriteGate
 
 __all__ = ["Clock", "RetentionReport", "RetentionSettings", "RetentionSweep"]
@@ -75,11 +82,14 @@ class RetentionSweep:
         settings: RetentionSettings | None,
         clock: Clock | None = None,
         gate: WriteGate | None = None,
+        policies: RetentionPolicyStore | None = None,
     ) -> None:
         #: Rewritten working memory passes it again (idempotent on text it already passed).
         self._gate = gate or WriteGate()
         self._episodes, self._profile, self._working = episodes, profile, working
         self.settings = settings or RetentionSettings()
+        #: Where policies set through :meth:`replace_policies` are kept across restarts.
+        self._stored = policies
         self.clock: Clock = clock or SystemClock()
         self.last: RetentionReport | None = None
         self._task: asyncio.Task[None] | None = None
@@ -88,6 +98,12 @@ class RetentionSweep:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Load the stored policies (the policy store is started before), then start the
+        background sweep."""
+        if self._stored is not None:
+            stored = await self._stored.all_policies()
+            merged = _merged(self.settings.policies, stored)
+            self.settings = self.settings.model_copy(update={"policies": merged})
         if self.settings.sweep_interval_seconds > 0 and self._task is None:
             self._task = asyncio.create_task(self._loop(), name="memmachine-retention")
 
@@ -119,6 +135,22 @@ class RetentionSweep:
                 await self.run()
             except Exception:
                 log.exception("retention sweep failed; retrying at the next interval")
+
+    async def replace_policies(
+        self, tenant: str | None, policies: Sequence[RetentionPolicy]
+    ) -> list[RetentionPolicy]:
+        """Replace ``tenant``'s policies (every tenant's for ``None``; ``policies`` then name
+        their tenants, else they all name ``tenant``) and keep them in the policy store, so
+        a restart keeps them; the next sweep applies them. The policies now in force."""
+        current = self.settings.policies
+        tenants = {tenant} if tenant is not None else {p.tenant for p in (*current, *policies)}
+        if self._stored is not None:
+            for name in sorted(tenants):
+                mine = [p.model_dump(mode="json") for p in policies if p.tenant == name]
+                await self._stored.put_policies(name, mine)
+        kept = [policy for policy in current if policy.tenant not in tenants]
+        self.settings = self.settings.model_copy(update={"policies": [*kept, *policies]})
+        return self.settings.policies
 
     # ------------------------------------------------------------------ sweeping
 
@@ -269,3 +301,19 @@ class RetentionSweep:
             except ConflictError:
                 continue
             report.working_messages_removed += len(memory.messages) - len(live)
+
+
+def _merged(
+    defaults: Sequence[RetentionPolicy], stored: dict[str, list[dict[str, Any]]]
+) -> list[RetentionPolicy]:
+    """The settings file's policies of the tenants that stored none, then the stored ones
+    (a tenant's stored list, even empty, replaces its settings-file policies). A stored
+    policy this version no longer accepts is skipped with a warning (its data is kept)."""
+    policies = [policy for policy in defaults if policy.tenant not in stored]
+    for tenant, entries in stored.items():
+        for entry in entries:
+            try:
+                policies.append(RetentionPolicy.model_validate(entry))
+            except ValueError as exc:
+                log.warning("skipping a stored retention policy of %s: %s", tenant, exc)
+    return policies

@@ -50,6 +50,7 @@ from memmachine.ports.inference import (
     TokenCounter,
 )
 from memmachine.ports.jobs import Job, JobQueue, JobQueueStats, JobStatus
+from memmachine.ports.retention import RetentionPolicyStore
 from memmachine.ports.state import (
     STATE_NAME_PATTERN,
     StateBackend,
@@ -92,6 +93,7 @@ __all__ = [
     "RateLimiter",
     "Reranker",
     "ResultT",
+    "RetentionPolicyStore",
     "SpanEmbedder",
     "SpanSet",
     "StateBackend",

@@ -56,6 +56,7 @@ __all__ = [
     "ProcedureRow",
     "ProfileFactHistoryRow",
     "ProfileFactRow",
+    "RetentionPolicyRow",
     "SessionOutcomeRow",
     "UtcDateTime",
 ]
@@ -309,3 +310,14 @@ class SessionOutcomeRow(Base):
     session_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
     outcome: Mapped[str] = mapped_column(String(16))
     recorded_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class RetentionPolicyRow(Base):
+    """The retention policies one tenant set through the admin route (a JSON list of
+    policy objects; ``[]`` = the tenant set none, overriding the settings file's)."""
+
+    __tablename__ = "retention_policies"
+
+    tenant: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    policies: Mapped[list[dict[str, Any]]] = mapped_column(_json_type())
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())

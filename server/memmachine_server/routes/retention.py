@@ -1,8 +1,9 @@
 """Retention policies and the expiry sweep: /v1/admin/retention.
 
 Policies start from the settings file (``retention.policies``); ``PUT`` replaces the calling
-tenant's (all of them with ``MEMMACHINE_ADMIN_KEY``) until the server restarts, and the
-next sweep applies them to data already stored. Running a sweep on demand and reading its
+tenant's (all of them with ``MEMMACHINE_ADMIN_KEY``) and keeps them in the profile store's
+database, so they outlive a restart and override the settings file's for those tenants;
+the next sweep applies them to data already stored. Running a sweep on demand and reading its
 counts (which span every tenant) is for ``MEMMACHINE_ADMIN_KEY`` only.
 """
 
@@ -61,13 +62,8 @@ async def put_retention(
                 f"policies.{index}: this admin key manages tenant {principal.tenant!r} only"
             )
     new = [RetentionPolicy.model_validate(policy.model_dump()) for policy in body.policies]
-    sweep = manager_of(request).retention
-    kept = (
-        []
-        if principal.all_tenants
-        else [p for p in sweep.settings.policies if p.tenant != principal.tenant]
-    )
-    sweep.settings = sweep.settings.model_copy(update={"policies": [*kept, *new]})
+    tenant = None if principal.all_tenants else principal.tenant
+    await manager_of(request).retention.replace_policies(tenant, new)
     return _answer(request, principal)
 
 

@@ -24,6 +24,7 @@ from memmachine.ports import (
     EpisodeStore,
     JobQueue,
     ProfileStore,
+    RetentionPolicyStore,
     StateBackend,
     WorkingMemoryStore,
 )
@@ -39,6 +40,7 @@ PORTS: dict[str, type] = {
     "JobQueue": JobQueue,
     "BlobStore": BlobStore,
     "ProcedureStore": ProcedureStore,
+    "RetentionPolicyStore": RetentionPolicyStore,
 }
 #: The write methods of each store port and the parameters that carry what is stored.
 WRITES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -56,6 +58,8 @@ WRITES: dict[str, dict[str, tuple[str, ...]]] = {
     # an attachment's bytes are kept as sent; the text they become (caption, description,
     # transcript) is stored as an episode through the gate (memmachine/memory/attachments.py)
     "BlobStore": {"put": ()},
+    # policies are ids, numbers and tags the settings model validates, set by an admin
+    "RetentionPolicyStore": {"put_policies": ()},
     # sources, use counts and outcomes are ids and flags the service makes, not text
     "ProcedureStore": {
         "save": ("record", "reason"),
@@ -121,6 +125,7 @@ NOT_WRITES: dict[str, set[str]] = {
     },
 }
 NOT_WRITES["BlobStore"] = {"count", "forget", "read", "release"}
+NOT_WRITES["RetentionPolicyStore"] = {"all_policies"}
 LIFECYCLE = {"start", "close", "health"}
 GATE_METHODS = {
     name

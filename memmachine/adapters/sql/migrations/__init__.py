@@ -21,6 +21,9 @@ Revisions (``versions/``):
   (:data:`memmachine.indexing.terms.ANALYSER_VERSION` 2).
 * ``0007`` procedural memory: the ``procedures``, ``procedure_history`` and
   ``session_outcomes`` tables.
+* ``0008`` the ``retention_policies`` table (policies set through the admin route, per
+  tenant), used by
+  :class:`~memmachine.adapters.sql.sql_retention_policy_store.SqlRetentionPolicyStore`.
 
 A database made by the pre-migration code (``profile_facts`` without an ``alembic_version``
 table) is stamped at the baseline and then upgraded, so its rows are kept.
