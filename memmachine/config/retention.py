@@ -84,7 +84,8 @@ class RetentionSettings(Section):
     sweep_interval_seconds: float = Field(default=900.0, ge=0)
     #: Memories examined per batch; the sweep yields to other work between batches.
     batch_size: int = Field(default=500, ge=1, le=10_000)
-    #: Projects the sweep visits besides those its policies name ("tenant/org/project").
+    #: Projects the sweep visits besides those its policies name ("tenant/org/project"); it
+    #: visits every project a store holds data in anyway, so this is rarely needed.
     projects: list[Annotated[str, StringConstraints(pattern=_PROJECT)]] = Field(
         default_factory=lambda: ["default/default/default"]
     )
@@ -100,7 +101,8 @@ class RetentionSettings(Section):
         return None if best is None else best[1]
 
     def swept_projects(self) -> list[ProjectScope]:
-        """Every project the sweep visits: those listed and those a policy names fully."""
+        """The projects the sweep visits even when no store lists them: those listed and
+        those a policy names."""
         seen: dict[tuple[str, str, str], None] = {}
         for entry in self.projects:
             tenant, org, project = entry.split("/")

@@ -2,8 +2,9 @@
 memories older than their retention policy (:class:`~memmachine.config.RetentionPolicy`)
 from every store, in bounded batches.
 
-Reads already hide expired memories; the sweep is what erases them. It visits each project
-of :meth:`RetentionSettings.swept_projects`, pages through the users the episode, profile
+Reads already hide expired memories; the sweep is what erases them. It visits every project
+any store holds data in (``list_projects`` of the episode, profile and working stores) and
+those of :meth:`RetentionSettings.swept_projects`, pages through the users the episode, profile
 and working stores hold there, and for each user deletes (one store call per memory, so a
 write never waits for more than one of them):
 
@@ -158,7 +159,7 @@ class RetentionSweep:
         """One full sweep over every swept project (one sweep at a time)."""
         async with self._lock:
             report = RetentionReport(started_at=self.clock.now())
-            for project in self.settings.swept_projects():
+            for project in await self._projects():
                 async for user in self._users(project):
                     report.users += 1
                     removed = await self._episodes_of(user, report)
@@ -168,6 +169,16 @@ class RetentionSweep:
             self.last = report
             log.info("retention sweep: %s", report.model_dump_json())
             return report
+
+    async def _projects(self) -> list[ProjectScope]:
+        """Every project any store holds data in, and those the settings name, in order."""
+        found = {project: None for project in self.settings.swept_projects()}
+        for store in (self._episodes, self._profile, self._working):
+            after: ProjectScope | None = None
+            while page := await store.list_projects(after=after, limit=self.settings.batch_size):
+                found.update(dict.fromkeys(page))
+                after = page[-1]
+        return sorted(found, key=lambda p: (p.tenant, p.org_id, p.project_id))
 
     async def _users(self, project: ProjectScope) -> AsyncIterator[Scope]:
         """Every user any store holds in ``project``, each once, in id order."""

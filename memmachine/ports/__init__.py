@@ -26,6 +26,13 @@ Common rules for every store:
   (when given), at most ``limit`` (``limit`` < 1 returns ``[]``). Each store returns the
   same order, so a caller can page through the union of several stores with ``after``.
   Nothing of another tenant, org or project is read or counted.
+* Listing projects: ``list_projects(*, after=None, limit=100)`` (episode, profile and
+  working stores) returns the :class:`~memmachine.models.ProjectScope` of every project
+  of every tenant for which ``list_users`` would list at least one user, ordered by
+  ``(tenant, org_id, project_id)`` in code-point order, only those above ``after`` (a
+  project; ``None``: from the first), at most ``limit`` (``limit`` < 1 returns ``[]``).
+  It is the one store read that spans tenants: the retention sweep's, so that every
+  project holding data is swept. It returns ids only, never what is stored.
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ from memmachine.ports.stores import (
     ProfileStore,
     RateLimiter,
     WorkingMemoryStore,
+    page_of_projects,
 )
 
 __all__ = [
@@ -102,6 +110,7 @@ __all__ = [
     "TokenCounter",
     "WorkingMemoryStore",
     "check_expected_revision",
+    "page_of_projects",
     "record_key",
     "scope_fields",
     "stale_revision",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -35,7 +35,18 @@ __all__ = [
     "ProfileStore",
     "RateLimiter",
     "WorkingMemoryStore",
+    "page_of_projects",
 ]
+
+
+def page_of_projects(
+    found: Iterable[tuple[str, str, str]], after: ProjectScope | None, limit: int
+) -> list[ProjectScope]:
+    """The page ``list_projects`` answers from the ``(tenant, org_id, project_id)`` a store
+    found (duplicates allowed): code-point order, above ``after``, at most ``limit``."""
+    start = None if after is None else (after.tenant, after.org_id, after.project_id)
+    ids = sorted({ids for ids in found if start is None or ids > start})
+    return [ProjectScope(tenant=t, org_id=o, project_id=p) for t, o, p in ids[: max(limit, 0)]]
 
 
 class Lifecycle:
@@ -180,6 +191,9 @@ class EpisodeStore(Protocol):
         after: str | None = None,
         limit: int = 100,
     ) -> list[UserActivity]: ...
+    async def list_projects(
+        self, *, after: ProjectScope | None = None, limit: int = 100
+    ) -> list[ProjectScope]: ...
     async def list_sessions(
         self, scope: Scope, *, limit: int = 100, offset: int = 0
     ) -> list[SessionActivity]: ...
@@ -314,6 +328,9 @@ class ProfileStore(Protocol):
         after: str | None = None,
         limit: int = 100,
     ) -> list[UserActivity]: ...
+    async def list_projects(
+        self, *, after: ProjectScope | None = None, limit: int = 100
+    ) -> list[ProjectScope]: ...
 
 
 @runtime_checkable
@@ -385,6 +402,9 @@ class WorkingMemoryStore(Protocol):
         after: str | None = None,
         limit: int = 100,
     ) -> list[UserActivity]: ...
+    async def list_projects(
+        self, *, after: ProjectScope | None = None, limit: int = 100
+    ) -> list[ProjectScope]: ...
 
 
 @runtime_checkable

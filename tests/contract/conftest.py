@@ -275,3 +275,40 @@ async def check_user_listing(list_users: ListUsers, project: ProjectScope) -> No
     assert await listed(prefix="a-") == ["a-b"]
     assert await listed(prefix="a", after="a-b") == ["a_b", "ab"]
     assert await listed(limit=0) == []
+
+
+# ---------------------------------------------------------------------- listing projects
+
+ListProjects = Callable[..., Awaitable[list[ProjectScope]]]
+
+
+def projects_of(token: str) -> list[ProjectScope]:
+    """Projects of two tenants named after ``token``, in the contract's order (code-point:
+    "B" before "a")."""
+    return [
+        ProjectScope(tenant=f"t{token}-B", org_id="z", project_id="p"),
+        ProjectScope(tenant=f"t{token}-a", org_id="B", project_id="x"),
+        ProjectScope(tenant=f"t{token}-a", org_id="a", project_id="crm"),
+        ProjectScope(tenant=f"t{token}-a", org_id="a", project_id="crm-2"),
+    ]
+
+
+async def check_project_listing(list_projects: ListProjects, token: str) -> None:
+    """The contract's ``list_projects`` order and paging, for a store holding something in
+    each project of :func:`projects_of` (and maybe in projects of other tests)."""
+    mine = projects_of(token)
+    everything = await list_projects(limit=10_000)
+    assert everything == sorted(everything, key=lambda p: (p.tenant, p.org_id, p.project_id)), (
+        "code-point order"
+    )
+    assert len(set(everything)) == len(everything)
+    assert [p for p in everything if p in mine] == mine
+    paged: list[ProjectScope] = []
+    after: ProjectScope | None = None
+    while page := await list_projects(after=after, limit=2):
+        assert len(page) <= 2
+        paged += page
+        after = page[-1]
+    assert paged == everything
+    assert [p for p in await list_projects(after=mine[1], limit=10_000) if p in mine] == mine[2:]
+    assert await list_projects(limit=0) == []

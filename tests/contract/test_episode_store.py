@@ -23,7 +23,9 @@ from tests.contract.conftest import (
     MODEL,
     USER_IDS_IN_ORDER,
     OpenEpisodeStore,
+    check_project_listing,
     check_user_listing,
+    projects_of,
 )
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
@@ -1036,3 +1038,16 @@ async def test_episode_timeline_counts_episodes_per_bucket(
     ]
     with pytest.raises(InvalidInputError):
         await episode_store.episode_timeline(ann, bucket_seconds=0)
+
+
+async def test_list_projects_lists_every_project_holding_episodes_in_order(
+    episode_store: EpisodeStore, unique: str
+) -> None:
+    for index, project in enumerate(reversed(projects_of(unique))):
+        session = project.user(f"u{index}").for_session("s1")
+        await episode_store.add_episodes(session, [record(f"e{index}")])
+    await check_project_listing(episode_store.list_projects, unique)
+    emptied = projects_of(unique)[0].user("u3")
+    for episode in await episode_store.list_episodes(emptied):
+        await episode_store.delete_episode(emptied, episode.id)
+    assert projects_of(unique)[0] not in await episode_store.list_projects(limit=10_000)

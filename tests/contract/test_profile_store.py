@@ -31,7 +31,12 @@ from memmachine.errors import (
 from memmachine.models import Fact, FactRecord, FactTimes, Scope, utc_now
 from memmachine.ports import ProfileStore
 from tests.conftest import temporary_postgres_database
-from tests.contract.conftest import USER_IDS_IN_ORDER, check_user_listing
+from tests.contract.conftest import (
+    USER_IDS_IN_ORDER,
+    check_project_listing,
+    check_user_listing,
+    projects_of,
+)
 
 # --------------------------------------------------------------------------- adapters
 
@@ -962,3 +967,14 @@ async def test_list_users_pages_by_user_id_in_code_point_order(
             scope.model_copy(update={"user_id": name}), [fact("t", "f", name)]
         )
     await check_user_listing(profile_store.list_users, scope.project_scope())
+
+
+async def test_list_projects_lists_every_project_holding_facts_in_order(
+    profile_store: SqlProfileStore, unique: str
+) -> None:
+    for index, project in enumerate(reversed(projects_of(unique))):
+        await profile_store.upsert_facts(project.user(f"u{index}"), [fact("t", "f", "v")])
+    await check_project_listing(profile_store.list_projects, unique)
+    emptied = projects_of(unique)[0].user("u3")
+    await profile_store.delete_facts(emptied)
+    assert projects_of(unique)[0] not in await profile_store.list_projects(limit=10_000)

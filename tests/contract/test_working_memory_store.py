@@ -27,7 +27,12 @@ from memmachine.errors import (
 from memmachine.models import Scope, WorkingMessage
 from memmachine.ports import WorkingMemoryStore
 from tests.conftest import async_redis_client, drop_redis_keys
-from tests.contract.conftest import USER_IDS_IN_ORDER, check_user_listing
+from tests.contract.conftest import (
+    USER_IDS_IN_ORDER,
+    check_project_listing,
+    check_user_listing,
+    projects_of,
+)
 
 MakeStore = Callable[[str], Awaitable[RedisWorkingMemoryStore]]
 
@@ -850,3 +855,14 @@ async def test_list_users_pages_by_user_id_in_code_point_order(
             scope.model_copy(update={"user_id": name}), msgs(name), ttl_seconds=TTL
         )
     await check_user_listing(working_store.list_users, scope.project_scope())
+
+
+async def test_list_projects_lists_every_project_with_a_session_in_order(
+    working_store: RedisWorkingMemoryStore, unique: str
+) -> None:
+    for index, project in enumerate(reversed(projects_of(unique))):
+        session = project.user(f"u{index}").for_session("s1")
+        await working_store.append(session, msgs("hi"), ttl_seconds=TTL)
+    await check_project_listing(working_store.list_projects, unique)
+    await working_store.delete(projects_of(unique)[0].user("u3").for_session("s1"))
+    assert projects_of(unique)[0] not in await working_store.list_projects(limit=10_000)

@@ -47,7 +47,7 @@ from memmachine.models import (
     checked_vector,
     utc_now,
 )
-from memmachine.ports import Lifecycle
+from memmachine.ports import Lifecycle, page_of_projects
 
 __all__ = ["FULLTEXT_INDEX", "CypherEpisodeStore"]
 
@@ -676,6 +676,21 @@ class CypherEpisodeStore(Lifecycle):
             for user_id, episodes, sessions, latest in rows
         ]
         return sorted(users, key=lambda user: user.user_id)
+
+    async def list_projects(
+        self, *, after: ProjectScope | None = None, limit: int = 100
+    ) -> list[ProjectScope]:
+        """Every project with a user ledger counting episodes (ledger ids only)."""
+        if limit < 1:
+            return []
+        rows = await self._run(
+            "MATCH (l:UserLedger) WHERE l.episodes > 0 "
+            "RETURN DISTINCT l.tenant, l.org_id, l.project_id",
+            {},
+            read_only=True,
+        )
+        found = [(str(tenant), str(org), str(project)) for tenant, org, project in rows]
+        return page_of_projects(found, after, limit)
 
     async def list_sessions(
         self, scope: Scope, *, limit: int = 100, offset: int = 0

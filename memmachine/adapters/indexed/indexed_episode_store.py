@@ -301,6 +301,11 @@ class IndexedEpisodeStore(Lifecycle):
     ) -> list[UserActivity]:
         return await self._inner.list_users(project, prefix=prefix, after=after, limit=limit)
 
+    async def list_projects(
+        self, *, after: ProjectScope | None = None, limit: int = 100
+    ) -> list[ProjectScope]:
+        return await self._inner.list_projects(after=after, limit=limit)
+
     async def list_sessions(
         self, scope: Scope, *, limit: int = 100, offset: int = 0
     ) -> list[SessionActivity]:

@@ -87,3 +87,9 @@ class ObservedWorkingMemoryStore(Observed[WorkingMemoryStore]):
     ) -> list[UserActivity]:
         with self._call("list_users"):
             return await self._inner.list_users(project, prefix=prefix, after=after, limit=limit)
+
+    async def list_projects(
+        self, *, after: ProjectScope | None = None, limit: int = 100
+    ) -> list[ProjectScope]:
+        with self._call("list_projects"):
+            return await self._inner.list_projects(after=after, limit=limit)

@@ -68,7 +68,7 @@ from memmachine.models import (
     WorkingMessage,
     utc_now,
 )
-from memmachine.ports import Lifecycle
+from memmachine.ports import Lifecycle, page_of_projects
 
 __all__ = ["RedisWorkingMemoryStore"]
 
@@ -408,6 +408,29 @@ class RedisWorkingMemoryStore(Lifecycle):
             if len(users) == limit:
                 break
         return users
+
+    async def list_projects(
+        self, *, after: ProjectScope | None = None, limit: int = 100
+    ) -> list[ProjectScope]:
+        """The projects of the session sets one ``SCAN`` finds, each kept when
+        ``list_users`` finds a live session in it."""
+        if limit < 1:
+            return []
+        client = self._require_client()
+        head, tail = f"{self._prefix}:{{", "}:sessions"
+        found: set[tuple[str, str, str]] = set()
+        with _translate("list projects"):
+            async for key in client.scan_iter(match=f"{head}*:wm:*{tail}", count=1000):
+                parts = str(key)[len(head) : -len(tail)].split(":")
+                if len(parts) == 5 and parts[3] == "wm":
+                    found.add((parts[0], parts[1], parts[2]))
+        projects: list[ProjectScope] = []
+        for project in page_of_projects(found, after, len(found)):
+            if await self.list_users(project, limit=1):
+                projects.append(project)
+                if len(projects) == limit:
+                    break
+        return projects
 
     # ------------------------------------------------------------------ keys
 

@@ -115,7 +115,7 @@ from memmachine.models import (
     as_utc,
     utc_now,
 )
-from memmachine.ports import Lifecycle
+from memmachine.ports import Lifecycle, page_of_projects
 
 __all__ = ["SqlProfileStore", "bm25_over"]
 
@@ -499,6 +499,21 @@ class SqlProfileStore(Lifecycle):
                         ):
                             user.last_active = latest
         return [users[name] for name in sorted(users)][:limit]
+
+    async def list_projects(
+        self, *, after: ProjectScope | None = None, limit: int = 100
+    ) -> list[ProjectScope]:
+        """The distinct projects of the fact and history tables, paged in Python (the
+        dialects order ids differently; a deployment holds few projects)."""
+        if limit < 1:
+            return []
+        found: list[tuple[str, str, str]] = []
+        with _translate("list projects"):
+            async with self._sessions(write=False)() as session, session.begin():
+                for table in (ProfileFactRow, ProfileFactHistoryRow):
+                    query = select(table.tenant, table.org_id, table.project_id).distinct()
+                    found += [(t, o, p) for t, o, p in await session.execute(query)]
+        return page_of_projects(found, after, limit)
 
     def _user_query(
         self,

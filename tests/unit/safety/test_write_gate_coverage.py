@@ -77,6 +77,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "episode_timeline",
         "list_sessions",
         "list_users",
+        "list_projects",
         "count_episodes",
         "delete_episode",
         "delete_episodes",
@@ -91,6 +92,7 @@ NOT_WRITES: dict[str, set[str]] = {
     },
     "ProfileStore": {
         "list_users",
+        "list_projects",
         "delete_fact",
         "delete_facts",
         "detach_episodes",
@@ -100,7 +102,14 @@ NOT_WRITES: dict[str, set[str]] = {
         "list_fact_versions",
         "search_facts",
     },
-    "WorkingMemoryStore": {"delete", "delete_user", "get", "list_sessions", "list_users"},
+    "WorkingMemoryStore": {
+        "delete",
+        "delete_user",
+        "get",
+        "list_projects",
+        "list_sessions",
+        "list_users",
+    },
     "StateBackend": {"delete", "delete_user", "get"},
     "ProcedureStore": {
         "by_goal",
