@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from memmachine.errors import InvalidInputError
 
 __all__ = [
+    "EXPIRED_SOURCE",
     "ID_PATTERN",
     "PII_KINDS",
     "EmbedderStatus",
@@ -64,6 +65,9 @@ Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Role = Literal["user", "assistant", "system", "tool"]
 
 JsonDict = dict[str, Any]
+#: What stands in a fact's ``source_episode_ids`` for the episodes it was derived from that
+#: expired or were removed by a retention policy (never an episode id).
+EXPIRED_SOURCE = "expired"
 
 
 def utc_now() -> datetime:
@@ -381,11 +385,18 @@ class FactVersion(BaseModel):
     valid_to: datetime
     reason: str
     recorded_at: datetime
+    #: When the value it held expires (that of the fact when it was closed); ``None``: never.
+    expires_at: datetime | None = None
 
     @field_validator("valid_from", "valid_to", "recorded_at")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
         return as_utc(value)
+
+    @field_validator("expires_at")
+    @classmethod
+    def _utc_or_none(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else as_utc(value)
 
 
 class TopicExample(BaseModel):

@@ -20,6 +20,7 @@ from memmachine.models import (
     Fact,
     FactHit,
     FactRecord,
+    FactVersion,
     JsonDict,
     as_utc,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "live_episodes",
     "live_facts",
     "live_hits",
+    "live_versions",
     "stamped",
 ]
 
@@ -113,6 +115,12 @@ def live_episodes(episodes: Iterable[Episode], now: datetime) -> list[Episode]:
 
 def live_facts(facts: Iterable[Fact], now: datetime) -> list[Fact]:
     return [fact for fact in facts if not is_expired(fact.metadata, now)]
+
+
+def live_versions(versions: Iterable[FactVersion], now: datetime) -> list[FactVersion]:
+    """Closed fact versions whose value has not expired (a version expires with the value
+    it held, even when a new value replaced it before its expiry)."""
+    return [v for v in versions if v.expires_at is None or v.expires_at > now]
 
 
 def live_hits(hits: Iterable[H], now: datetime) -> list[H]:

@@ -10,7 +10,7 @@ from memmachine.config import ExtractionSettings
 from memmachine.errors import NotFoundError
 from memmachine.memory.confidence import effective
 from memmachine.memory.consolidation import apply_consolidation
-from memmachine.memory.expiry import kept_expiry, live_facts, live_hits, stamped
+from memmachine.memory.expiry import kept_expiry, live_facts, live_hits, live_versions, stamped
 from memmachine.models import (
     EpisodeDetachment,
     Fact,
@@ -182,12 +182,13 @@ class ProfileService:
         self, scope: Scope, tag: str, feature: str
     ) -> tuple[Fact | None, list[FactVersion]]:
         """The user's current fact for (tag, feature), if any, and its closed versions,
-        oldest first."""
+        oldest first (those whose value expired left out)."""
         user = scope.user_scope()
+        now = self.clock.now()
         current = live_facts(
-            await self._store.list_facts(user, tag=tag, feature=feature, limit=1), self.clock.now()
+            await self._store.list_facts(user, tag=tag, feature=feature, limit=1), now
         )
-        history = await self._store.fact_history(user, tag, feature)
+        history = live_versions(await self._store.fact_history(user, tag, feature), now)
         return (self.aged(current[0]) if current else None), history
 
     async def search(

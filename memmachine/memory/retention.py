@@ -14,9 +14,13 @@ write never waits for more than one of them):
 * working-memory sessions not written for ``working_max_age_days``, and the messages of
   expired episodes from the others (a session's compaction summary is not rewritten).
 
-A fact that rested on removed episodes keeps its value, its ``source_episode_ids`` and its
-confidence (which ages as always, since its last confirmation): its own expiry and policy
-decide its fate, not its sources'. The report counts what was removed, never what it said.
+A fact that rested on removed episodes keeps its value and its confidence (which ages as
+always, since its last confirmation): its own expiry and policy decide its fate, not its
+sources'. Its provenance says what happened: the removed ids in its ``source_episode_ids``
+(and in its closed versions') become one :data:`~memmachine.models.EXPIRED_SOURCE` marker
+instead of dangling ids. A closed version expires with the value it held (the fact's expiry
+when it was replaced): reads hide it from then on and the sweep erases it. The report
+counts what was removed, never what it said.
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ class RetentionReport(BaseModel):
     working_sessions_aged_out: int = 0
     #: Messages of expired or removed episodes taken out of working memory.
     working_messages_removed: int = 0
+    #: Facts and closed versions whose removed sources became the "expired" marker.
+    fact_sources_expired: int = 0
+    #: Closed fact versions erased because the value they held expired.
+    fact_versions_expired: int = 0
 
 
 class RetentionSweep:
@@ -163,7 +171,14 @@ class RetentionSweep:
                 async for user in self._users(project):
                     report.users += 1
                     removed = await self._episodes_of(user, report)
+                    if removed:
+                        report.fact_sources_expired += await self._profile.mark_sources_expired(
+                            user, sorted(removed)
+                        )
                     await self._facts_of(user, report)
+                    report.fact_versions_expired += await self._profile.delete_expired_versions(
+                        user, self.clock.now()
+                    )
                     await self._working_of(user, removed, report)
             report.finished_at = self.clock.now()
             self.last = report

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from memmachine.memory.expiry import live_versions
 from memmachine.models import (
     Fact,
     FactVersion,
@@ -112,7 +113,8 @@ async def export_user(
 
     write('"closed_facts": [')
     closed: dict[tuple[str, str], list[FactVersion]] = {}
-    for version in await manager.profile.list_fact_versions(user):
+    stored = await manager.profile.list_fact_versions(user)
+    for version in live_versions(stored, manager.profile_service.clock.now()):
         closed.setdefault((version.tag, version.feature), []).append(version)
     for (tag, feature), versions in closed.items():
         if (tag, feature) in current:

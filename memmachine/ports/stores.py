@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -242,6 +243,16 @@ class ProfileStore(Protocol):
       ``valid_from`` of that version, which leaves the history), or is deleted when there
       is none. Facts that never had source episodes are untouched. Returns an
       ``EpisodeDetachment``.
+    * ``mark_sources_expired(scope, episode_ids)`` is what the retention sweep does to the
+      user's facts when it removes episodes: each of ``episode_ids`` in a fact's or a closed
+      version's ``source_episode_ids`` is replaced by one
+      :data:`~memmachine.models.EXPIRED_SOURCE` marker (the list keeps its other ids, then
+      the marker, at most once); nothing else changes (no history, ``updated_at`` kept).
+      Returns how many facts and versions changed. One transaction.
+    * A closed version carries ``expires_at``: the expiry in the fact's
+      ``metadata["expires_at"]`` (ISO 8601) when it was closed, ``None`` without one.
+      ``delete_expired_versions(scope, now)`` erases the user's closed versions with
+      ``expires_at`` at or before ``now``; returns how many.
     * ``fact_history(scope, tag, feature)`` returns the closed versions of the user's
       (tag, feature), oldest first. ``list_fact_versions(scope)`` returns every closed
       version of the user (also of features with no current fact, e.g. invalidated ones),
@@ -320,6 +331,8 @@ class ProfileStore(Protocol):
     async def detach_episodes(
         self, scope: Scope, episode_ids: Sequence[str]
     ) -> EpisodeDetachment: ...
+    async def mark_sources_expired(self, scope: Scope, episode_ids: Sequence[str]) -> int: ...
+    async def delete_expired_versions(self, scope: Scope, now: datetime) -> int: ...
     async def list_users(
         self,
         project: ProjectScope,

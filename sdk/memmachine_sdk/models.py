@@ -722,6 +722,9 @@ class FactVersionOut(_Model):
     valid_to: datetime
     reason: str
     recorded_at: datetime
+    #: When the value it held expires (the fact's expiry when it was closed); from then on
+    #: the version is no longer returned.
+    expires_at: datetime | None = None
 
 
 class ProfileHistoryResponse(_Model):
@@ -820,6 +823,10 @@ class RetentionReportOut(_Model):
     facts_aged_out: int
     working_sessions_aged_out: int
     working_messages_removed: int
+    #: Facts and closed versions whose removed source episodes became an "expired" marker.
+    fact_sources_expired: int = 0
+    #: Closed fact versions erased because the value they held expired.
+    fact_versions_expired: int = 0
 
 
 class RetentionPolicyOut(_Model):

@@ -373,6 +373,7 @@ _HISTORY = {
             "valid_to": "2026-06-01T10:00:00Z",
             "reason": "superseded",
             "recorded_at": "2026-06-01T10:00:00Z",
+            "expires_at": None,
         }
     ],
 }
@@ -405,6 +406,8 @@ _SWEEP: dict[str, Any] = {
     "facts_aged_out": 0,
     "working_sessions_aged_out": 2,
     "working_messages_removed": 3,
+    "fact_sources_expired": 4,
+    "fact_versions_expired": 1,
 }
 _RETENTION: dict[str, Any] = {
     "sweep_interval_seconds": 60,

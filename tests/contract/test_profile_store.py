@@ -28,7 +28,7 @@ from memmachine.errors import (
     MemMachineError,
     StoreError,
 )
-from memmachine.models import Fact, FactRecord, FactTimes, Scope, utc_now
+from memmachine.models import EXPIRED_SOURCE, Fact, FactRecord, FactTimes, Scope, utc_now
 from memmachine.ports import ProfileStore
 from tests.conftest import temporary_postgres_database
 from tests.contract.conftest import (
@@ -978,3 +978,58 @@ async def test_list_projects_lists_every_project_holding_facts_in_order(
     emptied = projects_of(unique)[0].user("u3")
     await profile_store.delete_facts(emptied)
     assert projects_of(unique)[0] not in await profile_store.list_projects(limit=10_000)
+
+
+async def test_removed_sources_become_one_expired_marker_in_facts_and_versions(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    first = fact("food", "coffee", "black", source_episode_ids=["e1", "e2"])
+    await profile_store.upsert_facts(scope, [first])
+    [current] = await profile_store.upsert_facts(
+        scope, [fact("food", "coffee", "flat white", source_episode_ids=["e1", "e2", "e3"])]
+    )
+    other = scope.model_copy(update={"user_id": "bob"})
+    await profile_store.upsert_facts(
+        other, [fact("food", "tea", "green", source_episode_ids=["e1"])]
+    )
+
+    assert await profile_store.mark_sources_expired(scope, ["e1", "e2"]) == 2
+    [marked] = await profile_store.list_facts(scope)
+    assert marked.source_episode_ids == ["e3", EXPIRED_SOURCE]
+    assert (marked.value, marked.updated_at) == ("flat white", current.updated_at)
+    [version] = await profile_store.fact_history(scope, "food", "coffee")
+    assert (version.value, version.source_episode_ids) == ("black", [EXPIRED_SOURCE])
+    # the marker stands once however many sources expire; other users keep theirs
+    assert await profile_store.mark_sources_expired(scope, ["e3"]) == 1
+    assert (await profile_store.list_facts(scope))[0].source_episode_ids == [EXPIRED_SOURCE]
+    assert (await profile_store.list_facts(other))[0].source_episode_ids == ["e1"]
+    assert await profile_store.mark_sources_expired(scope, ["e9"]) == 0
+
+
+async def test_thousands_of_removed_sources_are_marked_at_once(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    ids = [f"episode-{n:04d}" for n in range(2_000)]
+    await profile_store.upsert_facts(scope, [fact("a", "first", "x", source_episode_ids=ids[:2])])
+    await profile_store.upsert_facts(scope, [fact("a", "last", "y", source_episode_ids=ids[-1:])])
+    assert await profile_store.mark_sources_expired(scope, ids) == 2
+    facts = await profile_store.list_facts(scope)
+    assert [f.source_episode_ids for f in facts] == [[EXPIRED_SOURCE], [EXPIRED_SOURCE]]
+
+
+async def test_a_closed_version_expires_with_the_value_it_held(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    ends = utc_now().replace(microsecond=0) + timedelta(hours=1)
+    expiring = fact("access", "code", "4412", metadata={"expires_at": ends.isoformat()})
+    await profile_store.upsert_facts(scope, [expiring])
+    await profile_store.upsert_facts(scope, [fact("access", "code", "9001")])
+    await profile_store.upsert_facts(scope, [fact("access", "code", "9002")])
+    versions = await profile_store.fact_history(scope, "access", "code")
+    assert [(v.value, v.expires_at) for v in versions] == [("4412", ends), ("9001", None)]
+
+    assert await profile_store.delete_expired_versions(scope, ends - timedelta(seconds=1)) == 0
+    assert await profile_store.delete_expired_versions(scope, ends) == 1
+    versions = await profile_store.fact_history(scope, "access", "code")
+    assert [v.value for v in versions] == ["9001"]
+    assert (await profile_store.list_facts(scope))[0].value == "9002"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from memmachine.adapters.observed.observed import Observed
 from memmachine.models import (
@@ -114,6 +115,14 @@ class ObservedProfileStore(Observed[ProfileStore]):
     async def detach_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> EpisodeDetachment:
         with self._call("detach_episodes"):
             return await self._inner.detach_episodes(scope, episode_ids)
+
+    async def mark_sources_expired(self, scope: Scope, episode_ids: Sequence[str]) -> int:
+        with self._call("mark_sources_expired"):
+            return await self._inner.mark_sources_expired(scope, episode_ids)
+
+    async def delete_expired_versions(self, scope: Scope, now: datetime) -> int:
+        with self._call("delete_expired_versions"):
+            return await self._inner.delete_expired_versions(scope, now)
 
     async def list_users(
         self,

@@ -208,6 +208,9 @@ class ProfileFactHistoryRow(Base):
     valid_to: Mapped[datetime] = mapped_column(UtcDateTime())
     reason: Mapped[str] = mapped_column(Text)
     recorded_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    #: When the value it held expires (the fact's ``metadata["expires_at"]`` when it was
+    #: closed); ``NULL`` = never. Reads hide it from then on; the retention sweep erases it.
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class ApiKeyRow(Base):

@@ -103,6 +103,7 @@ from memmachine.errors import (
 from memmachine.indexing.fusion import reciprocal_rank_fusion
 from memmachine.indexing.terms import document_terms, query_terms
 from memmachine.models import (
+    EXPIRED_SOURCE,
     EpisodeDetachment,
     Fact,
     FactRecord,
@@ -120,6 +121,8 @@ from memmachine.ports import Lifecycle, page_of_projects
 __all__ = ["SqlProfileStore", "bm25_over"]
 
 _STORE = "profile"
+#: Episode ids matched per query by ``mark_sources_expired`` (SQLite bounds a query's depth).
+_MARK_BATCH = 100
 _SQLITE_BUSY_TIMEOUT_MS = 10_000
 _SQLITE_BEGIN_OPTION = "memmachine_sqlite_begin"
 _HEALTH_TIMEOUT_SECONDS = 5.0
@@ -393,6 +396,46 @@ class SqlProfileStore(Lifecycle):
                         await session.delete(row)
                         report.removed += 1
         return report
+
+    async def mark_sources_expired(self, scope: Scope, episode_ids: Sequence[str]) -> int:
+        """Replace ``episode_ids`` in the user's facts' and closed versions' sources by
+        :data:`EXPIRED_SOURCE` (once per list); nothing else changes. One transaction."""
+        gone = set(episode_ids)
+        if not gone:
+            return 0
+        user = scope.user_scope()
+        changed = 0
+        with _translate("mark expired fact sources"):
+            async with self._sessions(write=True)() as session, session.begin():
+                ids = sorted(gone)
+                for start in range(0, len(ids), _MARK_BATCH):
+                    batch = set(ids[start : start + _MARK_BATCH])
+                    versions = await session.scalars(
+                        select(ProfileFactHistoryRow).where(
+                            *_history_filter(user),
+                            _mentions_any(ProfileFactHistoryRow.source_episode_ids, batch),
+                        )
+                    )
+                    facts = await session.scalars(
+                        select(ProfileFactRow).where(
+                            *_user_filter(user),
+                            _mentions_any(ProfileFactRow.source_episode_ids, batch),
+                        )
+                    )
+                    changed += sum(_mark(row, gone) for row in {*versions, *facts})
+        return changed
+
+    async def delete_expired_versions(self, scope: Scope, now: datetime) -> int:
+        """Erase the user's closed versions whose ``expires_at`` is at or before ``now``."""
+        statement = delete(ProfileFactHistoryRow).where(
+            *_history_filter(scope.user_scope()),
+            ProfileFactHistoryRow.expires_at.is_not(None),
+            ProfileFactHistoryRow.expires_at <= now,
+        )
+        with _translate("delete expired fact versions"):
+            async with self._sessions(write=True)() as session, session.begin():
+                result = cast(CursorResult[Any], await session.execute(statement))
+        return int(result.rowcount or 0)
 
     # ------------------------------------------------------------------ reads
 
@@ -719,7 +762,37 @@ def _history_row(row: ProfileFactRow, reason: str, now: datetime) -> ProfileFact
         valid_to=now,
         reason=reason,
         recorded_at=now,
+        expires_at=_expiry(row.meta),
     )
+
+
+def _mark(row: ProfileFactRow | ProfileFactHistoryRow, gone: set[str]) -> bool:
+    """Mark ``row``'s removed sources (see :func:`_marked`); whether it changed."""
+    before = list(row.source_episode_ids or [])
+    after = _marked(before, gone)
+    if after != before:
+        row.source_episode_ids = after
+    return after != before
+
+
+def _marked(sources: list[str], gone: set[str]) -> list[str]:
+    """``sources`` with each id of ``gone`` replaced by one :data:`EXPIRED_SOURCE`."""
+    kept = [source for source in sources if source not in gone]
+    if len(kept) == len(sources) or EXPIRED_SOURCE in kept:
+        return kept
+    return [*kept, EXPIRED_SOURCE]
+
+
+def _expiry(metadata: dict[str, Any] | None) -> datetime | None:
+    """The ``expires_at`` of a fact's metadata (ISO 8601), ``None`` when absent or not a
+    timestamp (the services write it; see :mod:`memmachine.memory.expiry`)."""
+    value = (metadata or {}).get("expires_at")
+    if not isinstance(value, str):
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(value))
+    except ValueError:
+        return None
 
 
 def _stamp(row: Any, times: FactTimes, fields: Sequence[str]) -> None:
@@ -744,6 +817,7 @@ def _to_version(row: ProfileFactHistoryRow) -> FactVersion:
         valid_to=row.valid_to,
         reason=row.reason,
         recorded_at=row.recorded_at,
+        expires_at=row.expires_at,
     )
 
 

@@ -1372,6 +1372,8 @@ export interface components {
              * Format: date-time
              */
             recorded_at: string;
+            /** Expires At */
+            expires_at: string | null;
         };
         /**
          * ForgetPreviewOut
@@ -2015,6 +2017,16 @@ export interface components {
             working_sessions_aged_out: number;
             /** Working Messages Removed */
             working_messages_removed: number;
+            /**
+             * Fact Sources Expired
+             * @default 0
+             */
+            fact_sources_expired: number;
+            /**
+             * Fact Versions Expired
+             * @default 0
+             */
+            fact_versions_expired: number;
         };
         /** RetentionResponse */
         RetentionResponse: {
@@ -4610,7 +4622,8 @@ export interface operations {
                      *           "valid_from": "2026-05-04T09:30:02Z",
                      *           "valid_to": "2026-06-01T10:00:00Z",
                      *           "reason": "superseded",
-                     *           "recorded_at": "2026-06-01T10:00:00Z"
+                     *           "recorded_at": "2026-06-01T10:00:00Z",
+                     *           "expires_at": null
                      *         }
                      *       ]
                      *     }
@@ -4796,7 +4809,8 @@ export interface operations {
                      *           "valid_from": "2026-05-04T09:30:02Z",
                      *           "valid_to": "2026-06-01T10:00:00Z",
                      *           "reason": "superseded",
-                     *           "recorded_at": "2026-06-01T10:00:00Z"
+                     *           "recorded_at": "2026-06-01T10:00:00Z",
+                     *           "expires_at": null
                      *         }
                      *       ]
                      *     }
@@ -8802,7 +8816,9 @@ export interface operations {
                      *         "facts_expired": 1,
                      *         "facts_aged_out": 0,
                      *         "working_sessions_aged_out": 2,
-                     *         "working_messages_removed": 3
+                     *         "working_messages_removed": 3,
+                     *         "fact_sources_expired": 4,
+                     *         "fact_versions_expired": 1
                      *       }
                      *     }
                      */
@@ -8957,7 +8973,9 @@ export interface operations {
                      *         "facts_expired": 1,
                      *         "facts_aged_out": 0,
                      *         "working_sessions_aged_out": 2,
-                     *         "working_messages_removed": 3
+                     *         "working_messages_removed": 3,
+                     *         "fact_sources_expired": 4,
+                     *         "fact_versions_expired": 1
                      *       }
                      *     }
                      */
@@ -9116,7 +9134,9 @@ export interface operations {
                      *       "facts_expired": 1,
                      *       "facts_aged_out": 0,
                      *       "working_sessions_aged_out": 2,
-                     *       "working_messages_removed": 3
+                     *       "working_messages_removed": 3,
+                     *       "fact_sources_expired": 4,
+                     *       "fact_versions_expired": 1
                      *     }
                      */
                     "application/json": components["schemas"]["RetentionReportOut"];

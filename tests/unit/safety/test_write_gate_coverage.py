@@ -51,6 +51,8 @@ WRITES: dict[str, dict[str, tuple[str, ...]]] = {
         "invalidate_fact": ("reason",),
         # an import puts back the times and ids of facts it wrote through the gate: no text
         "restore_fact_times": (),
+        # the retention sweep swaps removed episode ids for a constant marker: no text
+        "mark_sources_expired": (),
     },
     "WorkingMemoryStore": {"append": ("messages",), "put": ("messages", "state", "summary")},
     "StateBackend": {"put": ("envelope",)},
@@ -91,6 +93,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "vector_search",
     },
     "ProfileStore": {
+        "delete_expired_versions",
         "list_users",
         "list_projects",
         "delete_fact",

@@ -24,6 +24,8 @@ Revisions (``versions/``):
 * ``0008`` the ``retention_policies`` table (policies set through the admin route, per
   tenant), used by
   :class:`~memmachine.adapters.sql.sql_retention_policy_store.SqlRetentionPolicyStore`.
+* ``0009`` ``profile_fact_history.expires_at``: a closed version expires with the value it
+  held.
 
 A database made by the pre-migration code (``profile_facts`` without an ``alembic_version``
 table) is stamped at the baseline and then upgraded, so its rows are kept.
