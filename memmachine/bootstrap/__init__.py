@@ -163,7 +163,7 @@ def _wire(
     profile, working, jobs = parts.profile, parts.working, parts.jobs
     embedder, reranker = parts.embedder, parts.reranker
     language_model, llm_off_reason = parts.language_model
-    memory_types = _memory_types(settings, working_url, embedded)
+    memory_types = _memory_types(settings, working_url, embedded, clock)
     idempotent = IdempotentWrites(
         idempotency_store(working_url, embedded, settings),
         ttl_seconds=settings.idempotency_ttl_seconds,
@@ -206,7 +206,10 @@ def _wire(
 
 
 def _memory_types(
-    settings: Settings, working_url: str | None, embedded: EmbeddedFalkorDBServer | None
+    settings: Settings,
+    working_url: str | None,
+    embedded: EmbeddedFalkorDBServer | None,
+    clock: Clock | None = None,
 ) -> MemoryTypeRegistry:
     """The custom memory types of the ``memmachine.memory_types`` entry points and
     ``MEMMACHINE_MEMORY_TYPES`` (a bad registration is a ``ConfigurationError``), with their
@@ -228,7 +231,7 @@ def _memory_types(
         backend = build_state_backend(settings, "sqlite", location=str(path))
     safety = settings.safety
     redactor = Redactor(safety.pii_kinds) if safety.redact_pii else None
-    return MemoryTypeRegistry(sources, backend, redactor=redactor)
+    return MemoryTypeRegistry(sources, backend, redactor=redactor, clock=clock)
 
 
 async def _embedder(settings: Settings) -> tuple[Embedder | None, EmbedderStatus]:

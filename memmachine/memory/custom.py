@@ -60,7 +60,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -72,7 +72,7 @@ from memmachine.errors import (
     StoreError,
 )
 from memmachine.models import Scope, utc_now
-from memmachine.ports import StateBackend
+from memmachine.ports import Clock, StateBackend, SystemClock
 from memmachine.safety.gate import WriteGate
 
 __all__ = [
@@ -86,6 +86,7 @@ __all__ = [
     "MemoryTypeInfo",
     "RecordSpace",
     "TypeSource",
+    "record_name",
 ]
 
 #: The entry-point group installed distributions register custom memory types under.
@@ -110,12 +111,18 @@ _T = TypeVar("_T")
 
 
 class CustomRecord(BaseModel):
-    """One record of a custom type: its key, its JSON object and when it was written."""
+    """One record of a custom type: its key, its JSON object, when it was written and
+    when it expires (``None``: never)."""
 
     key: str
     data: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    expires_at: datetime | None = None
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the record has expired at ``now`` (the instant itself is expired)."""
+        return self.expires_at is not None and self.expires_at <= now
 
 
 class RecordSpace:
@@ -124,6 +131,10 @@ class RecordSpace:
     Records are JSON objects under string keys (1-256 characters), kept in the order they
     were first stored. Every method reads or writes only this type's records of
     :attr:`scope`; there is no way to name another scope or type through it.
+
+    A record written by a call made with an expiry (``expires_at``, the instant ``clock``
+    reaches it) is never returned from then on, and the next write of the space, or the
+    retention sweep (:meth:`purge_expired`), erases it.
     """
 
     def __init__(
@@ -135,10 +146,14 @@ class RecordSpace:
         max_records: int,
         max_bytes: int,
         gate: WriteGate,
+        clock: Clock | None = None,
+        expires_at: datetime | None = None,
     ) -> None:
+        self._clock: Clock = clock or SystemClock()
+        self._expires_at = expires_at
         self._backend = backend
         self._scope = scope
-        self._record_name = f"memory_type.{type_name}"
+        self._record_name = record_name(type_name)
         self._type_name = type_name
         self._max_records = max_records
         self._max_bytes = max_bytes
@@ -178,7 +193,11 @@ class RecordSpace:
             for index, old in enumerate(records):
                 if old.key == key:
                     records[index] = CustomRecord(
-                        key=key, data=value, created_at=old.created_at, updated_at=now
+                        key=key,
+                        data=value,
+                        created_at=old.created_at,
+                        updated_at=now,
+                        expires_at=self._expires_at,
                     )
                     return records[index]
             if len(records) >= self._max_records:
@@ -187,7 +206,11 @@ class RecordSpace:
                     "records per scope; delete some first",
                     field="input",
                 )
-            records.append(CustomRecord(key=key, data=value, created_at=now, updated_at=now))
+            records.append(
+                CustomRecord(
+                    key=key, data=value, created_at=now, updated_at=now, expires_at=self._expires_at
+                )
+            )
             return records[-1]
 
         return await self._update(change)
@@ -203,6 +226,13 @@ class RecordSpace:
             return False
 
         return await self._update(change)
+
+    async def purge_expired(self) -> int:
+        """Erase the records that expired; how many there were."""
+        records, _ = await self._read()
+        if not any(record.expired(self._clock.now()) for record in records):
+            return 0
+        return await self._update(lambda live: 0, count_expired=True)
 
     async def clear(self) -> int:
         """Remove every record of this space; returns how many there were."""
@@ -242,17 +272,26 @@ class RecordSpace:
         return records, stored.revision
 
     async def _load(self) -> list[CustomRecord]:
-        return (await self._read())[0]
+        """The records that have not expired."""
+        now = self._clock.now()
+        return [record for record in (await self._read())[0] if not record.expired(now)]
 
-    async def _update(self, change: Callable[[list[CustomRecord]], _T]) -> _T:
-        """Read, apply ``change`` to the list in place, write back only if nobody wrote in
-        between (retried otherwise); nothing is written when ``change`` raises."""
+    async def _update(
+        self, change: Callable[[list[CustomRecord]], _T], *, count_expired: bool = False
+    ) -> _T:
+        """Read, drop the expired records, apply ``change`` to the list in place, write
+        back only if nobody wrote in between (retried otherwise); nothing is written when
+        ``change`` raises or changes nothing (and nothing expired). With ``count_expired``
+        the answer is how many expired records were dropped."""
         for attempt in range(_WRITE_ATTEMPTS):
-            records, revision = await self._read()
-            before = list(records)
+            stored_records, revision = await self._read()
+            now = self._clock.now()
+            records = [record for record in stored_records if not record.expired(now)]
             result = change(records)
-            if records == before:
+            if records == stored_records:
                 return result
+            if count_expired:
+                result = cast(_T, sum(record.expired(now) for record in stored_records))
             stored = [record.model_dump(mode="json") for record in records]
             envelope = {"schema": self._record_name, "version": 1, "data": {"records": stored}}
             size = len(json.dumps(envelope, separators=(",", ":")).encode())
@@ -340,6 +379,11 @@ class _Registered:
     store_input: type[BaseModel]
     retrieve_input: type[BaseModel]
     info: MemoryTypeInfo
+
+
+def record_name(type_name: str) -> str:
+    """The state record a type's records of one scope are kept in."""
+    return f"memory_type.{type_name}"
 
 
 def _check_key(key: str) -> None:

@@ -7,6 +7,7 @@ import importlib
 import inspect
 import typing
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -27,9 +28,11 @@ from memmachine.memory.custom import (
     RecordSpace,
     TypeSource,
     _Registered,
+    record_name,
 )
+from memmachine.memory.expiry import expiry_asked
 from memmachine.models import Scope
-from memmachine.ports import StateBackend
+from memmachine.ports import Clock, StateBackend, SystemClock
 from memmachine.safety.gate import WriteGate
 from memmachine.safety.pii import Redactor
 
@@ -123,7 +126,10 @@ class MemoryTypeRegistry:
         *,
         redactor: Redactor | None = None,
         gate: WriteGate | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        #: When records expire (the manager's clock).
+        self.clock: Clock = clock or SystemClock()
         self._types: dict[str, _Registered] = {}
         seen: dict[int, str] = {}
         for source in sources:
@@ -194,9 +200,10 @@ class MemoryTypeRegistry:
             raise NotFoundError(f"memory type {name!r} is not registered (registered: {known})")
         return entry
 
-    def space(self, name: str, scope: Scope) -> RecordSpace:
+    def space(self, name: str, scope: Scope, expires_at: datetime | None = None) -> RecordSpace:
         """The record space of type ``name`` for ``scope``: the user's, narrowed by the ids
-        in the type's ``partition_by`` (each required: ``InvalidInputError`` naming it)."""
+        in the type's ``partition_by`` (each required: ``InvalidInputError`` naming it);
+        records it writes expire at ``expires_at``."""
         entry = self._entry(name)
         assert self._backend is not None  # a registry with types always has one
         narrowing: dict[str, str | None] = dict.fromkeys(PARTITION_FIELDS)
@@ -216,18 +223,31 @@ class MemoryTypeRegistry:
             max_records=instance.max_records,
             max_bytes=instance.max_bytes,
             gate=self.gate,
+            clock=self.clock,
+            expires_at=expires_at,
         )
 
     # ------------------------------------------------------------------ calls
 
-    async def store(self, name: str, scope: Scope, payload: Any, *, field_prefix: str = "") -> Any:
+    async def store(
+        self,
+        name: str,
+        scope: Scope,
+        payload: Any,
+        *,
+        field_prefix: str = "",
+        expires_at: datetime | None = None,
+        ttl_seconds: int | None = None,
+    ) -> Any:
         """Validate ``payload`` against the type's ``store_input`` and run its ``store`` in
-        the scope's record space; returns the result as JSON data. Bad input:
-        ``InvalidInputError`` naming ``<field_prefix>.<field>``; unknown type:
-        ``NotFoundError``."""
+        the scope's record space; returns the result as JSON data. The records it writes
+        expire at ``expires_at`` or after ``ttl_seconds`` (one or neither). Bad input:
+        ``InvalidInputError`` naming ``<field_prefix>.<field>`` (``expires_at`` /
+        ``ttl_seconds``); unknown type: ``NotFoundError``."""
         entry = self._entry(name)
+        end = expiry_asked(expires_at, ttl_seconds, self.clock.now(), "")
         item = _validate(entry.store_input, payload, field_prefix)
-        records = self.space(name, scope)
+        records = self.space(name, scope, end)
         return _jsonable(name, await entry.instance.store(records, item))
 
     async def retrieve(
@@ -245,6 +265,17 @@ class MemoryTypeRegistry:
         if not self._types or self._backend is None:
             return 0
         return await self._backend.delete_user(scope.user_scope())
+
+    async def purge_expired(self) -> int:
+        """Erase the expired records of every type in every scope holding some (the
+        retention sweep's); how many were erased."""
+        if not self._types or self._backend is None:
+            return 0
+        erased = 0
+        for name in self.names():
+            for scope in await self._backend.scopes_holding(record_name(name)):
+                erased += await self.space(name, scope).purge_expired()
+        return erased
 
 
 # ---------------------------------------------------------------------- helpers

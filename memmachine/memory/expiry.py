@@ -27,6 +27,7 @@ from memmachine.models import (
 
 __all__ = [
     "EXPIRES_AT",
+    "expiry_asked",
     "expiry_of",
     "is_expired",
     "kept_expiry",
@@ -66,18 +67,32 @@ def stamped(
                 f"{field}.metadata.{EXPIRES_AT}",
             )
         return {EXPIRES_AT: end.isoformat()}
+    end = expiry_asked(expires_at, ttl_seconds, now, field)
+    assert end is not None
+    return {EXPIRES_AT: end.isoformat()}
+
+
+def expiry_asked(
+    expires_at: datetime | None, ttl_seconds: int | None, now: datetime, field: str
+) -> datetime | None:
+    """The instant a write asked its memory to expire at (``None``: never);
+    ``InvalidInputError`` naming ``<field>.expires_at`` / ``<field>.ttl_seconds`` (or the
+    bare names for an empty ``field``) when both are given, when the TTL is not positive
+    or when ``expires_at`` is not in the future."""
+    prefix = f"{field}." if field else ""
+    if expires_at is None and ttl_seconds is None:
+        return None
     if expires_at is not None and ttl_seconds is not None:
-        raise InvalidInputError("give expires_at or ttl_seconds, not both", f"{field}.ttl_seconds")
+        raise InvalidInputError("give expires_at or ttl_seconds, not both", f"{prefix}ttl_seconds")
     if ttl_seconds is not None:
         if ttl_seconds <= 0:
-            raise InvalidInputError("ttl_seconds must be positive", f"{field}.ttl_seconds")
-        end = now + timedelta(seconds=ttl_seconds)
-    else:
-        assert expires_at is not None
-        end = as_utc(expires_at)
-        if end <= now:
-            raise InvalidInputError("expires_at must be in the future", f"{field}.expires_at")
-    return {EXPIRES_AT: end.isoformat()}
+            raise InvalidInputError("ttl_seconds must be positive", f"{prefix}ttl_seconds")
+        return now + timedelta(seconds=ttl_seconds)
+    assert expires_at is not None
+    end = as_utc(expires_at)
+    if end <= now:
+        raise InvalidInputError("expires_at must be in the future", f"{prefix}expires_at")
+    return end
 
 
 def kept_expiry(asked: Sequence[EpisodeRecord | FactRecord], gated: list[R]) -> list[R]:

@@ -30,7 +30,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -57,6 +57,12 @@ log = logging.getLogger("memmachine.retention")
 Memory = tuple[str, dict[str, Any], datetime, datetime | None]
 
 
+class ExpiringRecords(Protocol):
+    """Records kept apart from the stores (custom memory types) that expire on their own."""
+
+    async def purge_expired(self) -> int: ...
+
+
 class RetentionReport(BaseModel):
     """What one sweep removed: counts only."""
 
@@ -74,6 +80,8 @@ class RetentionReport(BaseModel):
     fact_sources_expired: int = 0
     #: Closed fact versions erased because the value they held expired.
     fact_versions_expired: int = 0
+    #: Records of custom memory types erased because they expired.
+    custom_records_expired: int = 0
 
 
 class RetentionSweep:
@@ -99,10 +107,18 @@ class RetentionSweep:
         self.settings = settings or RetentionSettings()
         #: Where policies set through :meth:`replace_policies` are kept across restarts.
         self._stored = policies
+        #: The custom memory types whose expired records the sweep erases.
+        self.custom: ExpiringRecords | None = None
         self.clock: Clock = clock or SystemClock()
         self.last: RetentionReport | None = None
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+
+    def erasing(self, custom: ExpiringRecords) -> RetentionSweep:
+        """This sweep, also erasing the expired records of ``custom`` (the custom memory
+        types) at every run."""
+        self.custom = custom
+        return self
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -180,6 +196,8 @@ class RetentionSweep:
                         user, self.clock.now()
                     )
                     await self._working_of(user, removed, report)
+            if self.custom is not None:
+                report.custom_records_expired = await self.custom.purge_expired()
             report.finished_at = self.clock.now()
             self.last = report
             log.info("retention sweep: %s", report.model_dump_json())

@@ -8,11 +8,12 @@ from typing import Any, Protocol
 from memmachine.config import SafetySettings
 from memmachine.errors import ConflictError, InvalidInputError, StateSchemaError, StoreError
 from memmachine.memory.agent_state import difference
-from memmachine.models import Scope, WorkingMemory
+from memmachine.models import ProjectScope, Scope, WorkingMemory
 from memmachine.ports import (
     StoredState,
     WorkingMemoryStore,
     check_expected_revision,
+    record_key,
     stale_revision,
 )
 from memmachine.safety.pii import Redactor
@@ -153,6 +154,23 @@ class WorkingMemoryStateBackend:
         returns how many sessions were removed."""
         return await self._manager.working.delete_user(scope.user_scope())
 
+    async def scopes_holding(self, name: str) -> list[Scope]:
+        """Every live session's records named ``name``, found through the working store's
+        projects, users and sessions (one read of each session's state)."""
+        store = self._manager.working
+        found: list[Scope] = []
+        after: ProjectScope | None = None
+        while projects := await store.list_projects(after=after):
+            after = projects[-1]
+            for project in projects:
+                user_after: str | None = None
+                while users := await store.list_users(project, after=user_after):
+                    user_after = users[-1].user_id
+                    for user in users:
+                        for session in await store.list_sessions(project.user(user.user_id)):
+                            found += _named(session.scope, session.state, name)
+        return sorted(found, key=lambda scope: record_key(scope, name))
+
     def _refuse_redactable(self, envelope: Mapping[str, Any]) -> None:
         safety = self._manager.safety
         if not safety.redact_pii:
@@ -196,3 +214,17 @@ def _split_entry(entry: Any, name: str) -> tuple[int, dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _named(session: Scope, state: Mapping[str, Any], name: str) -> list[Scope]:
+    """The scopes of the records named ``name`` in one session's state (their entry keys
+    read back as :meth:`WorkingMemoryStateBackend.entry_key` wrote them)."""
+    found: list[Scope] = []
+    for key in _entries(state):
+        head, *narrowing = key.split(" ")
+        if head != name:
+            continue
+        ids = dict(part.split("=", 1) for part in narrowing if "=" in part)
+        agent, group = ids.get("agent"), ids.get("group")
+        found.append(session.model_copy(update={"agent_id": agent, "group_id": group}))
+    return found

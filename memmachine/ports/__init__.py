@@ -65,6 +65,7 @@ from memmachine.ports.state import (
     check_expected_revision,
     record_key,
     scope_fields,
+    scope_of_key,
     stale_revision,
 )
 from memmachine.ports.stores import (
@@ -113,5 +114,6 @@ __all__ = [
     "page_of_projects",
     "record_key",
     "scope_fields",
+    "scope_of_key",
     "stale_revision",
 ]

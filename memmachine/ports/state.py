@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -16,6 +17,7 @@ __all__ = [
     "check_expected_revision",
     "record_key",
     "scope_fields",
+    "scope_of_key",
     "stale_revision",
 ]
 
@@ -56,6 +58,10 @@ class StateBackend(Protocol):
     * ``delete_user(scope)`` removes every record of the scope's user (tenant, org, project
       and user match; agent, session, group and name are ignored) and returns how many were
       removed (records, unless the backend's docstring names another unit).
+    * ``scopes_holding(name)`` returns the scope (all seven fields) of every record named
+      ``name``, of every tenant, ordered by :func:`record_key`. It is the one read that
+      spans tenants: the retention sweep's, to erase expired custom records wherever they
+      are. It returns scopes only, never an envelope.
     * Driver failures raise ``StoreError`` (``StoreUnavailableError`` when the backend
       cannot be reached) with ``store == name`` of the backend; never a driver exception.
     * ``start()`` prepares the backend (idempotent) and ``close()`` releases it.
@@ -77,6 +83,7 @@ class StateBackend(Protocol):
     ) -> int: ...
     async def delete(self, scope: Scope, name: str) -> bool: ...
     async def delete_user(self, scope: Scope) -> int: ...
+    async def scopes_holding(self, name: str) -> list[Scope]: ...
 
 
 def scope_fields(scope: Scope) -> tuple[str, str, str, str, str | None, str | None, str | None]:
@@ -89,6 +96,20 @@ def scope_fields(scope: Scope) -> tuple[str, str, str, str, str | None, str | No
         scope.agent_id,
         scope.session_id,
         scope.group_id,
+    )
+
+
+def scope_of_key(key: Sequence[str]) -> Scope:
+    """The scope of a record's :func:`record_key` (its first seven fields)."""
+    tenant, org_id, project_id, user_id, agent_id, session_id, group_id = key[:7]
+    return Scope(
+        tenant=tenant,
+        org_id=org_id,
+        project_id=project_id,
+        user_id=user_id,
+        agent_id=agent_id or None,
+        session_id=session_id or None,
+        group_id=group_id or None,
     )
 
 

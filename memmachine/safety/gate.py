@@ -529,18 +529,19 @@ class WriteGate:
 
     def record_envelope(self, schema: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """The envelope that keeps a custom type's records of one scope (each record's key,
-        data and times passed through the gate)."""
+        data and times passed through the gate; an expiry, a timestamp, kept as it is)."""
         stored = []
         for index, record in enumerate(records):
             path = f"records.{index}"
-            stored.append(
-                {
-                    "key": self.text("record.key", f"{path}.key", record["key"], {})[0],
-                    "data": self.json("record.data", f"{path}.data", record["data"], {}),
-                    "created_at": record["created_at"],
-                    "updated_at": record["updated_at"],
-                }
-            )
+            item = {
+                "key": self.text("record.key", f"{path}.key", record["key"], {})[0],
+                "data": self.json("record.data", f"{path}.data", record["data"], {}),
+                "created_at": record["created_at"],
+                "updated_at": record["updated_at"],
+            }
+            if record.get("expires_at") is not None:
+                item["expires_at"] = record["expires_at"]
+            stored.append(item)
         return {"schema": schema, "version": 1, "data": {"records": stored}}
 
     def envelope(self, field: str, envelope: dict[str, Any]) -> dict[str, Any]:

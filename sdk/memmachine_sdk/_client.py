@@ -10,6 +10,7 @@ import os
 import random
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 from urllib.parse import unquote
@@ -556,13 +557,24 @@ class Client(SyncOperations, _Base):
         session_id: str | None = None,
         agent_id: str | None = None,
         group_id: str | None = None,
+        expires_at: datetime | None = None,
+        ttl_seconds: int | None = None,
     ) -> Any:
         """Run custom memory type ``name``'s ``store`` with ``input``; returns its result
-        (JSON data). ``NotFoundError`` for an unknown type, ``InvalidInputError`` naming
-        ``input.<field>`` for input the type refuses. Not retried after a timeout."""
+        (JSON data). The records it writes expire at ``expires_at`` or after
+        ``ttl_seconds`` when one is given. ``NotFoundError`` for an unknown type,
+        ``InvalidInputError`` naming ``input.<field>`` for input the type refuses. Not
+        retried after a timeout."""
         ids = {"agent_id": agent_id, "group_id": group_id}
         call = self._calls.custom(
-            name, "store", input, user_id=user_id, session_id=session_id, **ids
+            name,
+            "store",
+            input,
+            expires_at=expires_at,
+            ttl_seconds=ttl_seconds,
+            user_id=user_id,
+            session_id=session_id,
+            **ids,
         )
         return self._get(call).result
 
@@ -578,9 +590,14 @@ class Client(SyncOperations, _Base):
     ) -> Any:
         """Run custom memory type ``name``'s ``retrieve`` with ``input``; returns its result
         (JSON data). Retried like any read."""
-        ids = {"agent_id": agent_id, "group_id": group_id}
         call = self._calls.custom(
-            name, "retrieve", input, user_id=user_id, session_id=session_id, **ids
+            name,
+            "retrieve",
+            input,
+            user_id=user_id,
+            session_id=session_id,
+            agent_id=agent_id,
+            group_id=group_id,
         )
         return self._get(call).result
 
@@ -1020,11 +1037,20 @@ class AsyncClient(AsyncOperations, _Base):
         session_id: str | None = None,
         agent_id: str | None = None,
         group_id: str | None = None,
+        expires_at: datetime | None = None,
+        ttl_seconds: int | None = None,
     ) -> Any:
         """See :meth:`Client.store_custom`."""
         ids = {"agent_id": agent_id, "group_id": group_id}
         call = self._calls.custom(
-            name, "store", input, user_id=user_id, session_id=session_id, **ids
+            name,
+            "store",
+            input,
+            expires_at=expires_at,
+            ttl_seconds=ttl_seconds,
+            user_id=user_id,
+            session_id=session_id,
+            **ids,
         )
         return (await self._get(call)).result
 
@@ -1039,9 +1065,14 @@ class AsyncClient(AsyncOperations, _Base):
         group_id: str | None = None,
     ) -> Any:
         """See :meth:`Client.retrieve_custom`."""
-        ids = {"agent_id": agent_id, "group_id": group_id}
         call = self._calls.custom(
-            name, "retrieve", input, user_id=user_id, session_id=session_id, **ids
+            name,
+            "retrieve",
+            input,
+            user_id=user_id,
+            session_id=session_id,
+            agent_id=agent_id,
+            group_id=group_id,
         )
         return (await self._get(call)).result
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
@@ -386,15 +387,24 @@ class Requests:
         name: str,
         action: Literal["store", "retrieve"],
         input: BaseModel | Mapping[str, Any] | None,
+        *,
+        expires_at: datetime | None = None,
+        ttl_seconds: int | None = None,
         **ids: str | None,
     ) -> Call[m.CustomMemoryResponse]:
         """A call of custom memory type ``name``; ``input`` (a pydantic model or a mapping)
-        is sent as JSON and validated by the server against the type's model."""
+        is sent as JSON and validated by the server against the type's model. A store's
+        records expire at ``expires_at`` or after ``ttl_seconds`` when one is given."""
         if isinstance(input, BaseModel):
             data: Any = input.model_dump(mode="json")
         else:
             data = {} if input is None else dict(input)
-        request = validate(m.CustomMemoryRequest, input=data, **self._scope(**ids))
+        request: m.CustomMemoryRequest
+        if action == "store":
+            expiry = {"expires_at": expires_at, "ttl_seconds": ttl_seconds}
+            request = validate(m.CustomStoreRequest, input=data, **expiry, **self._scope(**ids))
+        else:
+            request = validate(m.CustomMemoryRequest, input=data, **self._scope(**ids))
         path = f"/v1/memory-types/{_seg(name)}/{action}"
         # A retrieve only reads; a store may not be repeatable (the type decides).
         safe = action == "retrieve"

@@ -827,6 +827,8 @@ class RetentionReportOut(_Model):
     fact_sources_expired: int = 0
     #: Closed fact versions erased because the value they held expired.
     fact_versions_expired: int = 0
+    #: Records of custom memory types erased because they expired.
+    custom_records_expired: int = 0
 
 
 class RetentionPolicyOut(_Model):
@@ -882,6 +884,15 @@ class CustomMemoryRequest(ScopeFields):
     input: dict[str, Any] = Field(default_factory=dict)
 
 
+class CustomStoreRequest(CustomMemoryRequest):
+    """A ``store`` call of a custom type; the records it writes expire at ``expires_at``
+    (ISO 8601) or ``ttl_seconds`` from now (one or neither): never returned from then on,
+    erased by the retention sweep."""
+
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = Field(default=None, gt=0)
+
+
 class CustomMemoryResponse(_Model):
     """What the type's ``store`` / ``retrieve`` returned, as JSON."""
 
@@ -889,7 +900,13 @@ class CustomMemoryResponse(_Model):
     result: Any = None
 
 
-__all__ += ["CustomMemoryRequest", "CustomMemoryResponse", "MemoryTypeOut", "MemoryTypesResponse"]
+__all__ += [
+    "CustomMemoryRequest",
+    "CustomMemoryResponse",
+    "CustomStoreRequest",
+    "MemoryTypeOut",
+    "MemoryTypesResponse",
+]
 
 
 # ----------------------------------------------------------------- inspection

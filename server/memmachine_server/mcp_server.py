@@ -29,6 +29,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Annotated, Any, Literal, cast
 
 import anyio
@@ -777,9 +778,17 @@ class _MemoryTools:
         session_id: SessionIdArg = None,
         agent_id: AgentIdArg = None,
         group_id: GroupIdArg = None,
+        expires_at: Annotated[
+            datetime | None,
+            Field(description="When the records it writes expire (ISO 8601); or ttl_seconds."),
+        ] = None,
+        ttl_seconds: Annotated[
+            int | None, Field(gt=0, description="Seconds until the records it writes expire.")
+        ] = None,
     ) -> wire.CustomMemoryResponse:
+        expiry = {"expires_at": expires_at, "ttl_seconds": ttl_seconds}
         return await self._custom(
-            ctx, "store", memory_type, input, user_id, session_id, agent_id, group_id
+            ctx, "store", memory_type, input, user_id, session_id, agent_id, group_id, expiry
         )
 
     async def retrieve_custom_memory(
@@ -806,8 +815,10 @@ class _MemoryTools:
         session_id: str | None,
         agent_id: str | None,
         group_id: str | None,
+        expiry: dict[str, Any] | None = None,
     ) -> wire.CustomMemoryResponse:
-        """Run a custom type's ``store`` / ``retrieve`` (see :mod:`memmachine.memory_types`)."""
+        """Run a custom type's ``store`` / ``retrieve`` (see :mod:`memmachine.memory_types`);
+        ``expiry`` (``expires_at`` / ``ttl_seconds``) is the store's."""
         with _tool_errors():
             ids = {
                 "user_id": user_id,
@@ -817,8 +828,12 @@ class _MemoryTools:
             }
             manager, scope = self._begin(ctx, ids, write=action == "store")
             registry = manager.memory_types
-            run = registry.store if action == "store" else registry.retrieve
-            result = await run(memory_type, scope, payload, field_prefix="input")
+            if action == "store":
+                result = await registry.store(
+                    memory_type, scope, payload, field_prefix="input", **(expiry or {})
+                )
+            else:
+                result = await registry.retrieve(memory_type, scope, payload, field_prefix="input")
             return wire.CustomMemoryResponse(type=memory_type, result=result)
 
     def _begin_app(

@@ -408,6 +408,7 @@ _SWEEP: dict[str, Any] = {
     "working_messages_removed": 3,
     "fact_sources_expired": 4,
     "fact_versions_expired": 1,
+    "custom_records_expired": 0,
 }
 _RETENTION: dict[str, Any] = {
     "sweep_interval_seconds": 60,

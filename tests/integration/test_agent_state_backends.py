@@ -29,6 +29,7 @@ from memmachine.config import EmbeddingSettings, Settings
 from memmachine.errors import ConfigurationError, ConflictError, InvalidInputError, NotFoundError
 from memmachine.manager import MemoryManager
 from memmachine.models import Scope, WorkingMessage, utc_now
+from memmachine.ports import record_key
 from tests.conftest import async_redis_client, drop_redis_keys
 
 KINDS = ["file", "sqlite", "redis", "redis-cluster", "working"]
@@ -279,6 +280,33 @@ async def test_forgetting_a_user_removes_all_their_states_and_no_one_elses(
     assert (await first.load_state(other_tenant)).turns == 1
     await first.forget_user(ben)
     await first.forget_user(other_tenant)
+
+
+async def test_scopes_holding_lists_every_scope_of_a_name_across_tenants(
+    backends: Backends, unique: str
+) -> None:
+    backend = await backends.open()
+    states = AgentStateStore(AgentState, backend, name="SweptState")
+    others = AgentStateStore(AgentState, backend, name="OtherState")
+    base = scope_of(unique)
+    held = [
+        base,
+        base.model_copy(update={"agent_id": "planner", "group_id": "family"}),
+        base.model_copy(update={"tenant": f"u{unique}", "session_id": "s2"}),
+        base.model_copy(update={"user_id": "ben"}),
+    ]
+    for scope in held:
+        await states.save_state(scope, AgentState(turns=1))
+    await others.save_state(base.model_copy(update={"user_id": "cy"}), AgentState())
+    try:
+        found = [s for s in await backend.scopes_holding("SweptState") if unique in s.tenant]
+        key = [record_key(scope, "SweptState") for scope in found]
+        assert key == sorted(key)
+        assert sorted(found, key=str) == sorted(held, key=str)
+        assert await backend.scopes_holding("NoSuchState") == []
+    finally:
+        for scope in [*held, base.model_copy(update={"user_id": "cy"})]:
+            await states.forget_user(scope)
 
 
 async def test_user_wide_state_without_a_session(backends: Backends, unique: str) -> None:

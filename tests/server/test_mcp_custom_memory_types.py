@@ -130,3 +130,39 @@ async def test_tool_errors_name_the_type_or_the_field(app: FastAPI) -> None:
             )
         )
         assert empty["result"] == []
+
+
+async def test_the_store_tool_takes_an_expiry_and_names_a_bad_one(app: FastAPI) -> None:
+    async with mcp_client(app, key=KEY_A) as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        stored = ok(
+            await call(
+                session,
+                "store_custom_memory",
+                memory_type="reading_list",
+                input={"title": "Short-lived Book"},
+                user_id="mcp-expiry",
+                ttl_seconds=3600,
+            )
+        )
+        both = error_text(
+            await call(
+                session,
+                "store_custom_memory",
+                memory_type="reading_list",
+                input={"title": "Never Stored"},
+                user_id="mcp-expiry",
+                ttl_seconds=60,
+                expires_at="2099-01-01T00:00:00Z",
+            )
+        )
+        found = ok(
+            await call(
+                session, "retrieve_custom_memory", memory_type="reading_list", user_id="mcp-expiry"
+            )
+        )
+    properties = tools["store_custom_memory"].input_schema["properties"]
+    assert {"expires_at", "ttl_seconds"} <= set(properties)
+    assert stored["result"]["title"] == "Short-lived Book"
+    assert "ttl_seconds" in both
+    assert [book["title"] for book in found["result"]] == ["Short-lived Book"]

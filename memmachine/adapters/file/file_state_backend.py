@@ -32,7 +32,7 @@ from memmachine.adapters.file.file_common import write_atomically
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError
 from memmachine.models import Scope
-from memmachine.ports import StoredState, scope_fields, stale_revision
+from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
 
 __all__ = ["FileStateBackend"]
 
@@ -73,7 +73,25 @@ class FileStateBackend(JsonStateBackend):
     async def delete_user(self, scope: Scope) -> int:
         return await asyncio.to_thread(self._delete_user, scope)
 
+    async def scopes_holding(self, name: str) -> list[Scope]:
+        return await asyncio.to_thread(self._scopes_holding, name)
+
     # ------------------------------------------------------------------ blocking parts
+
+    def _scopes_holding(self, name: str) -> list[Scope]:
+        """Every record file's scope when its name is ``name`` (a file is replaced by an
+        atomic rename, so one read without the lock sees a whole record)."""
+        found: list[Scope] = []
+        for path in self.root.glob("*/*.json"):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+                if record["name"] == name:
+                    found.append(Scope.model_validate(record["scope"]))
+            except FileNotFoundError:
+                continue  # deleted meanwhile
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise StoreError(f"the state file {path.name} is corrupt", _STORE) from exc
+        return sorted(found, key=lambda scope: record_key(scope, name))
 
     def _user_dir(self, scope: Scope) -> Path:
         return self.root / _digest(scope_fields(scope)[:4])

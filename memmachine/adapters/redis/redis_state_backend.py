@@ -36,7 +36,13 @@ from memmachine.adapters.redis.redis_common import (
 )
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import ID_PATTERN, Scope, utc_now
-from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
+from memmachine.ports import (
+    StoredState,
+    record_key,
+    scope_fields,
+    scope_of_key,
+    stale_revision,
+)
 
 __all__ = ["RedisStateBackend"]
 
@@ -203,6 +209,19 @@ class RedisStateBackend(JsonStateBackend):
         with translate_errors("deleting a user's state failed", store=_STORE, write=True):
             removed = await script(keys=[self._user_key(scope)])
         return int(removed)
+
+    async def scopes_holding(self, name: str) -> list[Scope]:
+        """The scopes of the record keys one ``SCAN`` finds for ``name``, in key order."""
+        client = self._require(self._client)
+        head = f"{self.key_prefix}:state:{{"
+        found: list[Scope] = []
+        with translate_errors("listing state failed", store=_STORE):
+            async for key in client.scan_iter(match=f"{head}*}}:*:*:*:{name}", count=1000):
+                tag, _, rest = str(key)[len(head) :].partition("}:")
+                fields = [*tag.split(":"), *rest.split(":")]
+                if len(fields) == 8 and fields[7] == name:
+                    found.append(scope_of_key(fields))
+        return sorted(found, key=lambda scope: record_key(scope, name))
 
     @staticmethod
     def _require(value: Any) -> Any:

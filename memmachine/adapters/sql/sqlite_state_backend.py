@@ -21,7 +21,13 @@ import aiosqlite
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError, StoreUnavailableError
 from memmachine.models import Scope, utc_now
-from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
+from memmachine.ports import (
+    StoredState,
+    record_key,
+    scope_fields,
+    scope_of_key,
+    stale_revision,
+)
 
 __all__ = ["SQLiteStateBackend"]
 
@@ -44,6 +50,10 @@ CREATE TABLE IF NOT EXISTS agent_state (
 )
 """
 # Constant statements; every value is a parameter.
+_SELECT_SCOPES = (
+    "SELECT tenant, org_id, project_id, user_id, agent_id, session_id, group_id FROM agent_state"
+    " WHERE name = ? ORDER BY tenant, org_id, project_id, user_id, agent_id, session_id, group_id"
+)
 _SELECT = (
     "SELECT revision, envelope FROM agent_state WHERE tenant = ? AND org_id = ? AND"
     " project_id = ? AND user_id = ? AND agent_id = ? AND session_id = ? AND group_id = ?"
@@ -167,6 +177,17 @@ class SQLiteStateBackend(JsonStateBackend):
 
     async def delete_user(self, scope: Scope) -> int:
         return await self._delete(_DELETE_USER, scope_fields(scope)[:4])
+
+    async def scopes_holding(self, name: str) -> list[Scope]:
+        """The scopes of the rows named ``name``, in key order."""
+        db = self._conn()
+        async with self._lock:
+            try:
+                async with db.execute(_SELECT_SCOPES, (name,)) as cursor:
+                    rows = await cursor.fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"listing state failed: {_describe(exc)}", _STORE) from exc
+        return [scope_of_key(tuple(row)) for row in rows]
 
     async def _delete(self, sql: str, parameters: tuple[str, ...]) -> int:
         db = self._conn()

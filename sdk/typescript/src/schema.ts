@@ -612,7 +612,8 @@ export interface paths {
         put?: never;
         /**
          * Store Custom
-         * @description Run the type's ``store`` with ``input`` in the caller's scope.
+         * @description Run the type's ``store`` with ``input`` in the caller's scope; the records it writes
+         *     expire at ``expires_at`` or after ``ttl_seconds`` when one is given.
          */
         post: operations["store_custom"];
         delete?: never;
@@ -1150,6 +1151,34 @@ export interface components {
             type: string;
             /** Result */
             result: unknown;
+        };
+        /**
+         * CustomStoreRequest
+         * @description A ``store`` call of a custom type; the records it writes expire at ``expires_at``
+         *     (ISO 8601) or ``ttl_seconds`` from now (one or neither): never returned from then on,
+         *     erased by the retention sweep.
+         */
+        CustomStoreRequest: {
+            /** User Id */
+            user_id?: string | null;
+            /** Session Id */
+            session_id?: string | null;
+            /** Agent Id */
+            agent_id?: string | null;
+            /** Group Id */
+            group_id?: string | null;
+            /** Org Id */
+            org_id?: string | null;
+            /** Project Id */
+            project_id?: string | null;
+            /** Input */
+            input?: {
+                [key: string]: unknown;
+            };
+            /** Expires At */
+            expires_at?: string | null;
+            /** Ttl Seconds */
+            ttl_seconds?: number | null;
         };
         /** DeletedResponse */
         DeletedResponse: {
@@ -2027,6 +2056,11 @@ export interface components {
              * @default 0
              */
             fact_versions_expired: number;
+            /**
+             * Custom Records Expired
+             * @default 0
+             */
+            custom_records_expired: number;
         };
         /** RetentionResponse */
         RetentionResponse: {
@@ -8818,7 +8852,8 @@ export interface operations {
                      *         "working_sessions_aged_out": 2,
                      *         "working_messages_removed": 3,
                      *         "fact_sources_expired": 4,
-                     *         "fact_versions_expired": 1
+                     *         "fact_versions_expired": 1,
+                     *         "custom_records_expired": 0
                      *       }
                      *     }
                      */
@@ -8975,7 +9010,8 @@ export interface operations {
                      *         "working_sessions_aged_out": 2,
                      *         "working_messages_removed": 3,
                      *         "fact_sources_expired": 4,
-                     *         "fact_versions_expired": 1
+                     *         "fact_versions_expired": 1,
+                     *         "custom_records_expired": 0
                      *       }
                      *     }
                      */
@@ -9136,7 +9172,8 @@ export interface operations {
                      *       "working_sessions_aged_out": 2,
                      *       "working_messages_removed": 3,
                      *       "fact_sources_expired": 4,
-                     *       "fact_versions_expired": 1
+                     *       "fact_versions_expired": 1,
+                     *       "custom_records_expired": 0
                      *     }
                      */
                     "application/json": components["schemas"]["RetentionReportOut"];
@@ -9405,7 +9442,7 @@ export interface operations {
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["CustomMemoryRequest"];
+                "application/json": components["schemas"]["CustomStoreRequest"];
             };
         };
         responses: {

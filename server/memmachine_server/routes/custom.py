@@ -55,16 +55,24 @@ async def list_memory_types(tenant: ReadTenant, manager: Manager) -> wire.Memory
 )
 async def store_custom(
     name: str,
-    body: wire.CustomMemoryRequest,
+    body: wire.CustomStoreRequest,
     request: Request,
     tenant: WriteTenant,
     manager: Manager,
 ) -> wire.CustomMemoryResponse:
-    """Run the type's ``store`` with ``input`` in the caller's scope."""
+    """Run the type's ``store`` with ``input`` in the caller's scope; the records it writes
+    expire at ``expires_at`` or after ``ttl_seconds`` when one is given."""
     registry = manager.memory_types
     registry.get(name)  # an unknown type is a 404 before anything else is checked
     scope = resolve_scope(request, tenant, body)
-    result = await registry.store(name, scope, body.input, field_prefix="input")
+    result = await registry.store(
+        name,
+        scope,
+        body.input,
+        field_prefix="input",
+        expires_at=body.expires_at,
+        ttl_seconds=body.ttl_seconds,
+    )
     return wire.CustomMemoryResponse(type=name, result=result)
 
 

@@ -113,7 +113,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "list_sessions",
         "list_users",
     },
-    "StateBackend": {"delete", "delete_user", "get"},
+    "StateBackend": {"delete", "delete_user", "get", "scopes_holding"},
     "ProcedureStore": {
         "by_goal",
         "delete",
