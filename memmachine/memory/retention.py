@@ -12,7 +12,9 @@ write never waits for more than one of them):
 * facts that expired, or not confirmed (``updated_at``) for ``facts_max_age_days`` of
   their tag (deleting a fact erases its history too);
 * working-memory sessions not written for ``working_max_age_days``, and the messages of
-  expired episodes from the others (a session's compaction summary is not rewritten).
+  expired episodes from the others; a compaction summary folded from an episode the sweep
+  removes is dropped (emptied, with the record of what it covered), since only the
+  language model could rewrite it without what the episode said.
 
 A fact that rested on removed episodes keeps its value and its confidence (which ages as
 always, since its last confirmation): its own expiry and policy decide its fate, not its
@@ -38,6 +40,7 @@ from memmachine.config import RetentionPolicy, RetentionSettings
 from memmachine.errors import ConflictError
 from memmachine.memory.expiry import is_expired
 from memmachine.models import ProjectScope, Scope, StoreHealth
+from memmachine.pipeline.compaction import RESERVED_STATE_KEY, covered_ids
 from memmachine.ports import (
     Clock,
     EpisodeStore,
@@ -82,6 +85,8 @@ class RetentionReport(BaseModel):
     fact_versions_expired: int = 0
     #: Records of custom memory types erased because they expired.
     custom_records_expired: int = 0
+    #: Working-memory summaries dropped because they were folded from removed episodes.
+    working_summaries_dropped: int = 0
 
 
 class RetentionSweep:
@@ -332,19 +337,32 @@ class RetentionSweep:
                 if not is_expired(message.metadata, now)
                 and message.metadata.get("episode_id") not in removed
             ]
-            if len(live) == len(memory.messages):
+            # A summary folded from a removed episode would keep telling what it said.
+            stale = bool(memory.summary) and not removed.isdisjoint(covered_ids(memory.state))
+            if len(live) == len(memory.messages) and not stale:
                 continue
             try:
                 # Only if no write came in meanwhile; a later sweep retries otherwise.
                 await self._working.put(
                     session.scope,
                     messages=self._gate.messages(live),
+                    state=self._gate.state(_uncovered(memory.state) if stale else None),
+                    summary=self._gate.summary("" if stale else None),
                     expected_version=memory.version,
                     ttl_seconds=memory.ttl_seconds,
                 )
             except ConflictError:
                 continue
             report.working_messages_removed += len(memory.messages) - len(live)
+            report.working_summaries_dropped += stale
+
+
+def _uncovered(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with the record of what the (dropped) summary covered emptied."""
+    own = state.get(RESERVED_STATE_KEY)
+    own = dict(own) if isinstance(own, dict) else {}
+    own["summary_covers"] = []
+    return {**state, RESERVED_STATE_KEY: own}
 
 
 def _merged(

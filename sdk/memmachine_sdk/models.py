@@ -829,6 +829,8 @@ class RetentionReportOut(_Model):
     fact_versions_expired: int = 0
     #: Records of custom memory types erased because they expired.
     custom_records_expired: int = 0
+    #: Working-memory summaries dropped because they were folded from removed episodes.
+    working_summaries_dropped: int = 0
 
 
 class RetentionPolicyOut(_Model):

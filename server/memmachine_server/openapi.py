@@ -409,6 +409,7 @@ _SWEEP: dict[str, Any] = {
     "fact_sources_expired": 4,
     "fact_versions_expired": 1,
     "custom_records_expired": 0,
+    "working_summaries_dropped": 1,
 }
 _RETENTION: dict[str, Any] = {
     "sweep_interval_seconds": 60,

@@ -2061,6 +2061,11 @@ export interface components {
              * @default 0
              */
             custom_records_expired: number;
+            /**
+             * Working Summaries Dropped
+             * @default 0
+             */
+            working_summaries_dropped: number;
         };
         /** RetentionResponse */
         RetentionResponse: {
@@ -8853,7 +8858,8 @@ export interface operations {
                      *         "working_messages_removed": 3,
                      *         "fact_sources_expired": 4,
                      *         "fact_versions_expired": 1,
-                     *         "custom_records_expired": 0
+                     *         "custom_records_expired": 0,
+                     *         "working_summaries_dropped": 1
                      *       }
                      *     }
                      */
@@ -9011,7 +9017,8 @@ export interface operations {
                      *         "working_messages_removed": 3,
                      *         "fact_sources_expired": 4,
                      *         "fact_versions_expired": 1,
-                     *         "custom_records_expired": 0
+                     *         "custom_records_expired": 0,
+                     *         "working_summaries_dropped": 1
                      *       }
                      *     }
                      */
@@ -9173,7 +9180,8 @@ export interface operations {
                      *       "working_messages_removed": 3,
                      *       "fact_sources_expired": 4,
                      *       "fact_versions_expired": 1,
-                     *       "custom_records_expired": 0
+                     *       "custom_records_expired": 0,
+                     *       "working_summaries_dropped": 1
                      *     }
                      */
                     "application/json": components["schemas"]["RetentionReportOut"];
