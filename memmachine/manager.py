@@ -154,7 +154,7 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         )
         self.retention = RetentionSweep(
             episodes, profile, working, retention, clock, self.gate, retention_policies
-        ).erasing(self.memory_types)
+        ).erasing(self.memory_types, jobs)
         self.procedural_service = ProceduralMemory(
             procedures, self.gate, embedder, scheduler=self.scheduler
         )

@@ -43,6 +43,9 @@ class RetentionPolicy(BaseModel):
     facts_max_age_days: dict[str, float] = Field(default_factory=dict)
     #: Working-memory sessions not written for this long are removed.
     working_max_age_days: float | None = Field(default=None, gt=0)
+    #: Done and dead background jobs (records and payloads) not updated for this long are
+    #: removed; queued and running ones stay.
+    jobs_max_age_days: float | None = Field(default=None, gt=0)
 
     def specificity(self, scope: Scope) -> int:
         """How closely this policy matches ``scope`` (-1: not at all)."""
@@ -69,6 +72,11 @@ class RetentionPolicy(BaseModel):
     @property
     def working_max_age_seconds(self) -> float | None:
         days = self.working_max_age_days
+        return None if days is None else days * DAY
+
+    @property
+    def jobs_max_age_seconds(self) -> float | None:
+        days = self.jobs_max_age_days
         return None if days is None else days * DAY
 
 

@@ -44,6 +44,7 @@ from memmachine.pipeline.compaction import RESERVED_STATE_KEY, covered_ids
 from memmachine.ports import (
     Clock,
     EpisodeStore,
+    JobQueue,
     ProfileStore,
     RetentionPolicyStore,
     SystemClock,
@@ -87,6 +88,8 @@ class RetentionReport(BaseModel):
     custom_records_expired: int = 0
     #: Working-memory summaries dropped because they were folded from removed episodes.
     working_summaries_dropped: int = 0
+    #: Done and dead jobs removed by a ``jobs_max_age_days`` policy.
+    jobs_removed: int = 0
 
 
 class RetentionSweep:
@@ -114,15 +117,16 @@ class RetentionSweep:
         self._stored = policies
         #: The custom memory types whose expired records the sweep erases.
         self.custom: ExpiringRecords | None = None
+        self._jobs: JobQueue | None = None
         self.clock: Clock = clock or SystemClock()
         self.last: RetentionReport | None = None
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
-    def erasing(self, custom: ExpiringRecords) -> RetentionSweep:
+    def erasing(self, custom: ExpiringRecords, jobs: JobQueue | None) -> RetentionSweep:
         """This sweep, also erasing the expired records of ``custom`` (the custom memory
-        types) at every run."""
-        self.custom = custom
+        types) and the jobs of ``jobs`` older than their policy at every run."""
+        self.custom, self._jobs = custom, jobs
         return self
 
     # ------------------------------------------------------------------ lifecycle
@@ -201,6 +205,9 @@ class RetentionSweep:
                         user, self.clock.now()
                     )
                     await self._working_of(user, removed, report)
+                    limit = self._age_limit(user, "jobs")
+                    if self._jobs is not None and limit is not None:
+                        report.jobs_removed += await self._jobs.purge_finished(user, limit)
             if self.custom is not None:
                 report.custom_records_expired = await self.custom.purge_expired()
             report.finished_at = self.clock.now()
@@ -254,6 +261,7 @@ class RetentionSweep:
             "episodes": policy.episodes_max_age_seconds,
             "facts": policy.fact_max_age_seconds(tag),
             "working": policy.working_max_age_seconds,
+            "jobs": policy.jobs_max_age_seconds,
         }[kind]
         return None if seconds is None else self.clock.now() - timedelta(seconds=seconds)
 

@@ -805,6 +805,8 @@ class RetentionPolicyIn(_Request):
     #: Per tag; ``"*"`` = any tag.
     facts_max_age_days: dict[str, float] = Field(default_factory=dict)
     working_max_age_days: float | None = Field(default=None, gt=0)
+    #: Done and dead jobs (records and payloads) older than this are removed.
+    jobs_max_age_days: float | None = Field(default=None, gt=0)
 
 
 class RetentionPoliciesRequest(_Request):
@@ -831,6 +833,8 @@ class RetentionReportOut(_Model):
     custom_records_expired: int = 0
     #: Working-memory summaries dropped because they were folded from removed episodes.
     working_summaries_dropped: int = 0
+    #: Done and dead jobs removed by a ``jobs_max_age_days`` policy.
+    jobs_removed: int = 0
 
 
 class RetentionPolicyOut(_Model):
@@ -843,6 +847,7 @@ class RetentionPolicyOut(_Model):
     episodes_max_age_days: float | None = None
     facts_max_age_days: dict[str, float] = Field(default_factory=dict)
     working_max_age_days: float | None = None
+    jobs_max_age_days: float | None = None
 
 
 class RetentionResponse(_Model):

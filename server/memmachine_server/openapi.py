@@ -410,6 +410,7 @@ _SWEEP: dict[str, Any] = {
     "fact_versions_expired": 1,
     "custom_records_expired": 0,
     "working_summaries_dropped": 1,
+    "jobs_removed": 12,
 }
 _RETENTION: dict[str, Any] = {
     "sweep_interval_seconds": 60,
@@ -422,6 +423,7 @@ _RETENTION: dict[str, Any] = {
             "episodes_max_age_days": 90,
             "facts_max_age_days": {},
             "working_max_age_days": None,
+            "jobs_max_age_days": 30,
         }
     ],
     "last_sweep": _SWEEP,

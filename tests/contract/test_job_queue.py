@@ -588,3 +588,22 @@ async def test_start_moves_a_queue_of_the_untagged_layout(
     finally:
         drop_redis_keys(redis_service_url, f"*{prefix}*")
         await raw.aclose()
+
+
+async def test_purge_finished_removes_the_users_old_done_and_dead_jobs_only(
+    queue: RedisJobQueue,
+) -> None:
+    done, dead = await _done(queue, ALICE, "old-done"), await _dead(queue, ALICE, "old-dead")
+    bobs = await _done(queue, BOB, "old-done")
+    queued = await queue.enqueue(ALICE, "later", {"note": "waiting"}, idempotency_key="q")
+    # Nothing finished before a moment in the past.
+    assert await queue.purge_finished(ALICE, done.created_at - timedelta(days=1)) == 0
+
+    later = utc_now() + timedelta(seconds=5)
+    assert await queue.purge_finished(MALLORY, later) == 0
+    assert await queue.purge_finished(ALICE, later) == 2
+    assert await queue.get(ALICE, done.id) is None
+    assert await queue.get(ALICE, dead.id) is None
+    assert await queue.get(ALICE, queued.id) is not None
+    assert await queue.get(BOB, bobs.id) is not None
+    assert (await queue.stats()).dead == 0

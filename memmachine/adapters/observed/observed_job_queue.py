@@ -4,6 +4,7 @@ whoever enqueues a job kept with it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from memmachine.adapters.observed.observed import Observed
@@ -84,6 +85,10 @@ class ObservedJobQueue(Observed[JobQueue]):
     async def purge_dead(self, scope: Scope, job_id: str | None = None) -> int:
         with self._call("purge_dead"):
             return await self._inner.purge_dead(scope, job_id)
+
+    async def purge_finished(self, scope: Scope, before: datetime) -> int:
+        with self._call("purge_finished"):
+            return await self._inner.purge_finished(scope, before)
 
     async def stats(self) -> JobQueueStats:
         with self._call("stats", span=False):

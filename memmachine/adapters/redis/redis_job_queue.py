@@ -335,6 +335,26 @@ return {#dead}
 """
 )
 
+# ARGV[2] = owner key, [3] = a time (ms), [4] = most jobs examined per status. Deletes the
+# owner's done and dead jobs last updated before that time; {n} = how many.
+_PURGE_OLD = (
+    _COMMON
+    + """
+local owner, before, most = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local removed = 0
+for _, status in ipairs({'done', 'dead'}) do
+  for _, id in ipairs(redis.call('ZRANGE', owner .. ':' .. status, 0, most - 1)) do
+    local updated = tonumber(redis.call('HGET', job_key(id), 'updated') or '0')
+    if updated < before then
+      forget(id)
+      removed = removed + 1
+    end
+  end
+end
+return {removed}
+"""
+)
+
 # Counts for stats(): {queued (every kind), running, dead}.
 _STATS = (
     _COMMON
@@ -455,6 +475,7 @@ class RedisJobQueue(Lifecycle):
                 ("fail", _FAIL),
                 ("replay", _REPLAY),
                 ("purge", _PURGE),
+                ("purge_old", _PURGE_OLD),
                 ("stats", _STATS),
                 ("index_dead", _INDEX_DEAD),
             )
@@ -668,6 +689,16 @@ class RedisJobQueue(Lifecycle):
             purged += int(reply[0])
             if int(reply[0]) < _PURGE_BATCH:
                 return purged
+
+    async def purge_finished(self, scope: Scope, before: datetime) -> int:
+        """Delete the user's done and dead jobs (payloads with them) last updated before
+        ``before``; how many. Each call of the script examines at most
+        :data:`_PURGE_BATCH` jobs per status."""
+        owner = self._owner(scope)
+        cutoff = str(int(before.timestamp() * 1000))
+        with _translate("purge finished jobs", write=True):
+            reply = await self._run("purge_old", [self._base, owner, cutoff, str(_PURGE_BATCH)])
+        return int(reply[0])
 
     async def stats(self) -> JobQueueStats:
         """Queued, running and dead jobs over every user (counters only)."""

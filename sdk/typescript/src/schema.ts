@@ -1997,6 +1997,8 @@ export interface components {
             };
             /** Working Max Age Days */
             working_max_age_days?: number | null;
+            /** Jobs Max Age Days */
+            jobs_max_age_days?: number | null;
         };
         /**
          * RetentionPolicyOut
@@ -2019,6 +2021,8 @@ export interface components {
             };
             /** Working Max Age Days */
             working_max_age_days: number | null;
+            /** Jobs Max Age Days */
+            jobs_max_age_days: number | null;
         };
         /**
          * RetentionReportOut
@@ -2066,6 +2070,11 @@ export interface components {
              * @default 0
              */
             working_summaries_dropped: number;
+            /**
+             * Jobs Removed
+             * @default 0
+             */
+            jobs_removed: number;
         };
         /** RetentionResponse */
         RetentionResponse: {
@@ -8843,7 +8852,8 @@ export interface operations {
                      *           "agent_id": null,
                      *           "episodes_max_age_days": 90,
                      *           "facts_max_age_days": {},
-                     *           "working_max_age_days": null
+                     *           "working_max_age_days": null,
+                     *           "jobs_max_age_days": 30
                      *         }
                      *       ],
                      *       "last_sweep": {
@@ -8859,7 +8869,8 @@ export interface operations {
                      *         "fact_sources_expired": 4,
                      *         "fact_versions_expired": 1,
                      *         "custom_records_expired": 0,
-                     *         "working_summaries_dropped": 1
+                     *         "working_summaries_dropped": 1,
+                     *         "jobs_removed": 12
                      *       }
                      *     }
                      */
@@ -8976,7 +8987,8 @@ export interface operations {
                  *           "agent_id": null,
                  *           "episodes_max_age_days": 90,
                  *           "facts_max_age_days": {},
-                 *           "working_max_age_days": null
+                 *           "working_max_age_days": null,
+                 *           "jobs_max_age_days": 30
                  *         }
                  *       ]
                  *     }
@@ -9002,7 +9014,8 @@ export interface operations {
                      *           "agent_id": null,
                      *           "episodes_max_age_days": 90,
                      *           "facts_max_age_days": {},
-                     *           "working_max_age_days": null
+                     *           "working_max_age_days": null,
+                     *           "jobs_max_age_days": 30
                      *         }
                      *       ],
                      *       "last_sweep": {
@@ -9018,7 +9031,8 @@ export interface operations {
                      *         "fact_sources_expired": 4,
                      *         "fact_versions_expired": 1,
                      *         "custom_records_expired": 0,
-                     *         "working_summaries_dropped": 1
+                     *         "working_summaries_dropped": 1,
+                     *         "jobs_removed": 12
                      *       }
                      *     }
                      */
@@ -9181,7 +9195,8 @@ export interface operations {
                      *       "fact_sources_expired": 4,
                      *       "fact_versions_expired": 1,
                      *       "custom_records_expired": 0,
-                     *       "working_summaries_dropped": 1
+                     *       "working_summaries_dropped": 1,
+                     *       "jobs_removed": 12
                      *     }
                      */
                     "application/json": components["schemas"]["RetentionReportOut"];

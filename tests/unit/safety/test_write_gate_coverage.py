@@ -132,6 +132,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "get",
         "list_jobs",
         "purge_dead",
+        "purge_finished",
         "replay",
         "stats",
     },
