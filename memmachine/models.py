@@ -52,6 +52,7 @@ __all__ = [
     "WorkingMemory",
     "WorkingMessage",
     "checked_vector",
+    "expiry_of",
     "utc_now",
 ]
 
@@ -559,3 +560,15 @@ class HealthReport(BaseModel):
     llm: LlmStatus = Field(
         default_factory=lambda: LlmStatus(enabled=False, reason="no LLM configured")
     )
+
+
+def expiry_of(metadata: dict[str, Any] | None) -> datetime | None:
+    """When a memory with this metadata expires: its ``metadata["expires_at"]`` (ISO 8601),
+    ``None`` when absent or not a timestamp (see :mod:`memmachine.memory.expiry`)."""
+    value = (metadata or {}).get("expires_at")
+    if not isinstance(value, str):
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(value))
+    except ValueError:
+        return None

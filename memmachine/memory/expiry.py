@@ -23,6 +23,7 @@ from memmachine.models import (
     FactVersion,
     JsonDict,
     as_utc,
+    expiry_of,
 )
 
 __all__ = [
@@ -105,17 +106,6 @@ def kept_expiry(asked: Sequence[EpisodeRecord | FactRecord], gated: list[R]) -> 
                 "the expiry did not survive redaction", f"records.{index}.{EXPIRES_AT}"
             )
     return gated
-
-
-def expiry_of(metadata: dict[str, Any]) -> datetime | None:
-    """When a memory with this metadata expires (``None``: never)."""
-    value = metadata.get(EXPIRES_AT)
-    if not isinstance(value, str):
-        return None
-    try:
-        return as_utc(datetime.fromisoformat(value))
-    except ValueError:
-        return None
 
 
 def is_expired(metadata: dict[str, Any], now: datetime) -> bool:

@@ -30,8 +30,9 @@ holding real memories with other embedding settings.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -45,7 +46,7 @@ from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStor
 from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
 from memmachine.models import Episode, ProjectScope, Scope, UserActivity
 from memmachine.ports import EpisodeStore
-from tests.conftest import Neo4jTarget
+from tests.conftest import Neo4jTarget, temporary_postgres_database
 
 #: Vector size used by the suite's stores.
 DIMENSIONS = 4
@@ -312,3 +313,18 @@ async def check_project_listing(list_projects: ListProjects, token: str) -> None
     assert paged == everything
     assert [p for p in await list_projects(after=mine[1], limit=10_000) if p in mine] == mine[2:]
     assert await list_projects(limit=0) == []
+
+
+# ---------------------------------------------------------------------- SQL stores
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def key_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The profile database of the stores beside the profile store (keys, retention
+    policies): a fresh SQLite file or a PostgreSQL database of the test's own."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'fresh' / 'profile.db'}"
+    else:
+        admin_url = str(request.getfixturevalue("postgres_admin_url"))
+        with temporary_postgres_database(admin_url) as url:
+            yield url

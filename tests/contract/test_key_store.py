@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -14,17 +13,6 @@ from memmachine.auth import IssuedKey, issue_key, secret_matches
 from memmachine.errors import ConflictError, NotFoundError
 from memmachine.models import FactRecord, Scope, utc_now
 from memmachine.ports import KeyStore
-from tests.conftest import temporary_postgres_database
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def key_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'fresh' / 'profile.db'}"
-    else:
-        admin_url = str(request.getfixturevalue("postgres_admin_url"))
-        with temporary_postgres_database(admin_url) as url:
-            yield url
 
 
 @pytest.fixture

@@ -3,14 +3,12 @@ and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 
 from memmachine.adapters.sql.sql_retention_policy_store import SqlRetentionPolicyStore
 from memmachine.ports import RetentionPolicyStore
-from tests.conftest import temporary_postgres_database
 
 ACME = [
     {"tenant": "acme", "episodes_max_age_days": 90},
@@ -18,19 +16,9 @@ ACME = [
 ]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def policy_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'fresh' / 'profile.db'}"
-    else:
-        admin_url = str(request.getfixturevalue("postgres_admin_url"))
-        with temporary_postgres_database(admin_url) as url:
-            yield url
-
-
 @pytest.fixture
-async def store(policy_store_url: str) -> AsyncIterator[RetentionPolicyStore]:
-    async with SqlRetentionPolicyStore(policy_store_url) as opened:
+async def store(key_store_url: str) -> AsyncIterator[RetentionPolicyStore]:
+    async with SqlRetentionPolicyStore(key_store_url) as opened:
         assert isinstance(opened, RetentionPolicyStore)
         yield opened
 
@@ -55,9 +43,9 @@ async def test_put_replaces_one_tenant_in_order_and_keeps_an_empty_list(
     assert found["globex"] == []
 
 
-async def test_policies_survive_a_restart(policy_store_url: str) -> None:
-    async with SqlRetentionPolicyStore(policy_store_url) as first:
+async def test_policies_survive_a_restart(key_store_url: str) -> None:
+    async with SqlRetentionPolicyStore(key_store_url) as first:
         await first.put_policies("acme", ACME)
-    async with SqlRetentionPolicyStore(policy_store_url) as second:
+    async with SqlRetentionPolicyStore(key_store_url) as second:
         assert await second.all_policies() == {"acme": ACME}
         assert (await second.health()).status == "ok"

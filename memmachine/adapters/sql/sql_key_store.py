@@ -13,18 +13,16 @@ first, then by id.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memmachine.adapters.sql.sql_engine import describe_sql_error
-from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore
+from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore, translated
 from memmachine.adapters.sql.sql_models import ApiKeyRow
 from memmachine.auth import ApiKey, Permission, StoredKey
-from memmachine.errors import ConflictError, MemMachineError, NotFoundError, StoreError
+from memmachine.errors import ConflictError, NotFoundError
 from memmachine.models import utc_now
 
 __all__ = ["SqlKeyStore"]
@@ -136,14 +134,5 @@ def _to_key(row: ApiKeyRow) -> ApiKey:
     )
 
 
-@contextmanager
-def _translate(action: str) -> Iterator[None]:
-    """SQLAlchemy errors become :class:`StoreError`; ours and integrity errors pass."""
-    try:
-        yield
-    except (MemMachineError, IntegrityError):
-        raise
-    except SQLAlchemyError as exc:
-        raise StoreError(
-            f"key store could not {action}: {describe_sql_error(exc)}", store=_STORE
-        ) from exc
+def _translate(action: str) -> AbstractContextManager[None]:
+    return translated("key store", _STORE, action)

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from memmachine.adapters.health import health_of
 from memmachine.adapters.sql.migrations import upgrade_schema
 from memmachine.adapters.sql.sql_engine import SqlDatabase, describe_sql_error
+from memmachine.errors import MemMachineError, StoreError
 from memmachine.models import StoreHealth
 from memmachine.ports import Lifecycle
 
-__all__ = ["SqlMigratedStore"]
+__all__ = ["SqlMigratedStore", "translated"]
 
 _HEALTH_TIMEOUT_SECONDS = 5.0
 
@@ -55,3 +59,17 @@ class SqlMigratedStore(Lifecycle):
             return health_of(self, "down", detail=describe_sql_error(exc))
         latency = (time.perf_counter() - started) * 1000
         return health_of(self, "ok", detail=engine.dialect.name, latency_ms=latency)
+
+
+@contextmanager
+def translated(label: str, store: str, action: str) -> Iterator[None]:
+    """SQLAlchemy errors become a :class:`StoreError` naming ``store`` ("<label> could not
+    <action>: ..."); ours and integrity errors (which callers turn into conflicts) pass."""
+    try:
+        yield
+    except (MemMachineError, IntegrityError):
+        raise
+    except SQLAlchemyError as exc:
+        raise StoreError(
+            f"{label} could not {action}: {describe_sql_error(exc)}", store=store
+        ) from exc

@@ -114,6 +114,7 @@ from memmachine.models import (
     StoreHealth,
     UserActivity,
     as_utc,
+    expiry_of,
     utc_now,
 )
 from memmachine.ports import Lifecycle, page_of_projects
@@ -762,7 +763,7 @@ def _history_row(row: ProfileFactRow, reason: str, now: datetime) -> ProfileFact
         valid_to=now,
         reason=reason,
         recorded_at=now,
-        expires_at=_expiry(row.meta),
+        expires_at=expiry_of(row.meta),
     )
 
 
@@ -781,18 +782,6 @@ def _marked(sources: list[str], gone: set[str]) -> list[str]:
     if len(kept) == len(sources) or EXPIRED_SOURCE in kept:
         return kept
     return [*kept, EXPIRED_SOURCE]
-
-
-def _expiry(metadata: dict[str, Any] | None) -> datetime | None:
-    """The ``expires_at`` of a fact's metadata (ISO 8601), ``None`` when absent or not a
-    timestamp (the services write it; see :mod:`memmachine.memory.expiry`)."""
-    value = (metadata or {}).get("expires_at")
-    if not isinstance(value, str):
-        return None
-    try:
-        return as_utc(datetime.fromisoformat(value))
-    except ValueError:
-        return None
 
 
 def _stamp(row: Any, times: FactTimes, fields: Sequence[str]) -> None:

@@ -7,16 +7,14 @@ shared :class:`~memmachine.adapters.sql.sql_migrated_store.SqlMigratedStore`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 
-from memmachine.adapters.sql.sql_engine import describe_sql_error
-from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore
+from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore, translated
 from memmachine.adapters.sql.sql_models import RetentionPolicyRow
-from memmachine.errors import MemMachineError, StoreError
 from memmachine.models import JsonDict, utc_now
 
 __all__ = ["SqlRetentionPolicyStore"]
@@ -63,15 +61,5 @@ class SqlRetentionPolicyStore(SqlMigratedStore):
         return {row.tenant: list(row.policies) for row in rows}
 
 
-@contextmanager
-def _translate(action: str) -> Iterator[None]:
-    """SQLAlchemy errors become :class:`StoreError`; ours and integrity errors pass."""
-    try:
-        yield
-    except (MemMachineError, IntegrityError):
-        raise
-    except SQLAlchemyError as exc:
-        raise StoreError(
-            f"retention policy store could not {action}: {describe_sql_error(exc)}",
-            store=_STORE,
-        ) from exc
+def _translate(action: str) -> AbstractContextManager[None]:
+    return translated("retention policy store", _STORE, action)
