@@ -230,6 +230,14 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         await self.episodic_service.delete(scope, episode_id)
         return await self.profile_service.detach_episodes(scope.user_scope(), [episode_id])
 
+    async def embed_query(self, query: str) -> list[float] | None:
+        """The vector of a valid ``query`` for several searches to share (a memory prompt
+        searches memories and procedures); ``None`` when no embedder is configured."""
+        check_query(self.limits, query, 1)
+        if self.embedder is None:
+            return None
+        return await self.episodic_service.embed_query(query)
+
     async def search(
         self,
         scope: Scope,
@@ -240,13 +248,19 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         expand_context: int = 0,
         working_last_n: int = 20,
         stages: StageControl | None = None,
+        query_vector: Sequence[float] | None = None,
     ) -> SearchResult:
-        """Search every requested memory type at once with one query embedding; ``stages``
-        controls the episodic search's stages (see :meth:`EpisodicService.search`)."""
+        """Search every requested memory type at once with one query embedding (``query_vector``
+        when the caller has it from :meth:`embed_query`); ``stages`` controls the episodic
+        search's stages (see :meth:`EpisodicService.search`)."""
         check_query(self.limits, query, top_k)
         wanted, result = set(types), SearchResult()
-        vector = None
-        if self.embedder is not None and wanted & {MemoryType.EPISODIC, MemoryType.PROFILE}:
+        vector = list(query_vector) if query_vector is not None else None
+        if (
+            vector is None
+            and self.embedder is not None
+            and wanted & {MemoryType.EPISODIC, MemoryType.PROFILE}
+        ):
             vector = await self.episodic_service.embed_query(query, stages)
 
         async def episodic() -> None:

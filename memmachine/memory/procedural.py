@@ -217,13 +217,24 @@ class ProceduralMemory:
             query_vector = (await self.embedder.embed([query]))[0]
         return await self._store.search(app, query, query_vector, top_k)
 
-    async def for_prompt(self, scope: Scope, query: str, top_k: int = 3) -> list[Procedure]:
-        """The application's procedures for the task ``query`` describes, best first, for
-        a memory prompt: none when procedural memory is off or the query is unusable."""
+    async def for_prompt(
+        self,
+        scope: Scope,
+        query: str,
+        top_k: int = 3,
+        *,
+        query_vector: Sequence[float] | None = None,
+    ) -> list[Procedure]:
+        """The application's procedures for the task ``query`` (whose vector the caller may
+        have already) describes, best first, for a memory prompt: none when procedural memory
+        is off or the query is unusable."""
         if self.store_or_none is None or not query.strip():
             return []
         found = await self.search(
-            AppScope.of(scope), query[: self._gate.limits.max_message_chars], top_k=top_k
+            AppScope.of(scope),
+            query[: self._gate.limits.max_message_chars],
+            top_k=top_k,
+            query_vector=query_vector,
         )
         return [procedure for procedure, _ in found]
 
