@@ -281,11 +281,11 @@ async def build_memory_prompt(
     ]
 
     kept = _keep(budget, evidence, found.profile, facts, turns, summary, procedures)
+    fact_count = len({f.id for f in facts} | {h.fact.id for h in found.profile})
     while True:
         prompt = _assemble(format, query, kept, max_tokens, counter.name)
         prompt.dropped = {
-            "facts": len({f.id for f in facts} | {h.fact.id for h in found.profile})
-            - len(kept.facts),
+            "facts": fact_count - len(kept.facts),
             "episodes": len(evidence) - len(kept.episodes) - _as_turns(evidence, kept),
             "summary": int(bool(summary) and not kept.summary),
             "messages": len(turns) - len(kept.turns),
