@@ -5,13 +5,11 @@ test in a bucket of its own."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from memmachine.adapters.file.file_blob_store import FileBlobStore
@@ -19,6 +17,7 @@ from memmachine.adapters.s3.s3_blob_store import S3BlobStore
 from memmachine.errors import ConfigurationError, NotFoundError, StoreUnavailableError
 from memmachine.models import Scope
 from memmachine.ports import BlobStore
+from tests.s3 import REGION, S3_KEYS, all_keys, new_bucket, s3_client
 from tests.services import MotoServer
 
 ANA = Scope(user_id="ana", session_id="s1")
@@ -27,28 +26,10 @@ OTHER_TENANT = Scope(tenant="acme", user_id="ana", session_id="s1")
 DATA = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 700  # a few chunks' worth
 
 
-#: moto takes any key; a real service is given its own through MEMMACHINE_TEST_S3_URL's
-#: standard AWS chain instead.
-S3_KEYS = {"access_key_id": "test-key", "secret_access_key": "test-secret"}
-
-
-@functools.cache
-def s3_client(endpoint: str) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=S3_KEYS["access_key_id"],
-        aws_secret_access_key=S3_KEYS["secret_access_key"],
-    )
-
-
 @pytest.fixture
 def bucket(request: pytest.FixtureRequest, unique: str) -> str:
     """A new, empty bucket on the S3 endpoint, for this test only."""
-    name = f"blobs-{unique}".lower()[:63]
-    s3_client(request.getfixturevalue("s3_endpoint_url")).create_bucket(Bucket=name)
-    return name
+    return new_bucket(request.getfixturevalue("s3_endpoint_url"), unique)
 
 
 def s3_store(endpoint: str, bucket: str, **options: Any) -> S3BlobStore:
@@ -56,7 +37,7 @@ def s3_store(endpoint: str, bucket: str, **options: Any) -> S3BlobStore:
         bucket,
         "mm/blobs",
         endpoint_url=endpoint,
-        region="us-east-1",
+        region=REGION,
         path_style=True,
         timeout_seconds=2.0,
         setting=f"MEMMACHINE_BLOB_URL=s3://{bucket}/mm/blobs",
@@ -166,11 +147,6 @@ def test_file_blobs_leave_no_temporary_file_and_no_id_in_a_path(tmp_path: Path) 
     assert all(
         path.resolve().is_relative_to(tmp_path / "b") for path in (tmp_path / "b").rglob("*")
     )
-
-
-def all_keys(endpoint: str, bucket: str) -> list[str]:
-    pages = s3_client(endpoint).get_paginator("list_objects_v2").paginate(Bucket=bucket)
-    return [entry["Key"] for page in pages for entry in page.get("Contents", [])]
 
 
 async def test_s3_keys_hold_no_id_and_forget_empties_the_users_prefix(

@@ -181,8 +181,8 @@ class S3BlobStore(Lifecycle):
         return lock
 
     async def _call(self, method: str, **arguments: Any) -> Any:
-        if self._client is None:
-            raise StoreUnavailableError("the S3 blob store is not started", store=_STORE)
+        if self._client is None:  # used without start(): open the client, check nothing
+            self._client = await asyncio.to_thread(self._make_client)
         return await _in_thread(getattr(self._client, method), **arguments)
 
     async def put(self, scope: Scope, data: bytes, *, holder: str) -> BlobInfo:
