@@ -206,9 +206,9 @@ def _seconds(duration: str) -> float:
 def test_images_install_the_server_from_the_lock_and_use_the_entrypoint() -> None:
     cpu = (DOCKER / "Dockerfile").read_text()
     gpu = (DOCKER / "Dockerfile.gpu").read_text()
-    assert "uv sync --locked --no-dev --package memmachine-service\n" in cpu
+    assert "uv sync --locked --no-dev --package memmachine-service --extra s3\n" in cpu
     assert "--extra gpu" not in cpu
-    assert "uv sync --locked --no-dev --package memmachine-service --extra gpu" in gpu
+    assert "uv sync --locked --no-dev --package memmachine-service --extra gpu --extra s3" in gpu
     assert "nvidia/cuda:" in gpu
     for text in (cpu, gpu):
         # the packages' metadata names LICENSE (server/ and sdk/ link to it)

@@ -55,3 +55,13 @@ def test_half_a_key_pair_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError) as caught:
         build_blob_store(settings)
     assert "MEMMACHINE_BLOB_SECRET_ACCESS_KEY" in caught.value.message
+
+
+def test_the_compose_files_empty_blob_variables_keep_blobs_in_the_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docker/compose.yaml passes every ``MEMMACHINE_BLOB_*`` variable, empty when unset."""
+    for name in ("URL", "ENDPOINT_URL", "REGION", "ACCESS_KEY_ID", "SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(f"MEMMACHINE_BLOB_{name}", "")
+    monkeypatch.setenv("MEMMACHINE_BLOB_PATH_STYLE", "false")
+    assert isinstance(build_blob_store(Settings(data_dir=tmp_path)), FileBlobStore)
