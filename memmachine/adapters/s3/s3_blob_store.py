@@ -109,11 +109,17 @@ class S3BlobStore(Lifecycle):
             "aws_secret_access_key": secret_access_key,
             "region_name": region,
         }
+        # Other services than AWS's may refuse the checksum headers botocore sends by
+        # default since 1.36 (Backblaze, older MinIO...): send them only when the operation
+        # requires one.
+        checksums = "when_required" if endpoint_url else "when_supported"
         self._config = Config(
             s3={"addressing_style": "path" if path_style else "auto"},
             connect_timeout=timeout_seconds,
             read_timeout=timeout_seconds,
             retries={"max_attempts": 3, "mode": "standard"},
+            request_checksum_calculation=checksums,
+            response_checksum_validation=checksums,
         )
         self._client: Any = None
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
