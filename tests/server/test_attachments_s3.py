@@ -11,13 +11,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memmachine.config import BlobSettings
-from memmachine.errors import ConfigurationError
+from memmachine.errors import ConfigurationError, StoreUnavailableError
 from memmachine_server.app import create_app
 from tests.s3 import REGION, S3_KEYS, all_keys, new_bucket
 from tests.server.conftest import LOCAL, AppFactory, make_settings
 from tests.server.test_attachments import PNG, add, data_uri, files_under
 from tests.server.test_bad_input import error_of
-from tests.services import MotoServer
+from tests.services import MotoServer, free_port
 
 
 def blob_settings(endpoint: str, bucket: str) -> BlobSettings:
@@ -112,3 +112,19 @@ def test_a_missing_bucket_stops_the_server_naming_the_setting(
         pass
     assert "MEMMACHINE_BLOB_URL=s3://no-such-bucket/memmachine/blobs" in caught.value.message
     assert "does not exist" in caught.value.message
+
+
+def test_an_endpoint_down_at_startup_stops_the_server_naming_the_blob_store(
+    tmp_path: Path,
+) -> None:
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    settings = make_settings(
+        tmp_path / "data", blob=blob_settings(endpoint, "blobs"), startup_timeout_seconds=0
+    )
+    with (
+        pytest.raises(StoreUnavailableError) as caught,
+        TestClient(create_app(settings), base_url=LOCAL),
+    ):
+        pass
+    assert f"blob store at s3://blobs/memmachine/blobs at {endpoint}" in caught.value.message
+    assert S3_KEYS["secret_access_key"] not in caught.value.message
