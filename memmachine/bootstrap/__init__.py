@@ -16,7 +16,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from memmachine.bootstrap.attachments import attach_blob_store, build_attachments
+from memmachine.bootstrap.attachments import (
+    attach_blob_store,
+    build_attachments,
+    build_blob_store,
+)
 from memmachine.bootstrap.observability import (
     StoreParts,
     build_rate_limiter,
@@ -64,6 +68,7 @@ __all__ = [
     "REDIS_SCHEMES",
     "attach_blob_store",
     "build_attachments",
+    "build_blob_store",
     "build_key_store",
     "build_language_model",
     "build_manager",
@@ -137,6 +142,9 @@ def _wire(
         # Only a store left unset needs the embedded server.
         embedded = EmbeddedFalkorDBServer(settings.data_dir.expanduser().resolve())
         resources.append(embedded)
+    # a resource, so startup checks the bucket and retries an endpoint not reachable yet
+    blobs = build_blob_store(settings)
+    resources.append(blobs)
 
     parts = observed(
         telemetry,
@@ -197,7 +205,7 @@ def _wire(
         stage_observer=telemetry,
         idempotent=idempotent,
     )
-    attach_blob_store(settings, manager)
+    manager.episodic_service.blobs = blobs
     if telemetry is not None:
         telemetry.instrument_operations(manager)
     return manager

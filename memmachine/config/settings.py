@@ -11,7 +11,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from memmachine.config.attachments import AttachmentSettings
+from memmachine.config.attachments import AttachmentSettings, BlobSettings
 from memmachine.config.retention import RetentionSettings
 from memmachine.config.sections import (
     CompactionSettings,
@@ -123,6 +123,7 @@ class Settings(Section):
     tokenizer: TokenizerSettings = Field(default_factory=TokenizerSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
+    blob: BlobSettings = Field(default_factory=BlobSettings)
 
     #: Custom memory types to serve (:mod:`memmachine.memory_types`), besides those of the
     #: ``memmachine.memory_types`` entry points: ``module:Class`` references, a JSON list or
@@ -183,6 +184,7 @@ class Settings(Section):
             self.llm.api_key,
             self.jobs.password,
             self.metrics.key,
+            self.blob.secret_access_key,
         ):
             text = plain(secret)
             if text:
