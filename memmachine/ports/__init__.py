@@ -53,10 +53,12 @@ from memmachine.ports.jobs import Job, JobQueue, JobQueueStats, JobStatus
 from memmachine.ports.state import (
     STATE_NAME_PATTERN,
     StateBackend,
+    StateRecord,
     StoredState,
     check_expected_revision,
     record_key,
     scope_fields,
+    sorted_records,
     stale_revision,
 )
 from memmachine.ports.stores import (
@@ -95,6 +97,7 @@ __all__ = [
     "SpanEmbedder",
     "SpanSet",
     "StateBackend",
+    "StateRecord",
     "StoredState",
     "SystemClock",
     "TokenCounter",
@@ -102,5 +105,6 @@ __all__ = [
     "check_expected_revision",
     "record_key",
     "scope_fields",
+    "sorted_records",
     "stale_revision",
 ]

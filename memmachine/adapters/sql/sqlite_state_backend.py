@@ -21,7 +21,14 @@ import aiosqlite
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError, StoreUnavailableError
 from memmachine.models import Scope, utc_now
-from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
+from memmachine.ports import (
+    StateRecord,
+    StoredState,
+    record_key,
+    scope_fields,
+    sorted_records,
+    stale_revision,
+)
 
 __all__ = ["SQLiteStateBackend"]
 
@@ -65,6 +72,10 @@ _UPDATE = (
 _DELETE = (
     "DELETE FROM agent_state WHERE tenant = ? AND org_id = ? AND project_id = ? AND"
     " user_id = ? AND agent_id = ? AND session_id = ? AND group_id = ? AND name = ?"
+)
+_LIST_USER = (
+    "SELECT agent_id, session_id, group_id, name, revision, envelope FROM agent_state"
+    " WHERE tenant = ? AND org_id = ? AND project_id = ? AND user_id = ?"
 )
 _DELETE_USER = (
     "DELETE FROM agent_state WHERE tenant = ? AND org_id = ? AND project_id = ? AND user_id = ?"
@@ -167,6 +178,31 @@ class SQLiteStateBackend(JsonStateBackend):
 
     async def delete_user(self, scope: Scope) -> int:
         return await self._delete(_DELETE_USER, scope_fields(scope)[:4])
+
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        user = scope.user_scope()
+        db = self._conn()
+        async with self._lock:
+            try:
+                async with db.execute(_LIST_USER, scope_fields(user)[:4]) as cursor:
+                    rows = await cursor.fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"listing state failed: {_describe(exc)}", _STORE) from exc
+        found: list[StateRecord] = []
+        for agent_id, session_id, group_id, name, revision, text in rows:
+            owner = user.model_copy(
+                update={
+                    "agent_id": agent_id or None,
+                    "session_id": session_id or None,
+                    "group_id": group_id or None,
+                }
+            )
+            try:
+                envelope = json.loads(text)
+            except ValueError as exc:
+                raise StoreError(f"the stored {name} state is not JSON", _STORE) from exc
+            found.append(StateRecord(owner, name, envelope, int(revision)))
+        return sorted_records(found)
 
     async def _delete(self, sql: str, parameters: tuple[str, ...]) -> int:
         db = self._conn()
