@@ -4,6 +4,7 @@ replay and nothing stored when a document is refused."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import AsyncIterator
@@ -26,6 +27,8 @@ from memmachine.portability import (
 )
 
 START = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
+#: The SHA-256 of b"hello" (base64 "aGVsbG8=").
+HELLO = hashlib.sha256(b"hello").hexdigest()
 
 
 def minimal() -> dict[str, Any]:
@@ -68,7 +71,7 @@ def test_a_valid_document_parses_with_aware_times() -> None:
     ("change", "path"),
     [
         (lambda d: d.update(format="something-else"), "$.format"),
-        (lambda d: d.update(version=3), "$.version"),
+        (lambda d: d.update(version=4), "$.version"),
         (lambda d: d.update(version="one"), "$.version"),
         (lambda d: d.pop("scope"), "$.scope"),
         (lambda d: d["scope"].update(user_id="not valid!"), "$.scope.user_id"),
@@ -232,6 +235,41 @@ async def test_a_document_the_manager_would_refuse_stores_nothing(
     assert await manager.list_episodes(target) == ([], 0)
 
 
+@pytest.mark.parametrize(
+    ("section", "path"),
+    [
+        (
+            {
+                "attachments": [
+                    {"sha256": "0" * 64, "size": 5, "holders": ["e1"], "data": "aGVsbG8="}
+                ]
+            },
+            "$.attachments[0].data",
+        ),
+        (
+            {"attachments": [{"sha256": HELLO, "size": 5, "holders": ["e9"], "data": "aGVsbG8="}]},
+            "$.attachments[0].holders[0]",
+        ),
+        (
+            {"attachments": [{"sha256": HELLO, "size": 5, "holders": ["e1"], "data": "*"}]},
+            "$.attachments[0].data",
+        ),
+        ({"custom_records": [{"type": "reading_list", "records": []}]}, "$.custom_records[0].type"),
+        ({"agent_state": [{"name": "Trip", "envelope": {"data": {}}}]}, "$.agent_state"),
+    ],
+)
+async def test_a_version_3_section_the_target_cannot_take_stores_nothing(
+    manager: MemoryManager, unique: str, section: dict[str, Any], path: str
+) -> None:
+    data = {**minimal(), "version": 3, **section}
+    target = Scope(tenant=f"t{unique}", user_id="ana")
+    with pytest.raises(DocumentError) as caught:
+        await import_document(manager, parse_document(data), target)
+    assert caught.value.path == path
+    assert await manager.list_episodes(target) == ([], 0)
+    assert await manager.list_facts(target) == []
+
+
 async def test_import_keeps_episode_ids_and_skips_those_already_there(
     manager: MemoryManager, unique: str
 ) -> None:
@@ -271,4 +309,6 @@ async def test_a_user_with_nothing_exports_an_empty_valid_document(
         json.loads(await export_text(manager, Scope(tenant=f"t{unique}", user_id="nobody")))
     )
     assert (document.episodes, document.facts, document.working) == ([], [], [])
+    assert (document.agent_state, document.custom_records, document.attachments) == ([], [], [])
+    assert document.procedures is None  # not asked for
     assert document.scope.user_id == "nobody"
