@@ -109,7 +109,7 @@ def exported(source: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFac
 def test_export_holds_only_that_users_memories(exported: Path) -> None:
     text = exported.read_text()
     document = json.loads(text)
-    assert (document["format"], document["version"]) == ("memmachine-export", 2)
+    assert (document["format"], document["version"]) == ("memmachine-export", 3)
     assert document["scope"]["user_id"] == "ana"
     assert "Bob" not in text
     assert [e["content"] for e in document["episodes"]] == [
