@@ -534,8 +534,8 @@ def test_procedures_are_listed_searched_and_shown_with_their_history(
             json={"goal": "Book a vet visit", "steps": ["Call the clinic", "Bring the card"]},
         )
         assert first.status_code == 201, first.text
-        train = first.json()["id"]
-        used = api.post(f"/v1/procedures/{train}/uses", json={"success": True})
+        vet = first.json()["id"]
+        used = api.post(f"/v1/procedures/{vet}/uses", json={"success": True})
         assert used.is_success, used.text
         again = api.post(
             "/v1/procedures",
@@ -558,9 +558,9 @@ def test_procedures_are_listed_searched_and_shown_with_their_history(
     expect(page.get_by_role("heading", name="Procedures", level=1)).to_be_visible()
     table = page.get_by_role("table", name="procedures")
     expect(table.locator("tbody tr")).to_have_count(2)
-    vet = table.get_by_role("row", name=re.compile("Book a vet visit"))
-    expect(vet).to_contain_text("shared")
-    expect(vet).to_contain_text("0.80")
+    vet_row = table.get_by_role("row", name=re.compile("Book a vet visit"))
+    expect(vet_row).to_contain_text("shared")
+    expect(vet_row).to_contain_text("0.80")
     expect(table.get_by_role("row", name=re.compile("Plan a dog walk"))).to_contain_text("coach")
     expect(page.get_by_text("Rival's secret routine")).to_have_count(0)
     _shot(page, screenshots, "15-procedures")
