@@ -230,8 +230,8 @@ class ExportedAttachment(_Strict):
     data: str
 
 
-class ExportedProcedureVersion(_Timestamped):
-    """A superseded version of a procedure, with the uses it had counted."""
+class _ExportedProcedureBody(_Timestamped):
+    """What a procedure and each of its superseded versions hold."""
 
     goal: str
     steps: list[str]
@@ -242,26 +242,22 @@ class ExportedProcedureVersion(_Timestamped):
     sources: list[ProcedureSource] = Field(default_factory=list)
     successes: int = Field(default=0, ge=0)
     failures: int = Field(default=0, ge=0)
+
+
+class ExportedProcedureVersion(_ExportedProcedureBody):
+    """A superseded version of a procedure, with the uses it had counted."""
+
     reason: str = "superseded"
     valid_from: datetime | None = None
     valid_to: datetime | None = None
 
 
-class ExportedProcedure(_Timestamped):
+class ExportedProcedure(_ExportedProcedureBody):
     """One procedure of the application (version 3, only in an export that asked for
     them): its current version, use counts and superseded versions (oldest first)."""
 
     id: str | None = None
     agent_id: Identifier | None = None
-    goal: str
-    steps: list[str]
-    preconditions: list[str] = Field(default_factory=list)
-    pitfalls: list[str] = Field(default_factory=list)
-    confidence: float = Field(ge=0.0, le=1.0)
-    source: str = "explicit"
-    sources: list[ProcedureSource] = Field(default_factory=list)
-    successes: int = Field(default=0, ge=0)
-    failures: int = Field(default=0, ge=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime | None = None
     updated_at: datetime | None = None

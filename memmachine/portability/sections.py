@@ -75,6 +75,12 @@ def _ids(scope: Scope) -> dict[str, str | None]:
     return {"agent_id": scope.agent_id, "session_id": scope.session_id, "group_id": scope.group_id}
 
 
+def _narrowed(user: Scope, item: ExportedState | ExportedCustomSpace) -> Scope:
+    return user.model_copy(
+        update={"agent_id": item.agent_id, "session_id": item.session_id, "group_id": item.group_id}
+    )
+
+
 def _array(write: Write, name: str, items: list[BaseModel]) -> int:
     write(f',\n"{name}": [')
     for index, item in enumerate(items):
@@ -226,25 +232,13 @@ async def import_sections(
     counts: Counts = {"agent_state": 0, "custom_records": 0, "attachments": 0, "procedures": 0}
     for item in document.agent_state:
         assert state is not None  # check_sections refused a document without one
-        scope = user.model_copy(
-            update={
-                "agent_id": item.agent_id,
-                "session_id": item.session_id,
-                "group_id": item.group_id,
-            }
-        )
+        scope = _narrowed(user, item)
         held = await state.get(scope, item.name)
         if held is None or held.envelope != item.envelope:
             await state.put(scope, item.name, manager.gate.envelope("agent_state", item.envelope))
             counts["agent_state"] += 1
     for space in document.custom_records:
-        scope = user.model_copy(
-            update={
-                "agent_id": space.agent_id,
-                "session_id": space.session_id,
-                "group_id": space.group_id,
-            }
-        )
+        scope = _narrowed(user, space)
         records = [record.model_dump(mode="json") for record in space.records]
         if await manager.memory_types.restore(space.type, scope, records):
             counts["custom_records"] += 1

@@ -60,6 +60,7 @@ from memmachine.ports.state import (
     scope_fields,
     sorted_records,
     stale_revision,
+    stored_record,
 )
 from memmachine.ports.stores import (
     EpisodeStore,
@@ -107,4 +108,5 @@ __all__ = [
     "scope_fields",
     "sorted_records",
     "stale_revision",
+    "stored_record",
 ]

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from memmachine.errors import ConflictError, InvalidInputError
+from memmachine.errors import ConflictError, InvalidInputError, StoreError
 from memmachine.models import Scope
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "scope_fields",
     "sorted_records",
     "stale_revision",
+    "stored_record",
 ]
 
 #: A state name: letters, digits, ``_ . - < >`` (so a qualified class name such as
@@ -114,6 +116,30 @@ def record_key(scope: Scope, name: str) -> tuple[str, ...]:
     """A record's identity as text: the seven scope fields (``""`` for an unset agent,
     session or group id, which no id can be), then ``name``."""
     return (*(value or "" for value in scope_fields(scope)), name)
+
+
+def stored_record(
+    user: Scope, tail: tuple[str, str, str, str], revision: object, text: str, store: str
+) -> StateRecord:
+    """A record a backend kept as text: ``tail`` is the end of its :func:`record_key`
+    (agent, session and group id, ``""`` when unset, then the name); ``StoreError`` naming
+    ``store`` when the revision or the envelope JSON is unreadable."""
+    agent_id, session_id, group_id, name = tail
+    owner = user.model_copy(
+        update={
+            "agent_id": agent_id or None,
+            "session_id": session_id or None,
+            "group_id": group_id or None,
+        }
+    )
+    try:
+        envelope = json.loads(text)
+        number = int(str(revision))
+    except ValueError as exc:
+        raise StoreError(f"the stored {name} state is corrupt", store) from exc
+    if not isinstance(envelope, dict):
+        raise StoreError(f"the stored {name} state is corrupt", store)
+    return StateRecord(owner, name, envelope, number)
 
 
 def sorted_records(records: list[StateRecord]) -> list[StateRecord]:

@@ -43,6 +43,7 @@ from memmachine.ports import (
     scope_fields,
     sorted_records,
     stale_revision,
+    stored_record,
 )
 
 __all__ = ["RedisStateBackend"]
@@ -227,19 +228,8 @@ class RedisStateBackend(JsonStateBackend):
             if revision is None or raw is None:
                 continue
             agent_id, session_id, group_id, name = parts
-            owner = user.model_copy(
-                update={
-                    "agent_id": agent_id or None,
-                    "session_id": session_id or None,
-                    "group_id": group_id or None,
-                }
-            )
-            try:
-                envelope = json.loads(raw)
-                number = int(revision)
-            except ValueError as exc:
-                raise StoreError(f"the stored {name} state is corrupt", _STORE) from exc
-            found.append(StateRecord(owner, name, envelope, number))
+            tail = (agent_id, session_id, group_id, name)
+            found.append(stored_record(user, tail, revision, raw, _STORE))
         return sorted_records(found)
 
     @staticmethod

@@ -28,6 +28,7 @@ from memmachine.ports import (
     scope_fields,
     sorted_records,
     stale_revision,
+    stored_record,
 )
 
 __all__ = ["SQLiteStateBackend"]
@@ -188,20 +189,10 @@ class SQLiteStateBackend(JsonStateBackend):
                     rows = await cursor.fetchall()
             except sqlite3.Error as exc:
                 raise StoreError(f"listing state failed: {_describe(exc)}", _STORE) from exc
-        found: list[StateRecord] = []
-        for agent_id, session_id, group_id, name, revision, text in rows:
-            owner = user.model_copy(
-                update={
-                    "agent_id": agent_id or None,
-                    "session_id": session_id or None,
-                    "group_id": group_id or None,
-                }
-            )
-            try:
-                envelope = json.loads(text)
-            except ValueError as exc:
-                raise StoreError(f"the stored {name} state is not JSON", _STORE) from exc
-            found.append(StateRecord(owner, name, envelope, int(revision)))
+        found = [
+            stored_record(user, (agent, session, group, name), revision, text, _STORE)
+            for agent, session, group, name, revision, text in rows
+        ]
         return sorted_records(found)
 
     async def _delete(self, sql: str, parameters: tuple[str, ...]) -> int:

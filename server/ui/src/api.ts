@@ -156,11 +156,8 @@ export interface Job {
   available_at: string;
 }
 
-export interface Procedure {
-  id: string;
-  org_id: string;
-  project_id: string;
-  agent_id: string | null;
+/** What a procedure and each of its superseded versions hold. */
+interface ProcedureBody {
   goal: string;
   steps: string[];
   preconditions: string[];
@@ -170,22 +167,20 @@ export interface Procedure {
   source_session_ids: string[];
   successes: number;
   failures: number;
+}
+
+export interface Procedure extends ProcedureBody {
+  id: string;
+  org_id: string;
+  project_id: string;
+  agent_id: string | null;
   version: number;
   metadata: Record<string, unknown>;
   created_at: string;
   updated_at: string;
 }
 
-export interface ProcedureVersion {
-  goal: string;
-  steps: string[];
-  preconditions: string[];
-  pitfalls: string[];
-  confidence: number;
-  source: string;
-  source_session_ids: string[];
-  successes: number;
-  failures: number;
+export interface ProcedureVersion extends ProcedureBody {
   reason: string;
   valid_from: string;
   valid_to: string;
