@@ -563,7 +563,7 @@ def test_procedures_are_listed_searched_and_shown_with_their_history(
     expect(vet_row).to_contain_text("0.80")
     expect(table.get_by_role("row", name=re.compile("Plan a dog walk"))).to_contain_text("coach")
     expect(page.get_by_text("Rival's secret routine")).to_have_count(0)
-    _shot(page, screenshots, "15-procedures")
+    _shot(page, screenshots, "16-procedures")
 
     page.get_by_label("Task").fill("walk the dog")
     page.get_by_role("button", name="Search procedures").click()
@@ -582,7 +582,7 @@ def test_procedures_are_listed_searched_and_shown_with_their_history(
     expect(earlier).to_contain_text("Call the clinic → Bring the card")
     expect(earlier).to_contain_text("superseded")
     expect(earlier.locator("tbody td").nth(3)).to_have_text("1")  # it worked once
-    _shot(page, screenshots, "16-procedure")
+    _shot(page, screenshots, "17-procedure")
 
     rival = _signed_in(open_page, world, world.rival, "/procedures")
     expect(rival.get_by_text("Rival's secret routine")).to_be_visible()
