@@ -25,11 +25,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from memmachine.errors import NotFoundError
-from memmachine.memory.custom import RECORD_PREFIX
+from memmachine.errors import InvalidInputError, NotFoundError
+from memmachine.memory.custom import PARTITION_FIELDS, RECORD_PREFIX
 from memmachine.models import Scope
 from memmachine.portability.document import (
     PAGE,
@@ -192,12 +194,11 @@ def check_sections(
         raise DocumentError(
             "$.agent_state", "the document holds typed agent state: name a state backend"
         )
+    for index, item in enumerate(document.agent_state):
+        check = partial(manager.gate.envelope, "agent_state", item.envelope)
+        _gated(f"$.agent_state[{index}].envelope", check)
     for index, space in enumerate(document.custom_records):
-        if space.type not in manager.memory_types:
-            raise DocumentError(
-                f"$.custom_records[{index}].type",
-                f"memory type {space.type!r} is not registered here",
-            )
+        _check_space(manager, f"$.custom_records[{index}]", space)
     if document.procedures and manager.procedural_service.store_or_none is None:
         raise DocumentError("$.procedures", "procedural memory is off here")
     episodes = {episode.id for episode in document.episodes}
@@ -219,6 +220,45 @@ def check_sections(
                 )
         decoded.append(data)
     return decoded
+
+
+def _gated(path: str, check: Callable[[], object]) -> None:
+    """Run a write gate check; what it refuses is a :class:`DocumentError` under ``path``."""
+    try:
+        check()
+    except InvalidInputError as exc:
+        where = f"{path}.{exc.field}" if exc.field else path
+        raise DocumentError(where, exc.message) from None
+
+
+def _check_space(manager: MemoryManager, path: str, space: ExportedCustomSpace) -> None:
+    """A custom type's records fit the target's registration: the type is registered, the
+    scope ids are its partition's, and the records pass the gate within its bounds."""
+    types = manager.memory_types
+    if space.type not in types:
+        raise DocumentError(f"{path}.type", f"memory type {space.type!r} is not registered here")
+    kind = types.get(space.type)
+    partition = tuple(kind.partition_by)
+    for field in PARTITION_FIELDS:
+        if (getattr(space, field) is not None) != (field in partition):
+            per = ", ".join(partition) or "user"
+            raise DocumentError(
+                f"{path}.{field}", f"memory type {space.type!r} keeps its records per {per}"
+            )
+    if len(space.records) > kind.max_records:
+        raise DocumentError(
+            f"{path}.records",
+            f"{len(space.records)} records; {space.type!r} holds at most {kind.max_records}",
+        )
+    name = f"{RECORD_PREFIX}.{space.type}"
+    records = [record.model_dump(mode="json") for record in space.records]
+    _gated(path, lambda: types.gate.record_envelope(name, records))
+    envelope = {"schema": name, "version": 1, "data": {"records": records}}
+    size = len(json.dumps(envelope, separators=(",", ":")).encode())
+    if size > kind.max_bytes:
+        raise DocumentError(
+            f"{path}.records", f"{size} bytes; {space.type!r} holds at most {kind.max_bytes}"
+        )
 
 
 async def import_sections(

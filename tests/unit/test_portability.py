@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from memmachine import open_manager
+from memmachine.adapters.sql.sqlite_state_backend import SQLiteStateBackend
 from memmachine.config import EmbeddingSettings, Settings
 from memmachine.errors import ConflictError, InvalidInputError
 from memmachine.manager import MemoryManager
@@ -312,3 +313,56 @@ async def test_a_user_with_nothing_exports_an_empty_valid_document(
     assert (document.agent_state, document.custom_records, document.attachments) == ([], [], [])
     assert document.procedures is None  # not asked for
     assert document.scope.user_id == "nobody"
+
+
+@pytest.fixture(scope="module")
+async def typed_manager(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[MemoryManager]:
+    """A manager serving the per-session ``session_notes`` type (at most 100 records)."""
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("portability-types"),
+        embedding=EmbeddingSettings(provider="none"),
+        memory_types=["tests.unit.memory.test_memory_types:SessionNotes"],
+    )
+    async with open_manager(settings) as manager:
+        yield manager
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"x": value}
+    return value
+
+
+NOTE = {"key": "k", "data": {"text": "t"}, "created_at": START.isoformat(),
+        "updated_at": START.isoformat()}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("section", "path"),
+    [
+        # the type keeps its records per session: a space without one does not fit
+        ({"custom_records": [{"type": "session_notes", "records": []}]},
+         "$.custom_records[0].session_id"),
+        ({"custom_records": [{"type": "session_notes", "session_id": "s1", "agent_id": "a",
+                              "records": []}]}, "$.custom_records[0].agent_id"),
+        ({"custom_records": [{"type": "session_notes", "session_id": "s1",
+                              "records": [{**NOTE, "key": f"k{n}"} for n in range(101)]}]},
+         "$.custom_records[0].records"),
+        ({"agent_state": [{"name": "Trip", "envelope": {"data": _deep(200)}}]},
+         "$.agent_state[0].envelope"),
+    ],
+)  # fmt: skip
+async def test_typed_state_and_records_the_target_would_refuse_store_nothing(
+    typed_manager: MemoryManager, unique: str, section: dict[str, Any], path: str
+) -> None:
+    data = {**minimal(), "version": 3, **section}
+    target = Scope(tenant=f"t{unique}", user_id="ana")
+    state = SQLiteStateBackend(":memory:")  # never reached: the check comes first
+    with pytest.raises(DocumentError) as caught:
+        await import_document(typed_manager, parse_document(data), target, state=state)
+    assert caught.value.path.startswith(path)
+    assert await typed_manager.list_episodes(target) == ([], 0)
+    assert await typed_manager.memory_types.list_user(target) == []
