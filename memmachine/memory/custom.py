@@ -78,6 +78,7 @@ from memmachine.safety.gate import WriteGate
 __all__ = [
     "ENTRY_POINT_GROUP",
     "PARTITION_FIELDS",
+    "RECORD_PREFIX",
     "RESERVED_NAMES",
     "SETTING",
     "TYPE_NAME_PATTERN",
@@ -98,6 +99,8 @@ TYPE_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 RESERVED_NAMES = frozenset({"episodic", "profile", "working"})
 #: The scope ids a type may keep its records apart by, besides the user.
 PARTITION_FIELDS = ("agent_id", "session_id", "group_id")
+#: A type's records of one scope are the backend record ``<RECORD_PREFIX>.<type name>``.
+RECORD_PREFIX = "memory_type"
 
 _NAME = re.compile(TYPE_NAME_PATTERN)
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -138,7 +141,7 @@ class RecordSpace:
     ) -> None:
         self._backend = backend
         self._scope = scope
-        self._record_name = f"memory_type.{type_name}"
+        self._record_name = f"{RECORD_PREFIX}.{type_name}"
         self._type_name = type_name
         self._max_records = max_records
         self._max_bytes = max_bytes

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -19,6 +19,7 @@ from memmachine.memory.custom import (
     _REFERENCE,
     ENTRY_POINT_GROUP,
     PARTITION_FIELDS,
+    RECORD_PREFIX,
     RESERVED_NAMES,
     SETTING,
     TYPE_NAME_PATTERN,
@@ -29,7 +30,7 @@ from memmachine.memory.custom import (
     _Registered,
 )
 from memmachine.models import Scope
-from memmachine.ports import StateBackend
+from memmachine.ports import StateBackend, StateRecord
 from memmachine.safety.gate import WriteGate
 from memmachine.safety.pii import Redactor
 
@@ -238,6 +239,29 @@ class MemoryTypeRegistry:
         query = _validate(entry.retrieve_input, payload, field_prefix)
         records = self.space(name, scope)
         return _jsonable(name, await entry.instance.retrieve(records, query))
+
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        """Every record space of every type for the scope's user (all partitions), as the
+        backend lists them (named ``memory_type.<type>``). Nothing without types."""
+        if not self._types or self._backend is None:
+            return []
+        listed = await self._backend.list_user(scope.user_scope())
+        return [record for record in listed if record.name.startswith(f"{RECORD_PREFIX}.")]
+
+    async def restore(self, name: str, scope: Scope, records: Sequence[Mapping[str, Any]]) -> bool:
+        """Put back the records of type ``name`` in ``scope`` (its partition ids included)
+        as an export had them, through the gate; returns whether anything changed (the
+        same records already stored are left alone). Unknown type: ``NotFoundError``."""
+        self._entry(name)
+        assert self._backend is not None  # a registry with types always has one
+        record_name = f"{RECORD_PREFIX}.{name}"
+        stored = await self._backend.get(scope, record_name)
+        if stored is not None and stored.envelope == self.gate.record_envelope(
+            record_name, records
+        ):
+            return False
+        await self._backend.put(scope, record_name, self.gate.record_envelope(record_name, records))
+        return True
 
     async def forget_user(self, scope: Scope) -> int:
         """Remove every record of every type for the scope's user (all partitions);

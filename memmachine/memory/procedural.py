@@ -156,6 +156,33 @@ class ProceduralMemory:
             raise NotFoundError(f"procedure {procedure_id!r} not found")
         return found
 
+    async def restore(
+        self,
+        app: AppScope,
+        record: ProcedureRecord,
+        *,
+        replaces: str | None,
+        reason: str,
+        successes: int,
+        failures: int,
+    ) -> Procedure:
+        """Store one version of an imported procedure (through the gate, embedded),
+        superseding ``replaces`` with ``reason``, then count its uses back while keeping the
+        confidence it had."""
+        gated = await self._embedded(self._gate.procedure(record))
+        saved = await self._store.save(
+            app,
+            self._gate.procedure(gated),
+            replaces=replaces,
+            reason=self._gate.procedure_reason(reason),
+        )
+        for success in [True] * successes + [False] * failures:
+            counted = await self._store.record_use(
+                app, saved.id, success=success, confidence=lambda _old: record.confidence
+            )
+            saved = counted or saved
+        return saved
+
     async def delete(self, app: AppScope, procedure_id: str) -> None:
         """Delete a procedure and its history (``NotFoundError`` when there is none)."""
         if not await self._store.delete(app, procedure_id):

@@ -10,9 +10,11 @@ from memmachine.errors import ConflictError, InvalidInputError, StateSchemaError
 from memmachine.memory.agent_state import difference
 from memmachine.models import Scope, WorkingMemory
 from memmachine.ports import (
+    StateRecord,
     StoredState,
     WorkingMemoryStore,
     check_expected_revision,
+    sorted_records,
     stale_revision,
 )
 from memmachine.safety.pii import Redactor
@@ -152,6 +154,23 @@ class WorkingMemoryStateBackend:
         """Forget the user's whole working memory (every session, with its states);
         returns how many sessions were removed."""
         return await self._manager.working.delete_user(scope.user_scope())
+
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        """Every record in the user's live sessions (their working-memory state)."""
+        found: list[StateRecord] = []
+        for memory in await self._manager.working.list_sessions(scope.user_scope()):
+            for key, entry in _entries(memory.state).items():
+                name, *ids = key.split(" ")
+                narrowing = dict(part.split("=", 1) for part in ids if "=" in part)
+                owner = memory.scope.model_copy(
+                    update={
+                        "agent_id": narrowing.get("agent"),
+                        "group_id": narrowing.get("group"),
+                    }
+                )
+                revision, envelope = _split_entry(entry, name)
+                found.append(StateRecord(owner, name, envelope, revision))
+        return sorted_records(found)
 
     def _refuse_redactable(self, envelope: Mapping[str, Any]) -> None:
         safety = self._manager.safety

@@ -53,11 +53,14 @@ from memmachine.ports.jobs import Job, JobQueue, JobQueueStats, JobStatus
 from memmachine.ports.state import (
     STATE_NAME_PATTERN,
     StateBackend,
+    StateRecord,
     StoredState,
     check_expected_revision,
     record_key,
     scope_fields,
+    sorted_records,
     stale_revision,
+    stored_record,
 )
 from memmachine.ports.stores import (
     EpisodeStore,
@@ -95,6 +98,7 @@ __all__ = [
     "SpanEmbedder",
     "SpanSet",
     "StateBackend",
+    "StateRecord",
     "StoredState",
     "SystemClock",
     "TokenCounter",
@@ -102,5 +106,7 @@ __all__ = [
     "check_expected_revision",
     "record_key",
     "scope_fields",
+    "sorted_records",
     "stale_revision",
+    "stored_record",
 ]

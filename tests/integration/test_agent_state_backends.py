@@ -281,6 +281,36 @@ async def test_forgetting_a_user_removes_all_their_states_and_no_one_elses(
     await first.forget_user(other_tenant)
 
 
+async def test_listing_a_user_gives_every_record_with_its_scope_and_no_one_elses(
+    backends: Backends, unique: str
+) -> None:
+    backend = await backends.open()
+    first = AgentStateStore(AgentState, backend)
+    second = AgentStateStore(Task, backend, name="CurrentTask")
+    ana_s1 = scope_of(unique)
+    ana_planner = scope_of(unique, session_id="s2", agent_id="planner", group_id="family")
+    ben = scope_of(unique, user_id="ben")
+    other_project = ana_s1.model_copy(update={"project_id": "bot"})
+    await first.save_state(ana_s1, AgentState(turns=1))
+    await first.save_state(ana_s1, AgentState(turns=2))
+    await second.save_state(ana_planner, Task(title="vet 🐶"))
+    for scope in (ben, other_project):
+        await first.save_state(scope, AgentState(turns=9))
+    try:
+        # a new backend object sees the same records, as another process would
+        listed = await (await backends.open()).list_user(ana_planner)
+        assert [(r.scope, r.name, r.revision) for r in listed] == [
+            (ana_s1, "AgentState", 2),
+            (ana_planner, "CurrentTask", 1),
+        ]
+        assert listed[0].envelope == (await backend.get(ana_s1, "AgentState")).envelope
+        assert listed[1].envelope["data"]["title"] == "vet 🐶"
+        assert await backend.list_user(scope_of(unique, user_id="cy")) == []
+    finally:
+        for scope in (ana_s1, ben, other_project):
+            await first.forget_user(scope)
+
+
 async def test_user_wide_state_without_a_session(backends: Backends, unique: str) -> None:
     states = AgentStateStore(AgentState, await backends.open())
     user_wide = scope_of(unique, session_id=None)

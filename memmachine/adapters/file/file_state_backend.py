@@ -32,7 +32,13 @@ from memmachine.adapters.file.file_common import write_atomically
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError
 from memmachine.models import Scope
-from memmachine.ports import StoredState, scope_fields, stale_revision
+from memmachine.ports import (
+    StateRecord,
+    StoredState,
+    scope_fields,
+    sorted_records,
+    stale_revision,
+)
 
 __all__ = ["FileStateBackend"]
 
@@ -72,6 +78,9 @@ class FileStateBackend(JsonStateBackend):
 
     async def delete_user(self, scope: Scope) -> int:
         return await asyncio.to_thread(self._delete_user, scope)
+
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        return await asyncio.to_thread(self._list_user, scope)
 
     # ------------------------------------------------------------------ blocking parts
 
@@ -156,6 +165,31 @@ class FileStateBackend(JsonStateBackend):
             except OSError as exc:
                 raise StoreError(f"a state file cannot be removed: {exc.strerror}", _STORE) from exc
             return True
+
+    def _list_user(self, scope: Scope) -> list[StateRecord]:
+        user = scope.user_scope()
+        found: list[StateRecord] = []
+        with self._locked(user, create=False) as directory:
+            if directory is None:
+                return []
+            for path in directory.glob("*.json"):
+                try:
+                    record = json.loads(path.read_text(encoding="utf-8"))
+                    owner = Scope.model_validate(record["scope"])
+                    name = record["name"]
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    message = f"a state file cannot be read: {exc.strerror}"
+                    raise StoreError(message, _STORE) from exc
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise StoreError(f"the state file {path.name} is corrupt", _STORE) from exc
+                if owner.user_scope() != user:
+                    raise StoreError(f"the state file {path.name} belongs to another user", _STORE)
+                read = self._read(path, owner, name)
+                if read is not None:
+                    found.append(StateRecord(owner, name, read[1], read[0]))
+        return sorted_records(found)
 
     def _delete_user(self, scope: Scope) -> int:
         with self._locked(scope, create=False) as directory:

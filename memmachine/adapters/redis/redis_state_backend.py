@@ -36,7 +36,15 @@ from memmachine.adapters.redis.redis_common import (
 )
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import ID_PATTERN, Scope, utc_now
-from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
+from memmachine.ports import (
+    StateRecord,
+    StoredState,
+    record_key,
+    scope_fields,
+    sorted_records,
+    stale_revision,
+    stored_record,
+)
 
 __all__ = ["RedisStateBackend"]
 
@@ -203,6 +211,26 @@ class RedisStateBackend(JsonStateBackend):
         with translate_errors("deleting a user's state failed", store=_STORE, write=True):
             removed = await script(keys=[self._user_key(scope)])
         return int(removed)
+
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        """Every record in the user's set (a key the set names that is gone is skipped)."""
+        client = self._require(self._client)
+        user = scope.user_scope()
+        head = self._user_key(user) + ":"
+        with translate_errors("listing a user's state failed", store=_STORE):
+            members = sorted(str(key) for key in await client.smembers(self._user_key(user)))
+            rows = [await client.hmget(key, ["revision", "envelope"]) for key in members]
+        found: list[StateRecord] = []
+        for key, (revision, raw) in zip(members, rows, strict=True):
+            parts = key[len(head) :].split(":") if key.startswith(head) else []
+            if len(parts) != 4:
+                raise StoreError(f"the user's state set holds a foreign key {key!r}", _STORE)
+            if revision is None or raw is None:
+                continue
+            agent_id, session_id, group_id, name = parts
+            tail = (agent_id, session_id, group_id, name)
+            found.append(stored_record(user, tail, revision, raw, _STORE))
+        return sorted_records(found)
 
     @staticmethod
     def _require(value: Any) -> Any:

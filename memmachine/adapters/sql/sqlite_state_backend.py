@@ -21,7 +21,15 @@ import aiosqlite
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError, StoreUnavailableError
 from memmachine.models import Scope, utc_now
-from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
+from memmachine.ports import (
+    StateRecord,
+    StoredState,
+    record_key,
+    scope_fields,
+    sorted_records,
+    stale_revision,
+    stored_record,
+)
 
 __all__ = ["SQLiteStateBackend"]
 
@@ -65,6 +73,10 @@ _UPDATE = (
 _DELETE = (
     "DELETE FROM agent_state WHERE tenant = ? AND org_id = ? AND project_id = ? AND"
     " user_id = ? AND agent_id = ? AND session_id = ? AND group_id = ? AND name = ?"
+)
+_LIST_USER = (
+    "SELECT agent_id, session_id, group_id, name, revision, envelope FROM agent_state"
+    " WHERE tenant = ? AND org_id = ? AND project_id = ? AND user_id = ?"
 )
 _DELETE_USER = (
     "DELETE FROM agent_state WHERE tenant = ? AND org_id = ? AND project_id = ? AND user_id = ?"
@@ -167,6 +179,21 @@ class SQLiteStateBackend(JsonStateBackend):
 
     async def delete_user(self, scope: Scope) -> int:
         return await self._delete(_DELETE_USER, scope_fields(scope)[:4])
+
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        user = scope.user_scope()
+        db = self._conn()
+        async with self._lock:
+            try:
+                async with db.execute(_LIST_USER, scope_fields(user)[:4]) as cursor:
+                    rows = await cursor.fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"listing state failed: {_describe(exc)}", _STORE) from exc
+        found = [
+            stored_record(user, (agent, session, group, name), revision, text, _STORE)
+            for agent, session, group, name, revision, text in rows
+        ]
+        return sorted_records(found)
 
     async def _delete(self, sql: str, parameters: tuple[str, ...]) -> int:
         db = self._conn()
