@@ -181,9 +181,14 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         self.enqueue_extraction = self.scheduler.enqueue_extraction
         self._adder = MessageAdder(episodic, self.working_service, self.scheduler)
         forgetting = Forgetting(
-            episodic, facts, self.working_service, self.memory_types, self.procedural_service
+            *(episodic, facts, self.working_service, self.memory_types, self.procedural_service),
+            jobs=jobs,
+            idempotent=self.idempotent,
         )
         self.forget_session, self.forget_user = forgetting.session, forgetting.user
+        #: Compaction after a forget, and the typed state backends a user forget reaches.
+        self.erasure, self.state_backends = forgetting.erasure, forgetting.state_backends
+        self._resources.append(self.erasure)
 
     # ------------------------------------------------------------------ lifecycle
 

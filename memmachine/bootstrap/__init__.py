@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from memmachine.bootstrap.attachments import attach_blob_store, build_attachments
+from memmachine.bootstrap.erasure import attach_compactors
 from memmachine.bootstrap.observability import (
     StoreParts,
     build_rate_limiter,
@@ -138,24 +139,22 @@ def _wire(
         embedded = EmbeddedFalkorDBServer(settings.data_dir.expanduser().resolve())
         resources.append(embedded)
 
-    parts = observed(
-        telemetry,
-        StoreParts(
-            episodes=episode_store(
-                episode_url,
-                embedded,
-                settings,
-                embedder_dims=(embedder.dimensions if embedder else None),
-                embedder_model=(embedder.model if embedder else None),
-            ),
-            profile=profile_store(profile_url, settings),
-            working=working_store(working_url, embedded, settings),
-            jobs=job_queue(working_url, embedded, settings),
-            embedder=embedder,
-            reranker=reranker,
-            language_model=build_language_model(settings.llm),
+    raw = StoreParts(
+        episodes=episode_store(
+            episode_url,
+            embedded,
+            settings,
+            embedder_dims=(embedder.dimensions if embedder else None),
+            embedder_model=(embedder.model if embedder else None),
         ),
+        profile=profile_store(profile_url, settings),
+        working=working_store(working_url, embedded, settings),
+        jobs=job_queue(working_url, embedded, settings),
+        embedder=embedder,
+        reranker=reranker,
+        language_model=build_language_model(settings.llm),
     )
+    parts = observed(telemetry, raw)
     episodes = searched_in_memory(
         parts.episodes, settings.search_index, settings.data_dir, telemetry
     )
@@ -198,6 +197,7 @@ def _wire(
         idempotent=idempotent,
     )
     attach_blob_store(settings, manager)
+    attach_compactors(settings, manager, raw)
     if telemetry is not None:
         telemetry.instrument_operations(manager)
     return manager

@@ -99,6 +99,8 @@ class SQLiteStateBackend(JsonStateBackend):
         try:
             await db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             await db.execute("PRAGMA journal_mode = WAL")
+            # A deleted record is overwritten with zeros, not left in free pages.
+            await db.execute("PRAGMA secure_delete = ON")
             await db.execute(_SCHEMA)
         except sqlite3.Error as exc:
             await db.close()
@@ -175,6 +177,10 @@ class SQLiteStateBackend(JsonStateBackend):
                 cursor = await db.execute(sql, parameters)
                 count = cursor.rowcount
                 await cursor.close()
+                if count > 0:
+                    # The write-ahead log still holds the record as it was: fold it into the
+                    # (zeroed) file and empty it. A busy reader only postpones this.
+                    await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 raise StoreError(f"deleting state failed: {_describe(exc)}", _STORE) from exc
         return count

@@ -113,6 +113,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "complete",
         "count_jobs",
         "fail",
+        "forget",
         "get",
         "list_jobs",
         "purge_dead",
