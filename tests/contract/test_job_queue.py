@@ -612,7 +612,8 @@ async def test_forget_deletes_every_job_of_the_user_or_session_in_any_status(
     assert await queue.count_jobs(ALICE) == {"queued": 0, "running": 0, "done": 0, "dead": 0}
     assert [job.id for job in await queue.list_jobs(BOB)] == [bobs.id]
     claimed = await queue.claim("w2")
-    assert claimed is not None and claimed.id == bobs.id
+    assert claimed is not None
+    assert claimed.id == bobs.id
     assert await queue.claim("w2") is None
     assert await queue.stats() == JobQueueStats(queued=0, running=1, dead=0)
     # Its keys are free again.

