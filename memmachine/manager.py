@@ -230,9 +230,11 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         return await self._adder.add(scope, messages, working=working, ids=ids, extract=extract)
 
     async def delete_episode(self, scope: Scope, episode_id: str) -> EpisodeDetachment:
-        """Delete one of the user's episodes, then take it out of the facts it supported
-        (:meth:`ProfileService.detach_episodes`)."""
-        await self.episodic_service.delete(scope, episode_id)
+        """Delete one of the user's episodes, its message in the session's working memory,
+        then take it out of the facts it supported (:meth:`ProfileService.detach_episodes`)."""
+        episode = await self.episodic_service.delete(scope, episode_id)
+        if episode is not None:
+            await self.working_service.drop_episode(episode)
         return await self.profile_service.detach_episodes(scope.user_scope(), [episode_id])
 
     async def search(

@@ -352,3 +352,62 @@ def test_a_forgotten_user_leaves_no_byte_in_the_production_stores(
     )
     assert leaked == []
     assert seen == sorted(markers("kept"))
+
+
+def test_a_compaction_delayed_by_the_setting_runs_at_shutdown_when_still_pending(
+    tmp_path: Path,
+) -> None:
+    """With ``forget_compaction_seconds`` = 1 h the forget returns before compacting (the
+    append-only file still holds the text), and a server stopped within that hour compacts
+    on its way down: its files hold none of the user's text after it stopped."""
+    data_dir = (tmp_path / "data").resolve()
+    settings = make_settings(data_dir, forget_compaction_seconds=3600)
+    secret = "mkdelayedzq9"
+    with TestClient(create_app(settings), base_url=LOCAL) as api:
+        added = api.post(
+            "/v1/memories",
+            json={"user_id": "late", "session_id": "s", "messages": [{"content": secret}]},
+        )
+        assert added.status_code == 201, added.text
+        kept = api.post(
+            "/v1/memories",
+            json={"user_id": "stays", "session_id": "s", "messages": [{"content": "mkstayszq"}]},
+        )
+        assert kept.status_code == 201, kept.text
+        assert api.delete("/v1/users/late").status_code == 200
+        erasure = manager_of(api).erasure
+        assert (erasure.delay_seconds, erasure.runs) == (3600, 0)
+        assert secret.encode() in raw_bytes(data_dir)  # not compacted yet
+    after = raw_bytes(data_dir)
+    assert secret.encode() not in after
+    assert b"mkstayszq" in after
+
+
+def test_deleting_an_episode_takes_its_message_out_of_working_memory_too(
+    embedded: tuple[TestClient, Path, Settings],
+) -> None:
+    api, _, _ = embedded
+    added = api.post(
+        "/v1/memories",
+        json={
+            "user_id": "del",
+            "session_id": "s",
+            "messages": [{"content": "mkbeforezq"}, {"content": "mkdoomedzq"}, {"content": "x"}],
+        },
+    )
+    assert added.status_code == 201, added.text
+    doomed = added.json()["episode_ids"][1]
+    working = api.get("/v1/sessions/s/working", params={"user_id": "del"}).json()
+    assert [m["content"] for m in working["messages"]] == ["mkbeforezq", "mkdoomedzq", "x"]
+
+    deleted = api.delete(f"/v1/memories/{doomed}", params={"user_id": "del"})
+    assert deleted.status_code == 204, deleted.text
+    working = api.get("/v1/sessions/s/working", params={"user_id": "del"}).json()
+    assert [m["content"] for m in working["messages"]] == ["mkbeforezq", "x"]
+    prompt = api.post(
+        "/v1/memory-prompt", json={"user_id": "del", "session_id": "s", "query": "what did I say"}
+    )
+    assert prompt.status_code == 200, prompt.text
+    assert "mkdoomedzq" not in prompt.text
+    # Not checked here: the next episode's search text (its context window) still names
+    # the deleted message (see RELIABILITY.md, "Forget means forgotten").
