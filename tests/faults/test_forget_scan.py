@@ -15,7 +15,6 @@ proves the scan reads where the data is.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,7 +35,7 @@ from memmachine.ports import StateBackend
 from memmachine_server.app import create_app
 from tests.conftest import database_url
 from tests.faults.conftest import Report
-from tests.integration.test_write_path_safety import dump_redis
+from tests.integration.test_write_path_safety import dump_redis, dump_server
 from tests.server.conftest import LOCAL, make_settings
 from tests.services import PostgresServer, RedisServer, pgvector_postgres_bin, plain_postgres_bin
 
@@ -139,6 +138,10 @@ def write_everything(
     found = api.post("/v1/memories/search", json={"user_id": user, "query": mark["message"]})
     assert found.status_code == 200, found.text
     return mark
+
+
+def from_url(url: str) -> aioredis.Redis:
+    return aioredis.Redis.from_url(url, decode_responses=True)
 
 
 def raw_bytes(data_dir: Path) -> bytes:
@@ -254,38 +257,6 @@ def test_a_forgotten_user_leaves_no_byte_in_any_embedded_store(
     assert seen == sorted(markers("kept"))
 
 
-def dump_server(url: str, *, graph: str | None = None) -> bytes:
-    """Every key and value a Redis-protocol server holds (with ``graph``: every node's
-    properties too), as bytes."""
-
-    async def read() -> bytes:
-        client = aioredis.Redis.from_url(url)
-        parts: list[Any] = []
-        try:
-            if graph is not None and await client.exists(graph):
-                reply = await client.execute_command(
-                    "GRAPH.QUERY", graph, "MATCH (n) RETURN labels(n), properties(n)"
-                )
-                parts.append(reply[1])
-            async for key in client.scan_iter("*"):
-                kind = (await client.type(key)).decode()
-                if kind == "list":
-                    parts.append((key, await client.lrange(key, 0, -1)))
-                elif kind == "hash":
-                    parts.append((key, await client.hgetall(key)))
-                elif kind == "string":
-                    parts.append((key, await client.get(key)))
-                elif kind == "set":
-                    parts.append((key, sorted(await client.smembers(key))))
-                elif kind == "zset":
-                    parts.append((key, await client.zrange(key, 0, -1)))
-        finally:
-            await client.aclose()
-        return repr(parts).encode()
-
-    return asyncio.run(read())
-
-
 @pytest.fixture
 def production(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A FalkorDB server (episodes) and a Redis server (working memory, jobs, idempotency
@@ -338,8 +309,8 @@ def test_a_forgotten_user_leaves_no_byte_in_the_production_stores(
         files = b"".join(raw_bytes(directory) for directory in dirs if directory.exists())
         return (
             files
-            + dump_server(falkordb.url, graph=settings.graph_name)
-            + dump_server(redis_server.url)
+            + dump_server(from_url(falkordb.url), graph=settings.graph_name).encode()
+            + dump_server(from_url(redis_server.url)).encode()
         )
 
     with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as api:
