@@ -22,6 +22,8 @@ import logging
 import time
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from memmachine.adapters.redis.redis_common import (
     RedisClient,
     check_redis_url,
@@ -74,7 +76,11 @@ class RedisCompactor:
 
     async def _rewrite_aof(self, client: RedisClient) -> None:
         await self._until(client, lambda i: not _aof_busy(i), "an earlier AOF rewrite")
-        await client.bgrewriteaof()
+        try:
+            await client.bgrewriteaof()
+        except ResponseError as exc:  # another process started one meanwhile: wait for it
+            if "already in progress" not in str(exc):
+                raise
         info = await self._until(client, lambda i: not _aof_busy(i), "the AOF rewrite")
         if info.get("aof_last_bgrewrite_status") != "ok":
             raise StoreError(f"{self.name}: the AOF rewrite failed", store=self.name)
