@@ -4,8 +4,8 @@ Besides the memory services (episodes and their attachment blobs and search inde
 facts, working memory, custom memory types, procedures' provenance), a forget reaches the
 records kept *about* the user's writes: their background jobs (payloads and errors may hold
 what they sent), the kept answers of their idempotent writes (which hold it verbatim), and
-the typed agent state of every backend registered in :attr:`Forgetting.state_backends`
-(user forgets; a session's typed state is the application's to delete). Then the stores
+the typed agent state of every backend registered in :attr:`Forgetting.state_backends`,
+and custom memory type records (of the session, or every one of the user). Then the stores
 that keep deleted bytes on disk are compacted (:class:`~memmachine.memory.erasure.ForgetCompaction`,
 at once or within its stated delay).
 
@@ -63,11 +63,13 @@ class Forgetting:
         they stay, and lose this session from their provenance."""
         session = require_session(scope).model_copy(update={"agent_id": None, "group_id": None})
         episode_ids = await self._episodic.ids(session)
-        episodes, facts, sessions, _ = await asyncio.gather(
+        episodes, facts, sessions, *_ = await asyncio.gather(
             self._episodic.forget(session),
             self._profile.forget(session),
             self._working.forget_session(session),
             self._procedural.forget(session),
+            self._custom.forget_session(session),
+            *(backend.delete_session(session) for backend in self.state_backends),
         )
         if episode_ids:
             await self._profile.detach_episodes(session.user_scope(), episode_ids)

@@ -13,6 +13,7 @@ from memmachine.ports import (
     StoredState,
     WorkingMemoryStore,
     check_expected_revision,
+    session_of,
     stale_revision,
 )
 from memmachine.safety.pii import Redactor
@@ -152,6 +153,10 @@ class WorkingMemoryStateBackend:
         """Forget the user's whole working memory (every session, with its states);
         returns how many sessions were removed."""
         return await self._manager.working.delete_user(scope.user_scope())
+
+    async def delete_session(self, scope: Scope) -> int:
+        """Forget the session's working memory (with its states); 0 or 1 sessions."""
+        return await self._manager.working.delete(scope.for_session(session_of(scope)))
 
     def _refuse_redactable(self, envelope: Mapping[str, Any]) -> None:
         safety = self._manager.safety

@@ -57,6 +57,7 @@ from memmachine.ports.state import (
     check_expected_revision,
     record_key,
     scope_fields,
+    session_of,
     stale_revision,
 )
 from memmachine.ports.stores import (
@@ -102,5 +103,6 @@ __all__ = [
     "check_expected_revision",
     "record_key",
     "scope_fields",
+    "session_of",
     "stale_revision",
 ]

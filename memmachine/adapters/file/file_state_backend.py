@@ -32,7 +32,7 @@ from memmachine.adapters.file.file_common import write_atomically
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError
 from memmachine.models import Scope
-from memmachine.ports import StoredState, scope_fields, stale_revision
+from memmachine.ports import StoredState, scope_fields, session_of, stale_revision
 
 __all__ = ["FileStateBackend"]
 
@@ -72,6 +72,10 @@ class FileStateBackend(JsonStateBackend):
 
     async def delete_user(self, scope: Scope) -> int:
         return await asyncio.to_thread(self._delete_user, scope)
+
+    async def delete_session(self, scope: Scope) -> int:
+        session = session_of(scope)
+        return await asyncio.to_thread(self._delete_user, scope, session)
 
     # ------------------------------------------------------------------ blocking parts
 
@@ -157,18 +161,31 @@ class FileStateBackend(JsonStateBackend):
                 raise StoreError(f"a state file cannot be removed: {exc.strerror}", _STORE) from exc
             return True
 
-    def _delete_user(self, scope: Scope) -> int:
+    def _delete_user(self, scope: Scope, session: str | None = None) -> int:
+        """Remove the user's records, or (``session``) those of that session: file names
+        are hashes, so each file's ``scope`` is read to find them."""
         with self._locked(scope, create=False) as directory:
             if directory is None:
                 return 0
             removed = 0
             try:
                 for path in directory.glob("*.json"):
+                    if session is not None and _session_of_file(path) != session:
+                        continue
                     path.unlink()
                     removed += 1
             except OSError as exc:
                 raise StoreError(f"a state file cannot be removed: {exc.strerror}", _STORE) from exc
             return removed
+
+
+def _session_of_file(path: Path) -> str | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        session: str | None = record["scope"]["session_id"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"the state file {path.name} is corrupt", _STORE) from exc
+    return session
 
 
 def _digest(parts: Any) -> str:

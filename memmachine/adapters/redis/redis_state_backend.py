@@ -36,7 +36,7 @@ from memmachine.adapters.redis.redis_common import (
 )
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import ID_PATTERN, Scope, utc_now
-from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
+from memmachine.ports import StoredState, record_key, scope_fields, session_of, stale_revision
 
 __all__ = ["RedisStateBackend"]
 
@@ -203,6 +203,20 @@ class RedisStateBackend(JsonStateBackend):
         with translate_errors("deleting a user's state failed", store=_STORE, write=True):
             removed = await script(keys=[self._user_key(scope)])
         return int(removed)
+
+    async def delete_session(self, scope: Scope) -> int:
+        """The user's set names every record key; those whose session part (the second of
+        agent, session, group, name) is the session are deleted, each with its entry."""
+        session = session_of(scope)
+        client, script = self._require(self._client), self._require(self._delete)
+        user = self._user_key(scope)
+        removed = 0
+        with translate_errors("deleting a session's state failed", store=_STORE, write=True):
+            for key in await client.smembers(user):
+                parts = str(key)[len(user) + 1 :].split(":")
+                if len(parts) == 4 and parts[1] == session:
+                    removed += int(await script(keys=[str(key), user]))
+        return removed
 
     @staticmethod
     def _require(value: Any) -> Any:

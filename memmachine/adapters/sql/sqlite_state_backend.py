@@ -21,7 +21,7 @@ import aiosqlite
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError, StoreUnavailableError
 from memmachine.models import Scope, utc_now
-from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
+from memmachine.ports import StoredState, record_key, scope_fields, session_of, stale_revision
 
 __all__ = ["SQLiteStateBackend"]
 
@@ -69,6 +69,7 @@ _DELETE = (
 _DELETE_USER = (
     "DELETE FROM agent_state WHERE tenant = ? AND org_id = ? AND project_id = ? AND user_id = ?"
 )
+_DELETE_SESSION = _DELETE_USER + " AND session_id = ?"
 
 
 class SQLiteStateBackend(JsonStateBackend):
@@ -169,6 +170,9 @@ class SQLiteStateBackend(JsonStateBackend):
 
     async def delete_user(self, scope: Scope) -> int:
         return await self._delete(_DELETE_USER, scope_fields(scope)[:4])
+
+    async def delete_session(self, scope: Scope) -> int:
+        return await self._delete(_DELETE_SESSION, (*scope_fields(scope)[:4], session_of(scope)))
 
     async def _delete(self, sql: str, parameters: tuple[str, ...]) -> int:
         db = self._conn()

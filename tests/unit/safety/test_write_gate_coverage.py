@@ -97,7 +97,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "search_facts",
     },
     "WorkingMemoryStore": {"delete", "delete_user", "get", "list_sessions", "list_users"},
-    "StateBackend": {"delete", "delete_user", "get"},
+    "StateBackend": {"delete", "delete_session", "delete_user", "get"},
     "ProcedureStore": {
         "by_goal",
         "delete",
