@@ -386,3 +386,38 @@ def test_deleting_an_episode_takes_its_message_out_of_working_memory_too(
     assert "mkdoomedzq" not in prompt.text
     # Not checked here: the next episode's search text (its context window) still names
     # the deleted message (see RELIABILITY.md, "Forget means forgotten").
+
+
+def test_a_forgotten_session_leaves_no_byte_and_the_rest_of_the_user_stays(
+    embedded: tuple[TestClient, Path, Settings],
+) -> None:
+    """What the user sent in session s1 (a message, working memory, a job, typed state in
+    three backends) is gone from every file and key after ``DELETE /v1/sessions/s1``; what
+    they sent outside it (facts, an idempotent fact write, a custom-type record, an
+    attachment in session s3) is still there."""
+    api, data_dir, settings = embedded
+    states, backends = state_stores(api, settings, EmbeddedFalkorDBServer(data_dir).url)
+    in_session = {
+        "message",
+        "working-summary",
+        "working-state",
+        "job-payload",
+        *(f"state-{kind}" for kind in STATE_BACKENDS),
+    }
+    try:
+        mark = write_everything(api, "sx", states)
+        forgot = api.delete("/v1/sessions/s1", params={"user_id": "sx"})
+        assert forgot.status_code == 200, forgot.text
+        assert api.get("/v1/jobs", params={"user_id": "sx"}).json()["jobs"] == []
+        for store in states.values():
+            scope = Scope(user_id="sx", session_id="s1")
+            assert api.portal.call(store.load_state, scope).note == ""  # type: ignore[union-attr]
+        api.portal.call(manager_of(api).erasure.wait)  # type: ignore[union-attr]
+        after = raw_bytes(data_dir) + dump_redis(data_dir).encode()
+    finally:
+        for backend in backends:
+            api.portal.call(backend.close)  # type: ignore[union-attr]
+    assert sorted(path for path in in_session if found_in(after, mark[path])) == []
+    assert sorted(path for path in mark if found_in(after, mark[path])) == sorted(
+        set(mark) - in_session
+    )
