@@ -224,6 +224,8 @@ class MemoryLayer:
             chosen = build_state_backend(self.settings, backend, manager=self.manager)
             self._run(chosen.start())
             self._state_backends[backend] = chosen
+            if backend != "working":  # working memory is forgotten with the user already
+                self.manager.state_backends.append(chosen)  # forget_user reaches it
         store = AgentStateStore(
             model, chosen, name=name, schema_version=schema_version, migrations=migrations
         )

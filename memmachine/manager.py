@@ -181,9 +181,14 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         self.enqueue_extraction = self.scheduler.enqueue_extraction
         self._adder = MessageAdder(episodic, self.working_service, self.scheduler)
         forgetting = Forgetting(
-            episodic, facts, self.working_service, self.memory_types, self.procedural_service
+            *(episodic, facts, self.working_service, self.memory_types, self.procedural_service),
+            jobs=jobs,
+            idempotent=self.idempotent,
         )
         self.forget_session, self.forget_user = forgetting.session, forgetting.user
+        #: Compaction after a forget, and the typed state backends a user forget reaches.
+        self.erasure, self.state_backends = forgetting.erasure, forgetting.state_backends
+        self._resources.append(self.erasure)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -225,9 +230,11 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         return await self._adder.add(scope, messages, working=working, ids=ids, extract=extract)
 
     async def delete_episode(self, scope: Scope, episode_id: str) -> EpisodeDetachment:
-        """Delete one of the user's episodes, then take it out of the facts it supported
-        (:meth:`ProfileService.detach_episodes`)."""
-        await self.episodic_service.delete(scope, episode_id)
+        """Delete one of the user's episodes, its message in the session's working memory,
+        then take it out of the facts it supported (:meth:`ProfileService.detach_episodes`)."""
+        episode = await self.episodic_service.delete(scope, episode_id)
+        if episode is not None:
+            await self.working_service.drop_episode(episode)
         return await self.profile_service.detach_episodes(scope.user_scope(), [episode_id])
 
     async def embed_query(self, query: str) -> list[float] | None:

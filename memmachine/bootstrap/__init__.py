@@ -21,6 +21,7 @@ from memmachine.bootstrap.attachments import (
     build_attachments,
     build_blob_store,
 )
+from memmachine.bootstrap.erasure import attach_compactors
 from memmachine.bootstrap.observability import (
     StoreParts,
     build_rate_limiter,
@@ -146,24 +147,22 @@ def _wire(
     blobs = build_blob_store(settings)
     resources.append(blobs)
 
-    parts = observed(
-        telemetry,
-        StoreParts(
-            episodes=episode_store(
-                episode_url,
-                embedded,
-                settings,
-                embedder_dims=(embedder.dimensions if embedder else None),
-                embedder_model=(embedder.model if embedder else None),
-            ),
-            profile=profile_store(profile_url, settings),
-            working=working_store(working_url, embedded, settings),
-            jobs=job_queue(working_url, embedded, settings),
-            embedder=embedder,
-            reranker=reranker,
-            language_model=build_language_model(settings.llm),
+    raw = StoreParts(
+        episodes=episode_store(
+            episode_url,
+            embedded,
+            settings,
+            embedder_dims=(embedder.dimensions if embedder else None),
+            embedder_model=(embedder.model if embedder else None),
         ),
+        profile=profile_store(profile_url, settings),
+        working=working_store(working_url, embedded, settings),
+        jobs=job_queue(working_url, embedded, settings),
+        embedder=embedder,
+        reranker=reranker,
+        language_model=build_language_model(settings.llm),
     )
+    parts = observed(telemetry, raw)
     episodes = searched_in_memory(
         parts.episodes, settings.search_index, settings.data_dir, telemetry
     )
@@ -206,6 +205,7 @@ def _wire(
         idempotent=idempotent,
     )
     manager.episodic_service.blobs = blobs
+    attach_compactors(settings, manager, raw)
     if telemetry is not None:
         telemetry.instrument_operations(manager)
     return manager

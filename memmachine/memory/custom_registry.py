@@ -270,6 +270,13 @@ class MemoryTypeRegistry:
             return 0
         return await self._backend.delete_user(scope.user_scope())
 
+    async def forget_session(self, scope: Scope) -> int:
+        """Remove every record of every type kept in the scope's session (records of a
+        partition that spans sessions stay); how many record spaces were removed."""
+        if not self._types or self._backend is None:
+            return 0
+        return await self._backend.delete_session(scope)
+
 
 # ---------------------------------------------------------------------- helpers
 

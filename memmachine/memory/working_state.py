@@ -14,6 +14,7 @@ from memmachine.ports import (
     StoredState,
     WorkingMemoryStore,
     check_expected_revision,
+    session_of,
     sorted_records,
     stale_revision,
 )
@@ -171,6 +172,10 @@ class WorkingMemoryStateBackend:
                 revision, envelope = _split_entry(entry, name)
                 found.append(StateRecord(owner, name, envelope, revision))
         return sorted_records(found)
+
+    async def delete_session(self, scope: Scope) -> int:
+        """Forget the session's working memory (with its states); 0 or 1 sessions."""
+        return await self._manager.working.delete(scope.for_session(session_of(scope)))
 
     def _refuse_redactable(self, envelope: Mapping[str, Any]) -> None:
         safety = self._manager.safety

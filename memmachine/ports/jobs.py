@@ -77,6 +77,10 @@ class JobQueue(Protocol):
       until replayed or purged: ``purge_dead(scope, job_id=None)`` deletes that dead job
       of the user (``NotFoundError`` outside the user's scope, ``ConflictError`` when it
       is not dead), or every dead job of the user, and returns how many it deleted.
+    * ``forget(scope)`` deletes every job of the scope's user, in any status (a payload or
+      an error may hold what the user sent), or only those of ``scope.session_id`` when it
+      is set; returns how many. A worker still running a forgotten job has its
+      ``complete``/``fail`` refused with ``NotFoundError``.
     * ``stats()`` counts the queue's jobs by status over every user (a
       :class:`JobQueueStats`; done jobs are not counted), for monitoring. It reads counters,
       not the jobs: its cost does not grow with the queue.
@@ -114,4 +118,5 @@ class JobQueue(Protocol):
     async def replay(self, scope: Scope, job_id: str) -> Job: ...
     async def count_jobs(self, scope: Scope) -> dict[JobStatus, int]: ...
     async def purge_dead(self, scope: Scope, job_id: str | None = None) -> int: ...
+    async def forget(self, scope: Scope) -> int: ...
     async def stats(self) -> JobQueueStats: ...

@@ -18,6 +18,7 @@ __all__ = [
     "check_expected_revision",
     "record_key",
     "scope_fields",
+    "session_of",
     "sorted_records",
     "stale_revision",
     "stored_record",
@@ -75,6 +76,9 @@ class StateBackend(Protocol):
       and user match; agent, session, group and name are ignored) as :class:`StateRecord`
       with the scope and name it was written under, ordered by :func:`record_key`; nothing
       of another user, org, project or tenant.
+    * ``delete_session(scope)`` removes every record of the scope's user and session
+      (``scope.session_id`` is required; agent, group and name are ignored) and returns how
+      many were removed (same unit as ``delete_user``).
     * Driver failures raise ``StoreError`` (``StoreUnavailableError`` when the backend
       cannot be reached) with ``store == name`` of the backend; never a driver exception.
     * ``start()`` prepares the backend (idempotent) and ``close()`` releases it.
@@ -97,6 +101,7 @@ class StateBackend(Protocol):
     async def delete(self, scope: Scope, name: str) -> bool: ...
     async def delete_user(self, scope: Scope) -> int: ...
     async def list_user(self, scope: Scope) -> list[StateRecord]: ...
+    async def delete_session(self, scope: Scope) -> int: ...
 
 
 def scope_fields(scope: Scope) -> tuple[str, str, str, str, str | None, str | None, str | None]:
@@ -110,6 +115,13 @@ def scope_fields(scope: Scope) -> tuple[str, str, str, str, str | None, str | No
         scope.session_id,
         scope.group_id,
     )
+
+
+def session_of(scope: Scope) -> str:
+    """``scope.session_id``; ``InvalidInputError`` naming it when unset."""
+    if scope.session_id is None:
+        raise InvalidInputError("a session_id is required", field="session_id")
+    return scope.session_id
 
 
 def record_key(scope: Scope, name: str) -> tuple[str, ...]:

@@ -36,6 +36,7 @@ from memmachine.ports import (
     StateRecord,
     StoredState,
     scope_fields,
+    session_of,
     sorted_records,
     stale_revision,
 )
@@ -81,6 +82,10 @@ class FileStateBackend(JsonStateBackend):
 
     async def list_user(self, scope: Scope) -> list[StateRecord]:
         return await asyncio.to_thread(self._list_user, scope)
+
+    async def delete_session(self, scope: Scope) -> int:
+        session = session_of(scope)
+        return await asyncio.to_thread(self._delete_user, scope, session)
 
     # ------------------------------------------------------------------ blocking parts
 
@@ -191,18 +196,31 @@ class FileStateBackend(JsonStateBackend):
                     found.append(StateRecord(owner, name, read[1], read[0]))
         return sorted_records(found)
 
-    def _delete_user(self, scope: Scope) -> int:
+    def _delete_user(self, scope: Scope, session: str | None = None) -> int:
+        """Remove the user's records, or (``session``) those of that session: file names
+        are hashes, so each file's ``scope`` is read to find them."""
         with self._locked(scope, create=False) as directory:
             if directory is None:
                 return 0
             removed = 0
             try:
                 for path in directory.glob("*.json"):
+                    if session is not None and _session_of_file(path) != session:
+                        continue
                     path.unlink()
                     removed += 1
             except OSError as exc:
                 raise StoreError(f"a state file cannot be removed: {exc.strerror}", _STORE) from exc
             return removed
+
+
+def _session_of_file(path: Path) -> str | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        session: str | None = record["scope"]["session_id"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"the state file {path.name} is corrupt", _STORE) from exc
+    return session
 
 
 def _digest(parts: Any) -> str:

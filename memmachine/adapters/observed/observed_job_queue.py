@@ -85,6 +85,10 @@ class ObservedJobQueue(Observed[JobQueue]):
         with self._call("purge_dead"):
             return await self._inner.purge_dead(scope, job_id)
 
+    async def forget(self, scope: Scope) -> int:
+        with self._call("forget"):
+            return await self._inner.forget(scope)
+
     async def stats(self) -> JobQueueStats:
         with self._call("stats", span=False):
             return await self._inner.stats()

@@ -41,6 +41,7 @@ from memmachine.ports import (
     StoredState,
     record_key,
     scope_fields,
+    session_of,
     sorted_records,
     stale_revision,
     stored_record,
@@ -231,6 +232,20 @@ class RedisStateBackend(JsonStateBackend):
             tail = (agent_id, session_id, group_id, name)
             found.append(stored_record(user, tail, revision, raw, _STORE))
         return sorted_records(found)
+
+    async def delete_session(self, scope: Scope) -> int:
+        """The user's set names every record key; those whose session part (the second of
+        agent, session, group, name) is the session are deleted, each with its entry."""
+        session = session_of(scope)
+        client, script = self._require(self._client), self._require(self._delete)
+        user = self._user_key(scope)
+        removed = 0
+        with translate_errors("deleting a session's state failed", store=_STORE, write=True):
+            for key in await client.smembers(user):
+                parts = str(key)[len(user) + 1 :].split(":")
+                if len(parts) == 4 and parts[1] == session:
+                    removed += int(await script(keys=[str(key), user]))
+        return removed
 
     @staticmethod
     def _require(value: Any) -> Any:

@@ -89,6 +89,7 @@ from sqlalchemy.sql.expression import ColumnClause
 from memmachine.adapters.health import health_of
 from memmachine.adapters.sql.migrations import upgrade_schema
 from memmachine.adapters.sql.migrations.pgvector import enable_pgvector, set_vectors
+from memmachine.adapters.sql.sql_compactor import SqlCompactor
 from memmachine.adapters.sql.sql_engine import SqlDatabase, describe_sql_error, dump_json
 from memmachine.adapters.sql.sql_models import ProfileFactHistoryRow, ProfileFactRow
 from memmachine.adapters.sql.sql_ranking import (
@@ -167,6 +168,12 @@ class SqlProfileStore(Lifecycle):
     async def close(self) -> None:
         """Dispose of the engine and its pool. Safe to call twice."""
         await self._database.close()
+
+    def compactor(self) -> SqlCompactor:
+        """What compacts the fact tables after a forget (see :class:`SqlCompactor`)."""
+        return SqlCompactor(
+            self._database, ["profile_facts", "profile_fact_history"], name="profile"
+        )
 
     async def health(self) -> StoreHealth:
         """Round-trip ``SELECT 1``; report dialect (on PostgreSQL: whether pgvector ranks

@@ -26,6 +26,7 @@ from memmachine.ports import (
     StoredState,
     record_key,
     scope_fields,
+    session_of,
     sorted_records,
     stale_revision,
     stored_record,
@@ -81,6 +82,7 @@ _LIST_USER = (
 _DELETE_USER = (
     "DELETE FROM agent_state WHERE tenant = ? AND org_id = ? AND project_id = ? AND user_id = ?"
 )
+_DELETE_SESSION = _DELETE_USER + " AND session_id = ?"
 
 
 class SQLiteStateBackend(JsonStateBackend):
@@ -111,6 +113,8 @@ class SQLiteStateBackend(JsonStateBackend):
         try:
             await db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             await db.execute("PRAGMA journal_mode = WAL")
+            # A deleted record is overwritten with zeros, not left in free pages.
+            await db.execute("PRAGMA secure_delete = ON")
             await db.execute(_SCHEMA)
         except sqlite3.Error as exc:
             await db.close()
@@ -195,6 +199,9 @@ class SQLiteStateBackend(JsonStateBackend):
         ]
         return sorted_records(found)
 
+    async def delete_session(self, scope: Scope) -> int:
+        return await self._delete(_DELETE_SESSION, (*scope_fields(scope)[:4], session_of(scope)))
+
     async def _delete(self, sql: str, parameters: tuple[str, ...]) -> int:
         db = self._conn()
         async with self._lock:
@@ -202,6 +209,10 @@ class SQLiteStateBackend(JsonStateBackend):
                 cursor = await db.execute(sql, parameters)
                 count = cursor.rowcount
                 await cursor.close()
+                if count > 0:
+                    # The write-ahead log still holds the record as it was: fold it into the
+                    # (zeroed) file and empty it. A busy reader only postpones this.
+                    await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 raise StoreError(f"deleting state failed: {_describe(exc)}", _STORE) from exc
         return count

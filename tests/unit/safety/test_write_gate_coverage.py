@@ -97,7 +97,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "search_facts",
     },
     "WorkingMemoryStore": {"delete", "delete_user", "get", "list_sessions", "list_users"},
-    "StateBackend": {"delete", "delete_user", "get", "list_user"},
+    "StateBackend": {"delete", "delete_session", "delete_user", "get", "list_user"},
     "ProcedureStore": {
         "by_goal",
         "delete",
@@ -113,6 +113,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "complete",
         "count_jobs",
         "fail",
+        "forget",
         "get",
         "list_jobs",
         "purge_dead",
