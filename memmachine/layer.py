@@ -23,6 +23,7 @@ from memmachine.config import Settings
 from memmachine.errors import InvalidInputError
 from memmachine.manager import MemoryManager
 from memmachine.models import FactRecord, ForgetReport, NewMessage, Role, Scope
+from memmachine.ports.procedures import AppScope, Outcome, ProcedureRecord
 from memmachine.prompting import MemoryPrompt, PromptFormat, build_memory_prompt
 
 __all__ = ["MemoryLayer"]
@@ -32,7 +33,8 @@ StateT = TypeVar("StateT", bound=BaseModel)
 
 
 class MemoryLayer:
-    """Blocking access to the three kinds of memory.
+    """Blocking access to the three kinds of memory, typed agent state and the
+    application's procedures.
 
     ``episodic_db``, ``profile_db`` and ``working_db`` take the same URLs as the
     ``MEMMACHINE_*_STORE_URL`` settings; ``None`` means embedded. ``session_id`` is the
@@ -222,10 +224,77 @@ class MemoryLayer:
             chosen = build_state_backend(self.settings, backend, manager=self.manager)
             self._run(chosen.start())
             self._state_backends[backend] = chosen
+            if backend != "working":  # working memory is forgotten with the user already
+                self.manager.state_backends.append(chosen)  # forget_user reaches it
         store = AgentStateStore(
             model, chosen, name=name, schema_version=schema_version, migrations=migrations
         )
         return StateHandle(store, scope, self._run)
+
+    # ------------------------------------------------------------------ procedures
+
+    def _app(self) -> AppScope:
+        try:
+            return AppScope.model_validate(self._ids)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc), field="agent_id") from None
+
+    def remember_procedure(
+        self,
+        goal: str,
+        steps: Sequence[str],
+        *,
+        preconditions: Sequence[str] = (),
+        pitfalls: Sequence[str] = (),
+        confidence: float = 0.6,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Remember how a task is done, for every user of this layer's application (its
+        org, project and agent). Personal details are redacted and instructions to the model
+        refused (``InvalidInputError`` naming the field); a procedure of the same goal is
+        superseded, its old version kept. Returns the stored procedure."""
+        record = ProcedureRecord(
+            goal=goal,
+            steps=list(steps),
+            preconditions=list(preconditions),
+            pitfalls=list(pitfalls),
+            confidence=confidence,
+            metadata=dict(metadata or {}),
+        )
+        stored = self._run(self.manager.procedural_service.remember(self._app(), record))
+        return stored.model_dump()
+
+    def recall_procedures(self, task: str, *, top_k: int = 3) -> list[dict[str, Any]]:
+        """The application's procedures for ``task`` (words and, with an embedder, meaning),
+        best first, each with its ``score``, steps, confidence and use counts."""
+        found = self._run(self.manager.procedural_service.search(self._app(), task, top_k=top_k))
+        return [{**procedure.model_dump(), "score": score} for procedure, score in found]
+
+    def procedure_history(self, procedure_id: str) -> dict[str, Any]:
+        """A procedure with its superseded versions (``history``, oldest first);
+        ``NotFoundError`` when the application has none such."""
+        procedure, history = self._run(
+            self.manager.procedural_service.history(self._app(), procedure_id)
+        )
+        return {**procedure.model_dump(), "history": [old.model_dump() for old in history]}
+
+    def report_procedure_use(self, procedure_id: str, *, success: bool) -> dict[str, Any]:
+        """Count one reuse of a procedure: success raises its confidence, failure lowers it.
+        Returns the procedure as it is now (``NotFoundError`` when there is none)."""
+        used = self._run(
+            self.manager.procedural_service.report_use(self._app(), procedure_id, success=success)
+        )
+        return used.model_dump()
+
+    def report_outcome(
+        self, user_id: str, outcome: Outcome, *, session_id: str | None = None
+    ) -> str | None:
+        """Record how the user's session (default: this layer's) went. A success queues
+        the distillation of its procedures when the job queue and an LLM are on; returns
+        that job's id (``None`` when none was queued)."""
+        scope = self._scope(user_id, session_id or self.session_id)
+        _, job = self._run(self.manager.procedural_service.set_outcome(scope, outcome))
+        return job
 
     # ------------------------------------------------------------------ forget / lifecycle
 

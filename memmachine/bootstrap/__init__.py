@@ -16,7 +16,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from memmachine.bootstrap.attachments import attach_blob_store, build_attachments
+from memmachine.bootstrap.attachments import (
+    attach_blob_store,
+    build_attachments,
+    build_blob_store,
+)
+from memmachine.bootstrap.erasure import attach_compactors
 from memmachine.bootstrap.observability import (
     StoreParts,
     build_rate_limiter,
@@ -65,6 +70,7 @@ __all__ = [
     "REDIS_SCHEMES",
     "attach_blob_store",
     "build_attachments",
+    "build_blob_store",
     "build_key_store",
     "build_language_model",
     "build_manager",
@@ -138,25 +144,26 @@ def _wire(
         # Only a store left unset needs the embedded server.
         embedded = EmbeddedFalkorDBServer(settings.data_dir.expanduser().resolve())
         resources.append(embedded)
+    # a resource, so startup checks the bucket and retries an endpoint not reachable yet
+    blobs = build_blob_store(settings)
+    resources.append(blobs)
 
-    parts = observed(
-        telemetry,
-        StoreParts(
-            episodes=episode_store(
-                episode_url,
-                embedded,
-                settings,
-                embedder_dims=(embedder.dimensions if embedder else None),
-                embedder_model=(embedder.model if embedder else None),
-            ),
-            profile=profile_store(profile_url, settings),
-            working=working_store(working_url, embedded, settings),
-            jobs=job_queue(working_url, embedded, settings),
-            embedder=embedder,
-            reranker=reranker,
-            language_model=build_language_model(settings.llm),
+    raw = StoreParts(
+        episodes=episode_store(
+            episode_url,
+            embedded,
+            settings,
+            embedder_dims=(embedder.dimensions if embedder else None),
+            embedder_model=(embedder.model if embedder else None),
         ),
+        profile=profile_store(profile_url, settings),
+        working=working_store(working_url, embedded, settings),
+        jobs=job_queue(working_url, embedded, settings),
+        embedder=embedder,
+        reranker=reranker,
+        language_model=build_language_model(settings.llm),
     )
+    parts = observed(telemetry, raw)
     episodes = searched_in_memory(
         parts.episodes, settings.search_index, settings.data_dir, telemetry
     )
@@ -199,7 +206,8 @@ def _wire(
         stage_observer=telemetry,
         idempotent=idempotent,
     )
-    attach_blob_store(settings, manager)
+    manager.episodic_service.blobs = blobs
+    attach_compactors(settings, manager, raw)
     if telemetry is not None:
         telemetry.instrument_operations(manager)
     return manager

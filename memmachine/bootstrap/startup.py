@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 
+from memmachine.bootstrap.attachments import blob_address
 from memmachine.bootstrap.stores import secret
 from memmachine.config import Settings, resolve_credentials, url_address
 from memmachine.errors import StoreUnavailableError
@@ -86,6 +87,9 @@ def _targets(manager: MemoryManager, settings: Settings) -> dict[int, tuple[str,
     else:
         records = str(data_dir / "memory_types.db")
     targets[id(manager.memory_types)] = ("custom memory type store", records)
+    blobs = manager.episodic_service.blobs
+    if blobs is not None:
+        targets[id(blobs)] = ("blob store", blob_address(settings))
     if manager.idempotent.store is not None:
         where = url_address(working) if working else embedded
         targets[id(manager.idempotent.store)] = ("idempotency records", where)

@@ -27,7 +27,7 @@ and URL handling in :mod:`~memmachine.config.urls`.
 
 from __future__ import annotations
 
-from memmachine.config.attachments import AttachmentSettings
+from memmachine.config.attachments import AttachmentSettings, BlobSettings
 from memmachine.config.retention import RetentionPolicy, RetentionSettings
 from memmachine.config.sections import (
     DEFAULT_EMBEDDING_MODEL,
@@ -64,6 +64,7 @@ __all__ = [
     "DEFAULT_OPENAI_EMBEDDING_MODEL",
     "LLM_OFF_REASON",
     "AttachmentSettings",
+    "BlobSettings",
     "CompactionSettings",
     "Credentials",
     "EmbeddingSettings",

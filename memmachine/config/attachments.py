@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from memmachine.config.sources import Section, split_list
 
-__all__ = ["DEFAULT_ATTACHMENT_TYPES", "AttachmentSettings"]
+__all__ = ["DEFAULT_ATTACHMENT_TYPES", "AttachmentSettings", "BlobSettings"]
 
 #: Images a vision model reads, audio a transcription model takes, and plain documents.
 DEFAULT_ATTACHMENT_TYPES = (
@@ -49,7 +49,7 @@ class AttachmentSettings(Section):
     #: With ``fetch_urls``, only these host names (empty: any host).
     url_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     fetch_timeout_seconds: float = Field(default=20.0, gt=0)
-    #: Where blobs are kept; unset: ``<data dir>/blobs``.
+    #: Where blobs are kept when ``MEMMACHINE_BLOB_URL`` is unset; unset: ``<data dir>/blobs``.
     blob_dir: Path | None = None
     #: The vision chat model that describes images, at the LLM endpoint (``MEMMACHINE_LLM_*``);
     #: unset: images need a caption.
@@ -67,3 +67,27 @@ class AttachmentSettings(Section):
     @classmethod
     def _lower(cls, value: list[str]) -> list[str]:
         return [kind.strip().lower() for kind in value if kind.strip()]
+
+
+class BlobSettings(Section):
+    """Where attachment blobs are kept (``MEMMACHINE_BLOB_*``): files under
+    ``MEMMACHINE_ATTACHMENTS_BLOB_DIR`` by default, an S3-compatible bucket with ``url``
+    (needs the ``s3`` extra). Replicas of one deployment must share the blob store."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMMACHINE_BLOB_", extra="ignore")
+    yaml_section: ClassVar[str | None] = "blob"
+
+    #: ``s3://bucket/prefix``: blobs in that bucket, every key under the prefix; unset:
+    #: files in the data dir.
+    url: str | None = None
+    #: The S3-compatible service (``http://minio:9000``, an R2 account URL, ...); unset: AWS
+    #: S3 in ``region``.
+    endpoint_url: str | None = None
+    region: str | None = None
+    #: Both or neither; neither: the standard AWS chain (``AWS_ACCESS_KEY_ID`` /
+    #: ``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, instance and task roles).
+    access_key_id: SecretStr | None = None
+    secret_access_key: SecretStr | None = None
+    #: Address the bucket in the URL's path (``endpoint/bucket/key``) rather than its host
+    #: name: MinIO and most self-hosted services need it.
+    path_style: bool = False

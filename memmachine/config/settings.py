@@ -11,7 +11,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from memmachine.config.attachments import AttachmentSettings
+from memmachine.config.attachments import AttachmentSettings, BlobSettings
 from memmachine.config.retention import RetentionSettings
 from memmachine.config.sections import (
     CompactionSettings,
@@ -79,6 +79,11 @@ class Settings(Section):
     #: How long the answer to a write sent with an ``Idempotency-Key`` is kept: a retry
     #: with the same key within this time gets that answer again, nothing applied twice.
     idempotency_ttl_seconds: int = Field(default=86_400, ge=60)
+    #: After a user or session is forgotten, the files that still hold deleted bytes (the
+    #: append-only file and snapshot of the FalkorDB / Redis servers, SQLite's write-ahead
+    #: log, PostgreSQL's dead rows) are compacted within this many seconds; 0 = at once,
+    #: inside the forget request.
+    forget_compaction_seconds: float = Field(default=60.0, ge=0, le=86_400)
 
     #: ``key=tenant`` pairs, comma separated. When set, every /v1 request needs
     #: ``Authorization: Bearer <key>`` and is confined to that key's tenant.
@@ -123,6 +128,7 @@ class Settings(Section):
     tokenizer: TokenizerSettings = Field(default_factory=TokenizerSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
+    blob: BlobSettings = Field(default_factory=BlobSettings)
 
     #: Custom memory types to serve (:mod:`memmachine.memory_types`), besides those of the
     #: ``memmachine.memory_types`` entry points: ``module:Class`` references, a JSON list or
@@ -183,6 +189,7 @@ class Settings(Section):
             self.llm.api_key,
             self.jobs.password,
             self.metrics.key,
+            self.blob.secret_access_key,
         ):
             text = plain(secret)
             if text:

@@ -289,6 +289,11 @@ class AgentStateStore(Generic[StateT]):
         sessions); returns how many records were removed. See the backend for its reach."""
         return await self.backend.delete_user(scope)
 
+    async def forget_session(self, scope: Scope) -> int:
+        """Remove every state of the scope's session held by the backend (all names and
+        agents); returns how many records were removed."""
+        return await self.backend.delete_session(scope)
+
     # ------------------------------------------------------------------ autosave
 
     @asynccontextmanager

@@ -78,6 +78,7 @@ from memmachine.safety.gate import WriteGate
 __all__ = [
     "ENTRY_POINT_GROUP",
     "PARTITION_FIELDS",
+    "RECORD_PREFIX",
     "RESERVED_NAMES",
     "SETTING",
     "TYPE_NAME_PATTERN",
@@ -99,6 +100,8 @@ TYPE_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 RESERVED_NAMES = frozenset({"episodic", "profile", "working"})
 #: The scope ids a type may keep its records apart by, besides the user.
 PARTITION_FIELDS = ("agent_id", "session_id", "group_id")
+#: A type's records of one scope are the backend record ``<RECORD_PREFIX>.<type name>``.
+RECORD_PREFIX = "memory_type"
 
 _NAME = re.compile(TYPE_NAME_PATTERN)
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -383,7 +386,7 @@ class _Registered:
 
 def record_name(type_name: str) -> str:
     """The state record a type's records of one scope are kept in."""
-    return f"memory_type.{type_name}"
+    return f"{RECORD_PREFIX}.{type_name}"
 
 
 def _check_key(key: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -20,6 +20,7 @@ from memmachine.memory.custom import (
     _REFERENCE,
     ENTRY_POINT_GROUP,
     PARTITION_FIELDS,
+    RECORD_PREFIX,
     RESERVED_NAMES,
     SETTING,
     TYPE_NAME_PATTERN,
@@ -32,7 +33,7 @@ from memmachine.memory.custom import (
 )
 from memmachine.memory.expiry import expiry_asked
 from memmachine.models import Scope
-from memmachine.ports import Clock, StateBackend, SystemClock
+from memmachine.ports import Clock, StateBackend, StateRecord, SystemClock
 from memmachine.safety.gate import WriteGate
 from memmachine.safety.pii import Redactor
 
@@ -259,6 +260,29 @@ class MemoryTypeRegistry:
         records = self.space(name, scope)
         return _jsonable(name, await entry.instance.retrieve(records, query))
 
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        """Every record space of every type for the scope's user (all partitions), as the
+        backend lists them (named ``memory_type.<type>``). Nothing without types."""
+        if not self._types or self._backend is None:
+            return []
+        listed = await self._backend.list_user(scope.user_scope())
+        return [record for record in listed if record.name.startswith(f"{RECORD_PREFIX}.")]
+
+    async def restore(self, name: str, scope: Scope, records: Sequence[Mapping[str, Any]]) -> bool:
+        """Put back the records of type ``name`` in ``scope`` (its partition ids included)
+        as an export had them, through the gate; returns whether anything changed (the
+        same records already stored are left alone). Unknown type: ``NotFoundError``."""
+        self._entry(name)
+        assert self._backend is not None  # a registry with types always has one
+        record_name = f"{RECORD_PREFIX}.{name}"
+        stored = await self._backend.get(scope, record_name)
+        if stored is not None and stored.envelope == self.gate.record_envelope(
+            record_name, records
+        ):
+            return False
+        await self._backend.put(scope, record_name, self.gate.record_envelope(record_name, records))
+        return True
+
     async def forget_user(self, scope: Scope) -> int:
         """Remove every record of every type for the scope's user (all partitions);
         returns how many record spaces were removed. Nothing to do without types."""
@@ -276,6 +300,13 @@ class MemoryTypeRegistry:
             for scope in await self._backend.scopes_holding(record_name(name)):
                 erased += await self.space(name, scope).purge_expired()
         return erased
+
+    async def forget_session(self, scope: Scope) -> int:
+        """Remove every record of every type kept in the scope's session (records of a
+        partition that spans sessions stay); how many record spaces were removed."""
+        if not self._types or self._backend is None:
+            return 0
+        return await self._backend.delete_session(scope)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -168,16 +168,16 @@ class EpisodicService:
         )
         return live_episodes(page, self.clock.now()), total
 
-    async def delete(self, scope: Scope, episode_id: str) -> None:
-        """Delete one of the user's episodes (``NotFoundError`` when there is none)."""
+    async def delete(self, scope: Scope, episode_id: str) -> Episode | None:
+        """Delete one of the user's episodes (``NotFoundError`` when there is none); the
+        episode as it was (``None`` if it went between the read and the delete)."""
         user = scope.user_scope()
-        episode = (
-            await self._store.get_episode(user, episode_id) if self.blobs is not None else None
-        )
+        episode = await self._store.get_episode(user, episode_id)
         if not await self._store.delete_episode(user, episode_id):
             raise NotFoundError(f"episode {episode_id!r} not found")
-        if episode is not None:
+        if episode is not None and self.blobs is not None:
             await self._release([episode])
+        return episode
 
     async def remove(self, scope: Scope, episodes: Sequence[Episode]) -> None:
         """Take back episodes this service just stored (a multi-store write that failed)."""

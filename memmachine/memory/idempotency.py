@@ -17,7 +17,10 @@ argument) runs the write through :meth:`IdempotentWrites.run`:
 * A request with a key whose first request is still running waits for it (up to
   ``wait_seconds``) and gets its answer; after that it is refused with a 409.
 
-Keys are scoped by tenant: two tenants' equal keys never meet.
+Keys are scoped by tenant: two tenants' equal keys never meet. A kept answer holds what the
+user sent (a fact's value, a working-memory summary...), so it is filed under the user and
+the session the write was for (:func:`owners_of`), and forgetting either drops it
+(:meth:`IdempotentWrites.forget`) instead of leaving it until its TTL.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import re
 from collections.abc import Awaitable, Callable
 
 from memmachine.errors import ConflictError, InvalidInputError, MemMachineError
+from memmachine.models import Scope
 from memmachine.ports import IdempotencyRecord, IdempotencyStore
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "check_key",
     "episode_ids_for",
     "keeps_answer",
+    "owners_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -64,6 +69,16 @@ def episode_ids_for(tenant: str, key: str, count: int) -> list[str]:
     every retry, so a retry finds what an earlier attempt stored (``MessageAdder``)."""
     digest = hashlib.sha256(f"{tenant}\0{check_key(key)}".encode()).hexdigest()[:32]
     return [f"ik-{digest}-{index}" for index in range(count)]
+
+
+def owners_of(scope: Scope) -> list[str]:
+    """What a kept answer written for ``scope`` is filed under: its user
+    (``tenant/org/project/user``) and, with a session, that session (one more ``/``-part:
+    ids cannot contain ``/``)."""
+    owners = [scope.user_key]
+    if scope.session_id is not None:
+        owners.append(f"{scope.user_key}/{scope.session_id}")
+    return owners
 
 
 def keeps_answer(status: int) -> bool:
@@ -97,10 +112,13 @@ class IdempotentWrites:
         write: Callable[[], Awaitable[Answer]],
         *,
         field: str = IDEMPOTENCY_HEADER,
+        owner: Callable[[], Scope | None] | None = None,
     ) -> Answer:
         """The answer of ``write`` (``status, body, content type``) run once for ``tenant``
         and ``key``; ``field`` names the key in errors. Without a store, ``write`` runs as
-        it is. Errors of ``write`` pass through, with the key released."""
+        it is. Errors of ``write`` pass through, with the key released. ``owner`` tells,
+        once ``write`` ran, whose write it was (``None``: nobody's, say a refusal before
+        the scope was known); the kept answer is filed under it."""
         check_key(key, field)
         if self.store is None:
             return await write()
@@ -120,12 +138,21 @@ class IdempotentWrites:
             await self._release(tenant, key)
             return answer
         record = IdempotencyRecord(fingerprint, True, status, body, content_type)
+        scope = owner() if owner is not None else None
+        owners = owners_of(scope) if scope is not None else []
         try:
-            await self.store.complete(tenant, key, record, self.ttl_seconds)
+            await self.store.complete(tenant, key, record, self.ttl_seconds, owners)
         except MemMachineError as exc:
             # The write is applied and answered; its retries wait for the lease to end.
             log.warning("the answer of an idempotent write was not kept: %s", exc.message)
         return answer
+
+    async def forget(self, scope: Scope) -> int:
+        """Drop every kept answer of ``scope``'s session, or of its user when it names no
+        session; how many there were (0 without a store)."""
+        if self.store is None:
+            return 0
+        return await self.store.forget(owners_of(scope)[-1])
 
     async def _claim(self, tenant: str, key: str, fingerprint: str, field: str) -> Answer | None:
         assert self.store is not None

@@ -156,6 +156,33 @@ class ProceduralMemory:
             raise NotFoundError(f"procedure {procedure_id!r} not found")
         return found
 
+    async def restore(
+        self,
+        app: AppScope,
+        record: ProcedureRecord,
+        *,
+        replaces: str | None,
+        reason: str,
+        successes: int,
+        failures: int,
+    ) -> Procedure:
+        """Store one version of an imported procedure (through the gate, embedded),
+        superseding ``replaces`` with ``reason``, then count its uses back while keeping the
+        confidence it had."""
+        gated = await self._embedded(self._gate.procedure(record))
+        saved = await self._store.save(
+            app,
+            self._gate.procedure(gated),
+            replaces=replaces,
+            reason=self._gate.procedure_reason(reason),
+        )
+        for success in [True] * successes + [False] * failures:
+            counted = await self._store.record_use(
+                app, saved.id, success=success, confidence=lambda _old: record.confidence
+            )
+            saved = counted or saved
+        return saved
+
     async def delete(self, app: AppScope, procedure_id: str) -> None:
         """Delete a procedure and its history (``NotFoundError`` when there is none)."""
         if not await self._store.delete(app, procedure_id):
@@ -217,13 +244,24 @@ class ProceduralMemory:
             query_vector = (await self.embedder.embed([query]))[0]
         return await self._store.search(app, query, query_vector, top_k)
 
-    async def for_prompt(self, scope: Scope, query: str, top_k: int = 3) -> list[Procedure]:
-        """The application's procedures for the task ``query`` describes, best first, for
-        a memory prompt: none when procedural memory is off or the query is unusable."""
+    async def for_prompt(
+        self,
+        scope: Scope,
+        query: str,
+        top_k: int = 3,
+        *,
+        query_vector: Sequence[float] | None = None,
+    ) -> list[Procedure]:
+        """The application's procedures for the task ``query`` (whose vector the caller may
+        have already) describes, best first, for a memory prompt: none when procedural memory
+        is off or the query is unusable."""
         if self.store_or_none is None or not query.strip():
             return []
         found = await self.search(
-            AppScope.of(scope), query[: self._gate.limits.max_message_chars], top_k=top_k
+            AppScope.of(scope),
+            query[: self._gate.limits.max_message_chars],
+            top_k=top_k,
+            query_vector=query_vector,
         )
         return [procedure for procedure, _ in found]
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memmachine.config import CompactionSettings
-from memmachine.errors import MemMachineError, NotFoundError
+from memmachine.errors import ConflictError, MemMachineError, NotFoundError
 from memmachine.memory.common import require_session
 from memmachine.memory.expiry import is_expired
 from memmachine.memory.scheduling import JobScheduler
@@ -121,6 +121,33 @@ class WorkingService:
         """Remove the session's working memory (``NotFoundError`` when it has none)."""
         if not await self._store.delete(require_session(scope)):
             raise NotFoundError(f"session {scope.session_id!r} has no working memory")
+
+    async def drop_episode(self, episode: Episode, attempts: int = 5) -> int:
+        """Take the messages of a deleted ``episode`` out of its session's working memory
+        (matched by their ``episode_id``); how many were removed. Written only if no write
+        came in meanwhile, retried on a fresh read up to ``attempts`` times."""
+        scope = episode.scope
+        for _ in range(attempts):
+            memory = await self._store.get(scope)
+            if memory is None:
+                return 0
+            kept = [m for m in memory.messages if m.metadata.get("episode_id") != episode.id]
+            if len(kept) == len(memory.messages):
+                return 0
+            try:
+                await self._store.put(
+                    scope,
+                    messages=self._gate.messages(kept),
+                    expected_version=memory.version,
+                    ttl_seconds=memory.ttl_seconds,
+                )
+            except ConflictError:
+                continue
+            return len(memory.messages) - len(kept)
+        raise ConflictError(
+            f"the working memory of session {scope.session_id!r} kept changing; the deleted "
+            "episode's message is still in it (retry the delete)"
+        )
 
     async def forget_session(self, scope: Scope) -> int:
         """Remove the session's working memory; how many sessions that was (0 or 1)."""

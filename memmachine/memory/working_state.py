@@ -10,10 +10,13 @@ from memmachine.errors import ConflictError, InvalidInputError, StateSchemaError
 from memmachine.memory.agent_state import difference
 from memmachine.models import ProjectScope, Scope, WorkingMemory
 from memmachine.ports import (
+    StateRecord,
     StoredState,
     WorkingMemoryStore,
     check_expected_revision,
     record_key,
+    session_of,
+    sorted_records,
     stale_revision,
 )
 from memmachine.safety.pii import Redactor
@@ -170,6 +173,27 @@ class WorkingMemoryStateBackend:
                         for session in await store.list_sessions(project.user(user.user_id)):
                             found += _named(session.scope, session.state, name)
         return sorted(found, key=lambda scope: record_key(scope, name))
+
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        """Every record in the user's live sessions (their working-memory state)."""
+        found: list[StateRecord] = []
+        for memory in await self._manager.working.list_sessions(scope.user_scope()):
+            for key, entry in _entries(memory.state).items():
+                name, *ids = key.split(" ")
+                narrowing = dict(part.split("=", 1) for part in ids if "=" in part)
+                owner = memory.scope.model_copy(
+                    update={
+                        "agent_id": narrowing.get("agent"),
+                        "group_id": narrowing.get("group"),
+                    }
+                )
+                revision, envelope = _split_entry(entry, name)
+                found.append(StateRecord(owner, name, envelope, revision))
+        return sorted_records(found)
+
+    async def delete_session(self, scope: Scope) -> int:
+        """Forget the session's working memory (with its states); 0 or 1 sessions."""
+        return await self._manager.working.delete(scope.for_session(session_of(scope)))
 
     def _refuse_redactable(self, envelope: Mapping[str, Any]) -> None:
         safety = self._manager.safety

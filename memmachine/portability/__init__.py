@@ -1,8 +1,9 @@
 """One user's memories as a versioned JSON document: export and import.
 
-The document (``format`` ``"memmachine-export"``, ``version`` 2; version 1 still imports)::
+The document (``format`` ``"memmachine-export"``, ``version`` 3; versions 1 and 2 still
+import)::
 
-    {"format": "memmachine-export", "version": 2, "exported_at": "...",
+    {"format": "memmachine-export", "version": 3, "exported_at": "...",
      "scope": {"tenant", "org_id", "project_id", "user_id"},
      "episodes": [{"id", "session_id", "agent_id", "group_id", "sequence", "role",
                    "producer", "content", "timestamp", "metadata"}, ...],
@@ -12,7 +13,13 @@ The document (``format`` ``"memmachine-export"``, ``version`` 2; version 1 still
                 "history": [{"value", ..., "valid_from", "valid_to", "reason",
                              "fact_id", "recorded_at"}]}, ...],
      "closed_facts": [{"tag", "feature", "history": [...]}, ...],
-     "working": [{"session_id", "messages", "state", "summary"}, ...]}
+     "working": [{"session_id", "messages", "state", "summary"}, ...],
+     "agent_state": [{"agent_id", "session_id", "group_id", "name", "envelope"}, ...],
+     "custom_records": [{"type", "agent_id", "session_id", "group_id",
+                         "records": [{"key", "data", "created_at", "updated_at"}]}, ...],
+     "attachments": [{"sha256", "size", "holders": [episode ids], "data": base64}, ...],
+     "procedures": [{"id", "agent_id", "goal", "steps", ..., "successes", "failures",
+                     "history": [...]}, ...] | null}
 
 ``closed_facts`` holds the (tag, feature)s with no current value, only closed versions (an
 invalidated fact). ``working`` holds every live session of the user, with or without
@@ -34,9 +41,10 @@ reasons) and then gets the exporting store's fact id (unless another fact holds 
 times back (``ProfileStore.restore_fact_times``), so an export -> forget -> import round trip
 gives identical stores; an episode's storage time is the target store's.
 
-Not in the document yet: typed agent state (its backends cannot list a user's records) and
-custom memory type records. New sections (attachments, procedures) plug in as described on
-:class:`ExportDocument`.
+The sections of version 3 (typed agent state of the state backend the caller names,
+custom-type records, attachment blobs, and the application's procedures only when asked
+for) are described in :mod:`memmachine.portability.sections`. New sections plug in as
+described on :class:`ExportDocument`.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from memmachine.models import (
     Scope,
     as_utc,
 )
+from memmachine.ports.procedures import ProcedureSource
+from memmachine.ports.state import STATE_NAME_PATTERN
 from memmachine.safety import looks_like_injection
 
 if TYPE_CHECKING:
@@ -31,12 +33,18 @@ __all__ = [
     "DocumentError",
     "ExportDocument",
     "ExportScope",
+    "ExportedAttachment",
     "ExportedClosedFact",
+    "ExportedCustomRecord",
+    "ExportedCustomSpace",
     "ExportedEpisode",
     "ExportedFact",
     "ExportedFactVersion",
     "ExportedMessage",
+    "ExportedProcedure",
+    "ExportedProcedureVersion",
     "ExportedSession",
+    "ExportedState",
     "Progress",
     "check_writable",
     "fact_pages",
@@ -46,11 +54,14 @@ __all__ = [
 
 FORMAT_NAME = "memmachine-export"
 #: 2 added ``closed_facts`` (features whose every version is closed, e.g. invalidated) and
-#: working memory of sessions that have no episodes; version 1 documents still import.
-FORMAT_VERSION = 2
+#: working memory of sessions that have no episodes; 3 added ``agent_state``,
+#: ``custom_records``, ``attachments`` and (when asked for) ``procedures``. Versions 1 and 2
+#: still import.
+FORMAT_VERSION = 3
 
-#: ``progress(phase, done, total)``: ``phase`` is ``"episodes"``, ``"facts"`` or
-#: ``"working"``; ``total`` is ``None`` when it is not known in advance.
+#: ``progress(phase, done, total)``: ``phase`` is ``"episodes"``, ``"facts"``,
+#: ``"working"``, ``"agent_state"``, ``"custom_records"``, ``"attachments"`` or
+#: ``"procedures"``; ``total`` is ``None`` when it is not known in advance.
 Progress = Callable[[str, int, int | None], None]
 
 #: Facts and episodes read per store call, and items written per manager call.
@@ -178,17 +189,98 @@ class ExportedSession(_Strict):
     summary: str | None = None
 
 
+class ExportedState(_Strict):
+    """One typed agent state record (version 3): the narrowing ids of its scope, its name
+    and its envelope (``{"schema", "version", "data"}``) exactly as stored."""
+
+    agent_id: Identifier | None = None
+    session_id: Identifier | None = None
+    group_id: Identifier | None = None
+    name: str = Field(pattern=STATE_NAME_PATTERN)
+    envelope: dict[str, Any]
+
+
+class ExportedCustomRecord(_Strict):
+    """One record of a custom memory type, as the type's record space holds it."""
+
+    key: str = Field(min_length=1, max_length=256)
+    data: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class ExportedCustomSpace(_Strict):
+    """The records of one custom memory type in one scope (the type's partition ids),
+    in the order they were first stored (version 3)."""
+
+    type: str
+    agent_id: Identifier | None = None
+    session_id: Identifier | None = None
+    group_id: Identifier | None = None
+    records: list[ExportedCustomRecord] = Field(default_factory=list)
+
+
+class ExportedAttachment(_Strict):
+    """One attachment blob (version 3): its bytes in base64, their SHA-256 and size, and
+    the ids of the episodes (in ``episodes``) that hold it."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=1)
+    holders: list[Identifier] = Field(min_length=1)
+    data: str
+
+
+class _ExportedProcedureBody(_Timestamped):
+    """What a procedure and each of its superseded versions hold."""
+
+    goal: str
+    steps: list[str]
+    preconditions: list[str] = Field(default_factory=list)
+    pitfalls: list[str] = Field(default_factory=list)
+    confidence: float = Field(ge=0.0, le=1.0)
+    source: str = "explicit"
+    sources: list[ProcedureSource] = Field(default_factory=list)
+    successes: int = Field(default=0, ge=0)
+    failures: int = Field(default=0, ge=0)
+
+
+class ExportedProcedureVersion(_ExportedProcedureBody):
+    """A superseded version of a procedure, with the uses it had counted."""
+
+    reason: str = "superseded"
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+class ExportedProcedure(_ExportedProcedureBody):
+    """One procedure of the application (version 3, only in an export that asked for
+    them): its current version, use counts and superseded versions (oldest first)."""
+
+    id: str | None = None
+    agent_id: Identifier | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    history: list[ExportedProcedureVersion] = Field(default_factory=list)
+
+
 class ExportDocument(_Timestamped):
     """A whole export, as :func:`export_user` writes it and :func:`parse_document` reads it."""
 
     format: Literal["memmachine-export"] = "memmachine-export"
-    version: Literal[1, 2] = 2
+    version: Literal[1, 2, 3] = 3
     exported_at: datetime
     scope: ExportScope
     episodes: list[ExportedEpisode] = Field(default_factory=list)
     facts: list[ExportedFact] = Field(default_factory=list)
     closed_facts: list[ExportedClosedFact] = Field(default_factory=list)
     working: list[ExportedSession] = Field(default_factory=list)
+    agent_state: list[ExportedState] = Field(default_factory=list)
+    custom_records: list[ExportedCustomSpace] = Field(default_factory=list)
+    attachments: list[ExportedAttachment] = Field(default_factory=list)
+    #: ``None``: the export did not ask for the application's procedures (not ``[]``: the
+    #: application had none).
+    procedures: list[ExportedProcedure] | None = None
     # Extension point: a new kind of memory a user owns (attachments, procedures...) adds
     # its own section here as a list of its own models with an empty default, bumps
     # FORMAT_VERSION, writes the section in export_user after "working" and restores it in

@@ -20,6 +20,7 @@ from memmachine.models import (
 
 if TYPE_CHECKING:
     from memmachine.manager import MemoryManager
+    from memmachine.ports import StateBackend
 
 from memmachine.portability.document import (
     PAGE,
@@ -35,6 +36,7 @@ from memmachine.portability.document import (
     fact_pages,
     no_progress,
 )
+from memmachine.portability.sections import attachment_holder, write_sections
 
 __all__ = ["ExportReport", "export_user"]
 
@@ -48,6 +50,11 @@ class ExportReport:
     fact_versions: int = 0
     closed_facts: int = 0
     sessions: int = 0
+    agent_states: int = 0
+    custom_spaces: int = 0
+    attachments: int = 0
+    #: ``None`` when the export did not ask for the application's procedures.
+    procedures: int | None = None
 
 
 async def export_user(
@@ -57,9 +64,13 @@ async def export_user(
     *,
     progress: Progress | None = None,
     page_size: int = PAGE,
+    state: StateBackend | None = None,
+    procedures: bool = False,
 ) -> ExportReport:
     """Write the user's memories (``scope``'s tenant, org, project and user; narrowing ids
-    are ignored) as one JSON document through ``write``, page by page."""
+    are ignored) as one JSON document through ``write``, page by page: with ``state`` the
+    typed agent state kept there, and with ``procedures`` the application's procedures
+    (see :mod:`memmachine.portability.sections`)."""
     user = scope.user_scope()
     report = ExportReport()
     tick = progress or no_progress
@@ -73,12 +84,14 @@ async def export_user(
 
     write(',\n"episodes": [')
     sessions: dict[str, None] = {}
+    blobs: dict[str, list[str]] = {}
     offset = 0
     while True:
         page, total = await manager.list_episodes(user, limit=page_size, offset=offset)
         for episode in page:
             session_id = episode.scope.session_id or ""
             sessions.setdefault(session_id, None)
+            attachment_holder(episode, blobs)
             item = ExportedEpisode(
                 id=episode.id,
                 session_id=session_id,
@@ -147,7 +160,11 @@ async def export_user(
             write(_element(report.sessions, item_session))
             report.sessions += 1
         tick("working", number, len(sessions))
-    write("\n]}\n")
+    write("\n]")
+    counts = await write_sections(manager, user, write, blobs, state=state, procedures=procedures)
+    report.agent_states, report.custom_spaces = counts["agent_state"], counts["custom_records"]
+    report.attachments, report.procedures = counts["attachments"], counts.get("procedures")
+    write("}\n")
     return report
 
 

@@ -19,6 +19,7 @@ from memmachine.models import (
 
 if TYPE_CHECKING:
     from memmachine.manager import MemoryManager
+    from memmachine.ports import StateBackend
 
 from memmachine.portability.document import (
     BATCH,
@@ -32,6 +33,7 @@ from memmachine.portability.document import (
     fact_pages,
     no_progress,
 )
+from memmachine.portability.sections import check_sections, import_sections
 
 __all__ = ["ImportReport", "import_document"]
 
@@ -46,6 +48,12 @@ class ImportReport:
     facts_unchanged: int = 0
     fact_versions_replayed: int = 0
     sessions: int = 0
+    #: Typed states, custom-type record spaces, blobs and procedures written (what was
+    #: already there as the document has it is left alone and not counted).
+    agent_states: int = 0
+    custom_spaces: int = 0
+    attachments: int = 0
+    procedures: int = 0
 
 
 async def import_document(
@@ -55,6 +63,7 @@ async def import_document(
     *,
     progress: Progress | None = None,
     batch_size: int = BATCH,
+    state: StateBackend | None = None,
 ) -> ImportReport:
     """Store ``document`` for ``target`` (its tenant, org, project and user; default the
     document's own scope) through the manager: episodes, then facts, then working memory.
@@ -62,8 +71,11 @@ async def import_document(
     The document is first checked against the manager's limits and injection guard;
     :class:`DocumentError` is raised, naming the JSON path, before anything is written.
     Episodes are written in session order, in batches, without touching working memory or
-    queueing extraction; an episode id the user already has is skipped."""
+    queueing extraction; an episode id the user already has is skipped. Then the version 3
+    sections (:mod:`memmachine.portability.sections`); typed agent state goes to ``state``,
+    required when the document holds some."""
     check_writable(manager, document)
+    decoded = check_sections(manager, document, state)
     user = (target or document.scope.as_scope()).user_scope()
     tick = progress or no_progress
     report = ImportReport()
@@ -71,6 +83,9 @@ async def import_document(
     await _import_facts(manager, document, user, report, tick, batch_size)
     await _import_closed_facts(manager, document, user, report)
     await _import_working(manager, document, user, report, tick)
+    counts = await import_sections(manager, document, user, state, decoded)
+    report.agent_states, report.custom_spaces = counts["agent_state"], counts["custom_records"]
+    report.attachments, report.procedures = counts["attachments"], counts["procedures"]
     return report
 
 

@@ -61,12 +61,16 @@ from memmachine.ports.retention import RetentionPolicyStore
 from memmachine.ports.state import (
     STATE_NAME_PATTERN,
     StateBackend,
+    StateRecord,
     StoredState,
     check_expected_revision,
     record_key,
     scope_fields,
     scope_of_key,
+    session_of,
+    sorted_records,
     stale_revision,
+    stored_record,
 )
 from memmachine.ports.stores import (
     EpisodeStore,
@@ -106,6 +110,7 @@ __all__ = [
     "SpanEmbedder",
     "SpanSet",
     "StateBackend",
+    "StateRecord",
     "StoredState",
     "SystemClock",
     "TokenCounter",
@@ -115,5 +120,8 @@ __all__ = [
     "record_key",
     "scope_fields",
     "scope_of_key",
+    "session_of",
+    "sorted_records",
     "stale_revision",
+    "stored_record",
 ]

@@ -15,8 +15,13 @@ Contract (checked by ``tests/contract/test_idempotency_store.py``):
   ``None``.
 * ``extend(tenant, key, lease_seconds)`` renews the lease of a pending record (the
   request that claimed it is still running); it does nothing to a done or missing one.
-* ``complete(tenant, key, record, ttl_seconds)`` stores the answer (``record.done`` is true)
-  for ``ttl_seconds``, replacing the pending record.
+* ``complete(tenant, key, record, ttl_seconds, owners)`` stores the answer (``record.done``
+  is true) for ``ttl_seconds``, replacing the pending record, and files it under each of
+  ``owners`` (the user and session it was written for, see
+  :func:`memmachine.memory.idempotency.owners_of`).
+* ``forget(owner)`` drops every record filed under ``owner`` (an answer holds what the
+  user sent) and returns how many there were: forgetting a user or session reaches them.
+  The index behind it is bounded by the records' own expiry.
 * ``release(tenant, key)`` drops the record, so the key may be claimed again (the request
   failed with nothing applied).
 * Records of different tenants never meet: the same key of two tenants is two records.
@@ -26,6 +31,7 @@ Contract (checked by ``tests/contract/test_idempotency_store.py``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -57,6 +63,12 @@ class IdempotencyStore(Protocol):
     ) -> IdempotencyRecord | None: ...
     async def extend(self, tenant: str, key: str, lease_seconds: float) -> None: ...
     async def complete(
-        self, tenant: str, key: str, record: IdempotencyRecord, ttl_seconds: float
+        self,
+        tenant: str,
+        key: str,
+        record: IdempotencyRecord,
+        ttl_seconds: float,
+        owners: Sequence[str] = (),
     ) -> None: ...
+    async def forget(self, owner: str) -> int: ...
     async def release(self, tenant: str, key: str) -> None: ...

@@ -3,22 +3,27 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from memmachine.errors import ConflictError, InvalidInputError
+from memmachine.errors import ConflictError, InvalidInputError, StoreError
 from memmachine.models import Scope
 
 __all__ = [
     "STATE_NAME_PATTERN",
     "StateBackend",
+    "StateRecord",
     "StoredState",
     "check_expected_revision",
     "record_key",
     "scope_fields",
     "scope_of_key",
+    "session_of",
+    "sorted_records",
     "stale_revision",
+    "stored_record",
 ]
 
 #: A state name: letters, digits, ``_ . - < >`` (so a qualified class name such as
@@ -30,6 +35,17 @@ STATE_NAME_PATTERN = r"^[\w.\-<>]{1,200}$"
 class StoredState:
     """What a backend holds for one (scope, name): the envelope and its revision (>= 1)."""
 
+    envelope: dict[str, Any]
+    revision: int
+
+
+@dataclass(frozen=True)
+class StateRecord:
+    """One record of a user as :meth:`StateBackend.list_user` lists it: the full scope it
+    is kept under, its name, envelope and revision."""
+
+    scope: Scope
+    name: str
     envelope: dict[str, Any]
     revision: int
 
@@ -62,6 +78,13 @@ class StateBackend(Protocol):
       ``name``, of every tenant, ordered by :func:`record_key`. It is the one read that
       spans tenants: the retention sweep's, to erase expired custom records wherever they
       are. It returns scopes only, never an envelope.
+    * ``list_user(scope)`` returns every record of the scope's user (tenant, org, project
+      and user match; agent, session, group and name are ignored) as :class:`StateRecord`
+      with the scope and name it was written under, ordered by :func:`record_key`; nothing
+      of another user, org, project or tenant.
+    * ``delete_session(scope)`` removes every record of the scope's user and session
+      (``scope.session_id`` is required; agent, group and name are ignored) and returns how
+      many were removed (same unit as ``delete_user``).
     * Driver failures raise ``StoreError`` (``StoreUnavailableError`` when the backend
       cannot be reached) with ``store == name`` of the backend; never a driver exception.
     * ``start()`` prepares the backend (idempotent) and ``close()`` releases it.
@@ -84,6 +107,8 @@ class StateBackend(Protocol):
     async def delete(self, scope: Scope, name: str) -> bool: ...
     async def delete_user(self, scope: Scope) -> int: ...
     async def scopes_holding(self, name: str) -> list[Scope]: ...
+    async def list_user(self, scope: Scope) -> list[StateRecord]: ...
+    async def delete_session(self, scope: Scope) -> int: ...
 
 
 def scope_fields(scope: Scope) -> tuple[str, str, str, str, str | None, str | None, str | None]:
@@ -113,10 +138,46 @@ def scope_of_key(key: Sequence[str]) -> Scope:
     )
 
 
+def session_of(scope: Scope) -> str:
+    """``scope.session_id``; ``InvalidInputError`` naming it when unset."""
+    if scope.session_id is None:
+        raise InvalidInputError("a session_id is required", field="session_id")
+    return scope.session_id
+
+
 def record_key(scope: Scope, name: str) -> tuple[str, ...]:
     """A record's identity as text: the seven scope fields (``""`` for an unset agent,
     session or group id, which no id can be), then ``name``."""
     return (*(value or "" for value in scope_fields(scope)), name)
+
+
+def stored_record(
+    user: Scope, tail: tuple[str, str, str, str], revision: object, text: str, store: str
+) -> StateRecord:
+    """A record a backend kept as text: ``tail`` is the end of its :func:`record_key`
+    (agent, session and group id, ``""`` when unset, then the name); ``StoreError`` naming
+    ``store`` when the revision or the envelope JSON is unreadable."""
+    agent_id, session_id, group_id, name = tail
+    owner = user.model_copy(
+        update={
+            "agent_id": agent_id or None,
+            "session_id": session_id or None,
+            "group_id": group_id or None,
+        }
+    )
+    try:
+        envelope = json.loads(text)
+        number = int(str(revision))
+    except ValueError as exc:
+        raise StoreError(f"the stored {name} state is corrupt", store) from exc
+    if not isinstance(envelope, dict):
+        raise StoreError(f"the stored {name} state is corrupt", store)
+    return StateRecord(owner, name, envelope, number)
+
+
+def sorted_records(records: list[StateRecord]) -> list[StateRecord]:
+    """``records`` in the order :meth:`StateBackend.list_user` returns them."""
+    return sorted(records, key=lambda record: record_key(record.scope, record.name))
 
 
 def check_expected_revision(expected_revision: int | None) -> None:

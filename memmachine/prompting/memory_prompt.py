@@ -100,7 +100,13 @@ class MemorySource(Protocol):
     def token_counters(self) -> TokenCounters: ...
 
     async def search(
-        self, scope: Scope, query: str, *, top_k: int = 10, types: Sequence[MemoryType] = ...
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        top_k: int = 10,
+        types: Sequence[MemoryType] = ...,
+        query_vector: Sequence[float] | None = ...,
     ) -> SearchResult: ...
 
     async def list_facts(self, scope: Scope, *, limit: int = 1000) -> list[Fact]: ...
@@ -222,8 +228,10 @@ async def build_memory_prompt(
     top_k: int = 10,
     recent_messages: int = 20,
     procedures: Sequence[Procedure] = (),
+    query_vector: Sequence[float] | None = None,
 ) -> MemoryPrompt:
-    """The context for the next LLM call of ``scope`` given the user's new message ``query``.
+    """The context for the next LLM call of ``scope`` given the user's new message ``query``
+    (its vector ``query_vector`` when the caller embedded it already, for the procedures).
 
     Facts and episodes come from all of the user's sessions (episodes narrowed by
     ``agent_id``/``group_id`` when set); the summary and the newest ``recent_messages``
@@ -250,7 +258,11 @@ async def build_memory_prompt(
     memory_scope = scope.model_copy(update={"session_id": None})
     found, facts, working = await asyncio.gather(
         manager.search(
-            memory_scope, query, top_k=top_k, types=(MemoryType.EPISODIC, MemoryType.PROFILE)
+            memory_scope,
+            query,
+            top_k=top_k,
+            types=(MemoryType.EPISODIC, MemoryType.PROFILE),
+            query_vector=query_vector,
         ),
         manager.list_facts(memory_scope, limit=MAX_FACTS),
         _working(manager, scope, recent_messages + 1),
@@ -269,11 +281,11 @@ async def build_memory_prompt(
     ]
 
     kept = _keep(budget, evidence, found.profile, facts, turns, summary, procedures)
+    fact_count = len({f.id for f in facts} | {h.fact.id for h in found.profile})
     while True:
         prompt = _assemble(format, query, kept, max_tokens, counter.name)
         prompt.dropped = {
-            "facts": len({f.id for f in facts} | {h.fact.id for h in found.profile})
-            - len(kept.facts),
+            "facts": fact_count - len(kept.facts),
             "episodes": len(evidence) - len(kept.episodes) - _as_turns(evidence, kept),
             "summary": int(bool(summary) and not kept.summary),
             "messages": len(turns) - len(kept.turns),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from memmachine.config import Settings
 from memmachine.errors import MemMachineError
-from memmachine_server import cli_data, cli_jobs, cli_keys, cli_mcp
+from memmachine_server import cli_data, cli_jobs, cli_keys, cli_mcp, cli_procedures
 from memmachine_server.cli_common import fail, launch, start
 
 if TYPE_CHECKING:
@@ -177,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_data.register(commands)
     cli_keys.register(commands)
     cli_jobs.register(commands)
+    cli_procedures.register(commands)
     openapi = commands.add_parser(
         "openapi", help="print the REST API's OpenAPI document (as /openapi.json serves it)"
     )

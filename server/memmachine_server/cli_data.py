@@ -18,7 +18,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from memmachine.models import ID_PATTERN, MemoryType, Scope, SearchResult
 from memmachine.portability import (
     DocumentError,
     ExportDocument,
+    ExportReport,
     export_user,
     import_document,
     parse_document,
@@ -36,6 +37,7 @@ from memmachine.portability import (
 
 if TYPE_CHECKING:
     from memmachine.manager import MemoryManager
+    from memmachine.ports import StateBackend
 
 __all__ = ["register"]
 
@@ -51,6 +53,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     export.add_argument(
         "--out", default="-", help="file to write (default -, standard output)", metavar="FILE"
     )
+    export.add_argument(
+        "--procedures",
+        action="store_true",
+        help="also write the project's procedures (the application's, shared by its users)",
+    )
+    _state_flag(export)
     _common_flags(export)
     export.set_defaults(run=_export)
 
@@ -59,6 +67,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     load.add_argument("file", help="the export file, or - for standard input")
     _scope_flags(load, user_required=False)
+    _state_flag(load)
     _common_flags(load)
     load.set_defaults(run=_import)
 
@@ -94,6 +103,33 @@ def _scope_flags(parser: argparse.ArgumentParser, *, user_required: bool) -> Non
     parser.add_argument(
         "--project-id", type=_identifier, help=f"project (default default){retarget}"
     )
+
+
+def _state_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-backend",
+        choices=("file", "sqlite", "redis"),
+        help="where the agents keep typed state (as MemoryLayer.state's backend); "
+        "without it typed state is left out of an export and refused by an import",
+    )
+
+
+@contextlib.asynccontextmanager
+async def _state_backend(
+    args: argparse.Namespace, settings: Settings, manager: MemoryManager
+) -> AsyncIterator[StateBackend | None]:
+    """The ``--state-backend`` named, started, closed afterwards (``None`` without one)."""
+    if args.state_backend is None:
+        yield None
+        return
+    from memmachine.bootstrap import build_state_backend
+
+    backend = build_state_backend(settings, args.state_backend, manager=manager)
+    await backend.start()
+    try:
+        yield backend
+    finally:
+        await backend.close()
 
 
 def _common_flags(parser: argparse.ArgumentParser) -> None:
@@ -203,32 +239,16 @@ def _export(args: argparse.Namespace) -> int:
 
     async def work(manager: MemoryManager, settings: Settings) -> int:
         bar = _progress_bar(args)
-        if args.out == "-":
-            report = await export_user(manager, scope, sys.stdout.write, progress=bar)
-            sys.stdout.flush()
-        else:
-            target = Path(args.out)
-            handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - moved into place below
-                "w",
-                encoding="utf-8",
-                dir=target.parent if str(target.parent) else ".",
-                prefix=f".{target.name}.",
-                delete=False,
-            )
-            try:
-                with handle:
-                    report = await export_user(manager, scope, handle.write, progress=bar)
-                os.replace(handle.name, target)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(handle.name)
-                raise
+        async with _state_backend(args, settings, manager) as state:
+            report = await _export_to(args, manager, scope, bar, state)
         bar.finish()
+        extra = f", {report.procedures} procedures" if report.procedures is not None else ""
         print(
             f"memmachine export: {report.episodes} episodes, {report.facts} facts "
             f"({report.fact_versions} past versions), {report.closed_facts} closed facts, "
-            f"{report.sessions} working sessions "
-            f"of user {scope.user_id!r} (tenant {scope.tenant!r})",
+            f"{report.sessions} working sessions, {report.agent_states} typed states, "
+            f"{report.custom_spaces} custom record sets, {report.attachments} attachments"
+            f"{extra} of user {scope.user_id!r} (tenant {scope.tenant!r})",
             file=sys.stderr,
         )
         return 0
@@ -237,6 +257,38 @@ def _export(args: argparse.Namespace) -> int:
         return _launch_with(args, work)
     except OSError as exc:
         return _problem(f"export: cannot write {args.out}: {exc.strerror or exc}")
+
+
+async def _export_to(
+    args: argparse.Namespace,
+    manager: MemoryManager,
+    scope: Scope,
+    bar: _ProgressBar,
+    state: StateBackend | None,
+) -> ExportReport:
+    """Export to standard output, or to a file moved into place once complete."""
+    options: dict[str, Any] = {"progress": bar, "state": state, "procedures": args.procedures}
+    if args.out == "-":
+        report = await export_user(manager, scope, sys.stdout.write, **options)
+        sys.stdout.flush()
+    else:
+        target = Path(args.out)
+        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - moved into place below
+            "w",
+            encoding="utf-8",
+            dir=target.parent if str(target.parent) else ".",
+            prefix=f".{target.name}.",
+            delete=False,
+        )
+        try:
+            with handle:
+                report = await export_user(manager, scope, handle.write, **options)
+            os.replace(handle.name, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(handle.name)
+            raise
+    return report
 
 
 # --------------------------------------------------------------------------- import
@@ -273,7 +325,8 @@ def _import(args: argparse.Namespace) -> int:
     async def work(manager: MemoryManager, settings: Settings) -> int:
         bar = _progress_bar(args)
         try:
-            report = await import_document(manager, document, target, progress=bar)
+            async with _state_backend(args, settings, manager) as state:
+                report = await import_document(manager, document, target, progress=bar, state=state)
         except DocumentError as exc:
             return _problem(f"import: invalid document at {exc.message}")
         finally:
@@ -282,7 +335,9 @@ def _import(args: argparse.Namespace) -> int:
             f"memmachine import: {report.episodes_added} episodes added "
             f"({report.episodes_present} already there), {report.facts_written} facts written "
             f"({report.facts_unchanged} unchanged, {report.fact_versions_replayed} past "
-            f"versions replayed), {report.sessions} working sessions "
+            f"versions replayed), {report.sessions} working sessions, {report.agent_states} "
+            f"typed states, {report.custom_spaces} custom record sets, {report.attachments} "
+            f"attachments, {report.procedures} procedures "
             f"for user {target.user_id!r} (tenant {target.tenant!r})",
             file=sys.stderr,
         )

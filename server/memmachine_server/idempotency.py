@@ -85,7 +85,7 @@ class IdempotencyKeys:
 
         try:
             status, content, content_type = await state.manager.idempotent.run(
-                tenant, key, fingerprint, write
+                tenant, key, fingerprint, write, owner=lambda: _owner_of(scope)
             )
         except MemMachineError as exc:
             if sent:  # the write itself failed after answering: pass its answer on
@@ -101,6 +101,12 @@ class IdempotencyKeys:
         headers.append((b"content-length", str(len(content)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
+
+
+def _owner_of(scope: AsgiScope) -> Scope | None:
+    """The scope the route resolved (:func:`memmachine_server.scope.resolve_scope`)."""
+    found = (scope.get("state") or {}).get("memmachine_scope")
+    return found if isinstance(found, Scope) else None
 
 
 def _key_of(scope: AsgiScope) -> str | None:
@@ -176,5 +182,7 @@ async def idempotent_add(
         )
         return 200, answer.model_dump_json().encode(), "application/json"
 
-    _, body, _ = await manager.idempotent.run(scope.tenant, key, fingerprint, write, field=field)
+    _, body, _ = await manager.idempotent.run(
+        scope.tenant, key, fingerprint, write, field=field, owner=lambda: scope
+    )
     return wire.AddMemoriesResponse.model_validate_json(body)

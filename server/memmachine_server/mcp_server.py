@@ -706,6 +706,7 @@ class _MemoryTools:
                 },
                 write=False,
             )
+            vector = await manager.embed_query(query)
             prompt = await build_memory_prompt(
                 manager,
                 scope,
@@ -714,7 +715,10 @@ class _MemoryTools:
                 format=format,
                 top_k=top_k,
                 recent_messages=recent_messages,
-                procedures=await manager.procedural_service.for_prompt(scope, query),
+                procedures=await manager.procedural_service.for_prompt(
+                    scope, query, query_vector=vector
+                ),
+                query_vector=vector,
             )
             return wire.MemoryPromptResponse.model_validate(prompt.model_dump())
 

@@ -211,7 +211,7 @@ def resolve_scope(
         # still name one, to remove what was stored before ids were checked)
         app_state(request).manager.gate.check_ids(values)
     try:
-        return Scope(tenant=tenant, **values)
+        resolved = Scope(tenant=tenant, **values)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
@@ -219,6 +219,9 @@ def resolve_scope(
             f"{field} must be 1-128 characters of letters, digits and . _ @ + - = # ~ |",
             field=field,
         ) from None
+    # Whose write this is: an idempotent answer is filed under it (forgetting reaches it).
+    request.state.memmachine_scope = resolved
+    return resolved
 
 
 def resolve_project(request: Request, tenant: str) -> ProjectScope:

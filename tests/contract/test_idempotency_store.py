@@ -80,3 +80,18 @@ async def test_an_answer_is_kept_for_its_ttl_and_no_renewal_cuts_it(
     await store.extend("t", "kept", 1)
     await asyncio.sleep(1.2)
     assert await store.claim("t", "kept", "fp", 30) == _done("fp", b"\x00binary\xff")
+
+
+async def test_forget_drops_every_answer_filed_under_the_owner(store: IdempotencyStore) -> None:
+    for key, owners in (("k1", ["u1", "u1/s1"]), ("k2", ["u1", "u1/s2"]), ("k3", ["u2"])):
+        assert await store.claim("t", key, "fp", 30) is None
+        await store.complete("t", key, _done("fp", key.encode()), 60, owners)
+    assert await store.forget("u1/s1") == 1
+    assert await store.claim("t", "k1", "fp", 30) is None  # gone: claimable afresh
+    assert await store.claim("t", "k2", "fp", 30) == _done("fp", b"k2")
+    # k2, and k1's new pending claim (still listed under u1): every key of u1 is released.
+    assert await store.forget("u1") == 2
+    assert await store.claim("t", "k1", "fp", 30) is None
+    assert await store.claim("t", "k2", "fp", 30) is None
+    assert await store.claim("t", "k3", "fp", 30) == _done("fp", b"k3")
+    assert await store.forget("nobody") == 0

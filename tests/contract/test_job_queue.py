@@ -607,3 +607,34 @@ async def test_purge_finished_removes_the_users_old_done_and_dead_jobs_only(
     assert await queue.get(ALICE, queued.id) is not None
     assert await queue.get(BOB, bobs.id) is not None
     assert (await queue.stats()).dead == 0
+
+
+async def test_forget_deletes_every_job_of_the_user_or_session_in_any_status(
+    queue: RedisJobQueue,
+) -> None:
+    other_session = ALICE.for_session("s2")
+    running = await queue.enqueue(ALICE, "extract", {"said": "x"}, idempotency_key="r")
+    assert (await queue.claim("w1")) is not None
+    queued = await queue.enqueue(ALICE, "extract", {"said": "y"}, idempotency_key="q")
+    elsewhere = await queue.enqueue(other_session, "extract", {}, idempotency_key="e")
+    bobs = await queue.enqueue(BOB, "extract", {}, idempotency_key="q")
+    # A session: only its jobs go, queued or running.
+    assert await queue.forget(ALICE) == 2
+    assert await queue.get(ALICE, running.id) is None
+    assert await queue.get(ALICE, queued.id) is None
+    assert [job.id for job in await queue.list_jobs(ALICE)] == [elsewhere.id]
+    with pytest.raises(NotFoundError):  # the worker of a forgotten job cannot finish it
+        await queue.complete(running.id, "w1")
+    # The user: every session; another user keeps theirs, and nothing is left to claim.
+    assert await queue.forget(ALICE.user_scope()) == 1
+    assert await queue.list_jobs(ALICE) == []
+    assert await queue.count_jobs(ALICE) == {"queued": 0, "running": 0, "done": 0, "dead": 0}
+    assert [job.id for job in await queue.list_jobs(BOB)] == [bobs.id]
+    claimed = await queue.claim("w2")
+    assert claimed is not None
+    assert claimed.id == bobs.id
+    assert await queue.claim("w2") is None
+    assert await queue.stats() == JobQueueStats(queued=0, running=1, dead=0)
+    # Its keys are free again.
+    again = await queue.enqueue(ALICE, "extract", {}, idempotency_key="q")
+    assert again.id not in (queued.id, running.id)

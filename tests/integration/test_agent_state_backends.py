@@ -309,6 +309,67 @@ async def test_scopes_holding_lists_every_scope_of_a_name_across_tenants(
             await states.forget_user(scope)
 
 
+async def test_listing_a_user_gives_every_record_with_its_scope_and_no_one_elses(
+    backends: Backends, unique: str
+) -> None:
+    backend = await backends.open()
+    first = AgentStateStore(AgentState, backend)
+    second = AgentStateStore(Task, backend, name="CurrentTask")
+    ana_s1 = scope_of(unique)
+    ana_planner = scope_of(unique, session_id="s2", agent_id="planner", group_id="family")
+    ben = scope_of(unique, user_id="ben")
+    other_project = ana_s1.model_copy(update={"project_id": "bot"})
+    await first.save_state(ana_s1, AgentState(turns=1))
+    await first.save_state(ana_s1, AgentState(turns=2))
+    await second.save_state(ana_planner, Task(title="vet 🐶"))
+    for scope in (ben, other_project):
+        await first.save_state(scope, AgentState(turns=9))
+    try:
+        # a new backend object sees the same records, as another process would
+        listed = await (await backends.open()).list_user(ana_planner)
+        assert [(r.scope, r.name, r.revision) for r in listed] == [
+            (ana_s1, "AgentState", 2),
+            (ana_planner, "CurrentTask", 1),
+        ]
+        assert listed[0].envelope == (await backend.get(ana_s1, "AgentState")).envelope
+        assert listed[1].envelope["data"]["title"] == "vet 🐶"
+        assert await backend.list_user(scope_of(unique, user_id="cy")) == []
+    finally:
+        for scope in (ana_s1, ben, other_project):
+            await first.forget_user(scope)
+
+
+async def test_forgetting_a_session_removes_its_states_and_no_other_sessions(
+    backends: Backends, unique: str
+) -> None:
+    backend = await backends.open()
+    first = AgentStateStore(AgentState, backend)
+    second = AgentStateStore(Task, backend, name="CurrentTask")
+    ana_s1 = scope_of(unique)
+    ana_s1_planner = scope_of(unique, agent_id="planner")
+    ana_s2 = scope_of(unique, session_id="s2")
+    ben_s1 = scope_of(unique, user_id="ben")
+    for scope in (ana_s1, ana_s1_planner, ana_s2, ben_s1):
+        await first.save_state(scope, AgentState(turns=1))
+    await second.save_state(ana_s1, Task(title="x"))
+
+    removed = await first.forget_session(ana_s1)
+    # working memory forgets the session (1); the others count its records (3)
+    assert removed == (1 if backends.kind == "working" else 3)
+    assert (await first.load(ana_s1)).revision == 0
+    assert (await first.load(ana_s1_planner)).revision == 0
+    with pytest.raises(NotFoundError, match="no CurrentTask state"):
+        await second.load_state(ana_s1)
+    assert (await first.load_state(ana_s2)).turns == 1
+    assert (await first.load_state(ben_s1)).turns == 1
+    assert await first.forget_session(ana_s1) == 0
+    with pytest.raises(InvalidInputError) as refused:
+        await first.forget_session(ana_s1.user_scope())
+    assert refused.value.field == "session_id"
+    await first.forget_user(ana_s2)
+    await first.forget_user(ben_s1)
+
+
 async def test_user_wide_state_without_a_session(backends: Backends, unique: str) -> None:
     states = AgentStateStore(AgentState, await backends.open())
     user_wide = scope_of(unique, session_id=None)
@@ -459,8 +520,9 @@ def test_memory_layer_state_blocking_api(tmp_path: Path) -> None:
 
         memory.forget_user("ana")
         assert handle.load() == AgentState()
-        assert on_file.load().turns == 8  # forget_user covers the manager's stores only
-        assert on_file.delete() is True
+        # forget_user reaches every backend the layer opened, the file one too
+        assert on_file.load() == AgentState()
+        assert on_file.delete() is False
 
     # the file backend persisted under the data dir and is closed with the layer
     assert (tmp_path / "state").is_dir()

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from memmachine import open_manager
+from memmachine.bootstrap import build_state_backend
 from memmachine.config import EmbeddingSettings, Settings
 from memmachine.models import FactRecord, NewMessage, Scope
+from memmachine.ports.procedures import AppScope, ProcedureRecord
 
 ANA = Scope(user_id="ana")
 START = datetime(2024, 6, 1, 8, 0, tzinfo=UTC)
@@ -109,7 +111,7 @@ def exported(source: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFac
 def test_export_holds_only_that_users_memories(exported: Path) -> None:
     text = exported.read_text()
     document = json.loads(text)
-    assert (document["format"], document["version"]) == ("memmachine-export", 2)
+    assert (document["format"], document["version"]) == ("memmachine-export", 3)
     assert document["scope"]["user_id"] == "ana"
     assert "Bob" not in text
     assert [e["content"] for e in document["episodes"]] == [
@@ -211,3 +213,48 @@ async def test_a_data_dir_in_use_is_named_in_one_line(source: Path, model_dir: P
     assert "is in use by another memmachine process or server" in line
     assert "stop it" in line
     assert "MEMMACHINE_EPISODE_STORE_URL" in line
+
+
+async def test_typed_state_and_procedures_travel_when_asked_for(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    async with open_manager(settings(source, model_dir)) as manager:
+        await manager.add_messages(ANA.for_session("s1"), [NewMessage(content="hello")])
+        state = build_state_backend(settings(source, model_dir), "file")
+        await state.start()
+        await state.put(ANA.for_session("s1"), "Trip", {"schema": "Trip", "data": {"n": 1}})
+        await manager.procedural_service.remember(
+            AppScope.of(ANA), ProcedureRecord(goal="Book a train", steps=["Pick a seat"])
+        )
+    out = tmp_path / "ana.json"
+    result = run_cli(
+        model_dir, source, "export", "--user-id", "ana", "--out", str(out),
+        "--state-backend", "file", "--procedures",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "1 typed states" in result.stderr
+    assert "1 procedures" in result.stderr
+    document = json.loads(out.read_text())
+    assert [s["name"] for s in document["agent_state"]] == ["Trip"]
+    assert [p["goal"] for p in document["procedures"]] == ["Book a train"]
+
+    refused = run_cli(model_dir, target, "import", str(out))
+    assert refused.returncode == 2
+    assert "$.agent_state" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    result = run_cli(model_dir, target, "import", str(out), "--state-backend", "file")
+    assert result.returncode == 0, result.stderr
+    assert "1 typed states" in result.stderr
+    assert "1 procedures" in result.stderr
+    async with open_manager(settings(target, model_dir)) as manager:
+        # the refused import stored nothing; the second stored everything once
+        assert (await manager.list_episodes(ANA))[1] == 1
+        found = await manager.procedural_service.list_procedures(AppScope.of(ANA))
+        assert [p.goal for p in found] == ["Book a train"]
+        state = build_state_backend(settings(target, model_dir), "file")
+        await state.start()
+        stored = await state.get(ANA.for_session("s1"), "Trip")
+        assert stored is not None
+        assert stored.envelope["data"] == {"n": 1}

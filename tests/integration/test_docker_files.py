@@ -206,9 +206,9 @@ def _seconds(duration: str) -> float:
 def test_images_install_the_server_from_the_lock_and_use_the_entrypoint() -> None:
     cpu = (DOCKER / "Dockerfile").read_text()
     gpu = (DOCKER / "Dockerfile.gpu").read_text()
-    assert "uv sync --locked --no-dev --package memmachine-service\n" in cpu
+    assert "uv sync --locked --no-dev --package memmachine-service --extra s3\n" in cpu
     assert "--extra gpu" not in cpu
-    assert "uv sync --locked --no-dev --package memmachine-service --extra gpu" in gpu
+    assert "uv sync --locked --no-dev --package memmachine-service --extra gpu --extra s3" in gpu
     assert "nvidia/cuda:" in gpu
     for text in (cpu, gpu):
         # the packages' metadata names LICENSE (server/ and sdk/ link to it)
@@ -354,32 +354,39 @@ def test_the_build_context_holds_only_what_the_images_copy() -> None:
 def test_the_default_install_has_no_torch_and_the_gpu_extra_has_it(package: str) -> None:
     """For the image (the service) and for ``uv sync [--extra gpu]`` in a checkout (the
     workspace root, the core)."""
-
-    def export(*extra: str) -> str:
-        command = ["uv", "export", "--locked", "--no-dev", "--no-hashes"]
-        result = subprocess.run(
-            [*command, "--package", package, *extra],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
-        return result.stdout
-
-    def packages(text: str) -> set[str]:
-        return {
-            line.split("==")[0].strip().lower()
-            for line in text.splitlines()
-            if "==" in line and not line.startswith("#")
-        }
-
-    default = packages(export())
+    default = locked_packages(package)
     assert "torch" not in default
     assert "sentence-transformers" not in default
     assert not [name for name in default if name.startswith("nvidia-")]
-    gpu = packages(export("--extra", "gpu"))
+    gpu = locked_packages(package, "--extra", "gpu")
     assert {"torch", "sentence-transformers"} <= gpu
+
+
+def locked_packages(package: str, *extra: str) -> set[str]:
+    """The distributions ``uv sync --no-dev --package package [extra]`` installs."""
+    result = subprocess.run(
+        ["uv", "export", "--locked", "--no-dev", "--no-hashes", "--package", package, *extra],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return {
+        line.split("==")[0].strip().lower()
+        for line in result.stdout.splitlines()
+        if "==" in line and not line.startswith("#")
+    }
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH")
+@pytest.mark.parametrize("package", ["memmachine-service", "memmachine-core"])
+def test_the_default_install_has_no_aws_client_and_the_s3_extra_has_it(package: str) -> None:
+    """The S3 blob store is optional: ``boto3`` comes only with the ``s3`` extra."""
+    assert not {"boto3", "botocore", "moto"} & locked_packages(package)
+    with_s3 = locked_packages(package, "--extra", "s3")
+    assert {"boto3", "botocore"} <= with_s3
+    assert "moto" not in with_s3
 
 
 # --------------------------------------------------------------------------- entrypoint

@@ -53,16 +53,24 @@ def start_app(tmp_path: Path) -> Iterator[StartApp]:
 def dump_redis(data_dir: Path) -> str:
     """Every key and value in the embedded server: the graph (all node properties) and the
     working-memory keys read raw."""
+    socket = EmbeddedFalkorDBServer(data_dir).socket_path
+    return dump_server(
+        aioredis.Redis(unix_socket_path=str(socket), decode_responses=True), graph="memmachine"
+    )
+
+
+def dump_server(client: aioredis.Redis, *, graph: str | None = None) -> str:
+    """Every key and value of the server ``client`` reaches (closed afterwards) and, with
+    ``graph``, every node's properties in that graph, as JSON text."""
 
     async def read() -> str:
-        socket = EmbeddedFalkorDBServer(data_dir).socket_path
-        client = aioredis.Redis(unix_socket_path=str(socket), decode_responses=True)
         parts: list[Any] = []
         try:
-            reply = await client.execute_command(
-                "GRAPH.QUERY", "memmachine", "MATCH (n) RETURN labels(n), properties(n)"
-            )
-            parts.append(reply[1])
+            if graph is not None and await client.exists(graph):
+                reply = await client.execute_command(
+                    "GRAPH.QUERY", graph, "MATCH (n) RETURN labels(n), properties(n)"
+                )
+                parts.append(reply[1])
             async for key in client.scan_iter("*"):
                 kind = await client.type(key)
                 if kind == "list":

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from memmachine.config import EmbeddingSettings
 from memmachine.prompting import estimate_tokens
+from tests.server.conftest import AppFactory
+from tests.server.test_metrics import scrape, value
 
 QUERY = "Any ideas for the anniversary dinner in Porto?"
 
@@ -154,3 +158,30 @@ def test_bad_requests_are_422_naming_the_field(
     response = api.post("/v1/memory-prompt", json=body)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["field"] == field
+
+
+def test_a_memory_prompt_embeds_its_query_once_for_memories_and_procedures(
+    app_factory: AppFactory, model_dir: Path
+) -> None:
+    """The query's vector is computed once and shared by the memory search and the
+    procedure search (each embedding is a model call on the request's path)."""
+    app = app_factory(embedding=EmbeddingSettings(provider="local", model=str(model_dir)))
+    made = app.post(
+        "/v1/procedures", json={"goal": "Book a dinner table", "steps": ["Ask for the date"]}
+    )
+    assert made.status_code == 201, made.text
+    seed(app, "embed-once", "s1", "m1")
+
+    def embedded() -> float:
+        texts = scrape(app)["memmachine_embedded_texts"]
+        return value(texts, "memmachine_embedded_texts_total")
+
+    before = embedded()
+    prompt = app.post(
+        "/v1/memory-prompt",
+        json={"user_id": "embed-once", "session_id": "s1", "query": QUERY},
+    )
+    assert prompt.status_code == 200, prompt.text
+    assert prompt.json()["procedure_ids"] == [made.json()["id"]]
+    assert "tasca in Porto" in prompt.json()["system"]
+    assert embedded() - before == 1

@@ -523,3 +523,67 @@ def test_a_long_session_is_read_page_by_page(world: World, open_page: OpenPage) 
     expect(episodes.first).to_contain_text("line 051")
     pager.get_by_role("button", name="Previous").click()
     expect(episodes.first).to_contain_text("line 001")
+
+
+def test_procedures_are_listed_searched_and_shown_with_their_history(
+    world: World, open_page: OpenPage, screenshots: Path
+) -> None:
+    with world.api(world.writer) as api:
+        first = api.post(
+            "/v1/procedures",
+            json={"goal": "Book a vet visit", "steps": ["Call the clinic", "Bring the card"]},
+        )
+        assert first.status_code == 201, first.text
+        vet = first.json()["id"]
+        used = api.post(f"/v1/procedures/{vet}/uses", json={"success": True})
+        assert used.is_success, used.text
+        again = api.post(
+            "/v1/procedures",
+            json={
+                "goal": "Book a vet visit",
+                "steps": ["Call the clinic", "Ask for a morning slot", "Bring the card"],
+                "pitfalls": ["Clinic closed on Sundays"],
+                "confidence": 0.8,
+            },
+        )
+        assert again.json()["version"] == 2
+        walk = {"goal": "Plan a dog walk", "steps": ["Check the weather"], "agent_id": "coach"}
+        assert api.post("/v1/procedures", json=walk).status_code == 201
+    with world.api(world.rival) as api:
+        theirs = {"goal": "Rival's secret routine", "steps": ["Do not tell acme"]}
+        assert api.post("/v1/procedures", json=theirs).status_code == 201
+
+    page = _signed_in(open_page, world, world.writer)
+    page.get_by_role("link", name="Procedures").click()
+    expect(page.get_by_role("heading", name="Procedures", level=1)).to_be_visible()
+    table = page.get_by_role("table", name="procedures")
+    expect(table.locator("tbody tr")).to_have_count(2)
+    vet_row = table.get_by_role("row", name=re.compile("Book a vet visit"))
+    expect(vet_row).to_contain_text("shared")
+    expect(vet_row).to_contain_text("0.80")
+    expect(table.get_by_role("row", name=re.compile("Plan a dog walk"))).to_contain_text("coach")
+    expect(page.get_by_text("Rival's secret routine")).to_have_count(0)
+    _shot(page, screenshots, "16-procedures")
+
+    page.get_by_label("Task").fill("walk the dog")
+    page.get_by_role("button", name="Search procedures").click()
+    expect(table.locator("tbody tr").first).to_contain_text("Plan a dog walk")
+    expect(table.get_by_role("columnheader", name="score")).to_be_visible()
+
+    page.get_by_role("button", name="Show all").click()
+    table.get_by_role("link", name="Book a vet visit").click()
+    expect(page.get_by_role("heading", name="Book a vet visit", level=1)).to_be_visible()
+    expect(page.locator("ol li")).to_have_text(
+        ["Call the clinic", "Ask for a morning slot", "Bring the card"]
+    )
+    expect(page.get_by_text("Clinic closed on Sundays")).to_be_visible()
+    earlier = page.get_by_role("table", name="earlier versions")
+    expect(earlier.locator("tbody tr")).to_have_count(1)
+    expect(earlier).to_contain_text("Call the clinic → Bring the card")
+    expect(earlier).to_contain_text("superseded")
+    expect(earlier.locator("tbody td").nth(3)).to_have_text("1")  # it worked once
+    _shot(page, screenshots, "17-procedure")
+
+    rival = _signed_in(open_page, world, world.rival, "/procedures")
+    expect(rival.get_by_text("Rival's secret routine")).to_be_visible()
+    expect(rival.get_by_text("Book a vet visit")).to_have_count(0)

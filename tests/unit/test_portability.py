@@ -4,6 +4,7 @@ replay and nothing stored when a document is refused."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from memmachine import open_manager
+from memmachine.adapters.sql.sqlite_state_backend import SQLiteStateBackend
 from memmachine.config import EmbeddingSettings, Settings
 from memmachine.errors import ConflictError, InvalidInputError
 from memmachine.manager import MemoryManager
@@ -26,6 +28,8 @@ from memmachine.portability import (
 )
 
 START = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
+#: The SHA-256 of b"hello" (base64 "aGVsbG8=").
+HELLO = hashlib.sha256(b"hello").hexdigest()
 
 
 def minimal() -> dict[str, Any]:
@@ -68,7 +72,7 @@ def test_a_valid_document_parses_with_aware_times() -> None:
     ("change", "path"),
     [
         (lambda d: d.update(format="something-else"), "$.format"),
-        (lambda d: d.update(version=3), "$.version"),
+        (lambda d: d.update(version=4), "$.version"),
         (lambda d: d.update(version="one"), "$.version"),
         (lambda d: d.pop("scope"), "$.scope"),
         (lambda d: d["scope"].update(user_id="not valid!"), "$.scope.user_id"),
@@ -232,6 +236,41 @@ async def test_a_document_the_manager_would_refuse_stores_nothing(
     assert await manager.list_episodes(target) == ([], 0)
 
 
+@pytest.mark.parametrize(
+    ("section", "path"),
+    [
+        (
+            {
+                "attachments": [
+                    {"sha256": "0" * 64, "size": 5, "holders": ["e1"], "data": "aGVsbG8="}
+                ]
+            },
+            "$.attachments[0].data",
+        ),
+        (
+            {"attachments": [{"sha256": HELLO, "size": 5, "holders": ["e9"], "data": "aGVsbG8="}]},
+            "$.attachments[0].holders[0]",
+        ),
+        (
+            {"attachments": [{"sha256": HELLO, "size": 5, "holders": ["e1"], "data": "*"}]},
+            "$.attachments[0].data",
+        ),
+        ({"custom_records": [{"type": "reading_list", "records": []}]}, "$.custom_records[0].type"),
+        ({"agent_state": [{"name": "Trip", "envelope": {"data": {}}}]}, "$.agent_state"),
+    ],
+)
+async def test_a_version_3_section_the_target_cannot_take_stores_nothing(
+    manager: MemoryManager, unique: str, section: dict[str, Any], path: str
+) -> None:
+    data = {**minimal(), "version": 3, **section}
+    target = Scope(tenant=f"t{unique}", user_id="ana")
+    with pytest.raises(DocumentError) as caught:
+        await import_document(manager, parse_document(data), target)
+    assert caught.value.path == path
+    assert await manager.list_episodes(target) == ([], 0)
+    assert await manager.list_facts(target) == []
+
+
 async def test_import_keeps_episode_ids_and_skips_those_already_there(
     manager: MemoryManager, unique: str
 ) -> None:
@@ -271,4 +310,59 @@ async def test_a_user_with_nothing_exports_an_empty_valid_document(
         json.loads(await export_text(manager, Scope(tenant=f"t{unique}", user_id="nobody")))
     )
     assert (document.episodes, document.facts, document.working) == ([], [], [])
+    assert (document.agent_state, document.custom_records, document.attachments) == ([], [], [])
+    assert document.procedures is None  # not asked for
     assert document.scope.user_id == "nobody"
+
+
+@pytest.fixture(scope="module")
+async def typed_manager(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[MemoryManager]:
+    """A manager serving the per-session ``session_notes`` type (at most 100 records)."""
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("portability-types"),
+        embedding=EmbeddingSettings(provider="none"),
+        memory_types=["tests.unit.memory.test_memory_types:SessionNotes"],
+    )
+    async with open_manager(settings) as manager:
+        yield manager
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"x": value}
+    return value
+
+
+NOTE = {"key": "k", "data": {"text": "t"}, "created_at": START.isoformat(),
+        "updated_at": START.isoformat()}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("section", "path"),
+    [
+        # the type keeps its records per session: a space without one does not fit
+        ({"custom_records": [{"type": "session_notes", "records": []}]},
+         "$.custom_records[0].session_id"),
+        ({"custom_records": [{"type": "session_notes", "session_id": "s1", "agent_id": "a",
+                              "records": []}]}, "$.custom_records[0].agent_id"),
+        ({"custom_records": [{"type": "session_notes", "session_id": "s1",
+                              "records": [{**NOTE, "key": f"k{n}"} for n in range(101)]}]},
+         "$.custom_records[0].records"),
+        ({"agent_state": [{"name": "Trip", "envelope": {"data": _deep(200)}}]},
+         "$.agent_state[0].envelope"),
+    ],
+)  # fmt: skip
+async def test_typed_state_and_records_the_target_would_refuse_store_nothing(
+    typed_manager: MemoryManager, unique: str, section: dict[str, Any], path: str
+) -> None:
+    data = {**minimal(), "version": 3, **section}
+    target = Scope(tenant=f"t{unique}", user_id="ana")
+    state = SQLiteStateBackend(":memory:")  # never reached: the check comes first
+    with pytest.raises(DocumentError) as caught:
+        await import_document(typed_manager, parse_document(data), target, state=state)
+    assert caught.value.path.startswith(path)
+    assert await typed_manager.list_episodes(target) == ([], 0)
+    assert await typed_manager.memory_types.list_user(target) == []

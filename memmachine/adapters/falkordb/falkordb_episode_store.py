@@ -44,6 +44,7 @@ from memmachine.adapters.redis.redis_common import (
     redis_client,
     translate_errors,
 )
+from memmachine.adapters.redis.redis_compactor import RedisCompactor
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import StoreHealth
 
@@ -138,6 +139,10 @@ class FalkorDBEpisodeStore(CypherEpisodeStore):
             # closing a pool to a dead server is best effort
             with contextlib.suppress(redis_errors.RedisError, OSError):
                 await client.aclose()
+
+    def compactor(self) -> RedisCompactor:
+        """What rewrites the server's files after a forget (see :class:`RedisCompactor`)."""
+        return RedisCompactor(self._url, name="episodes", password=self._password)
 
     async def health(self) -> StoreHealth:
         """Status, FalkorDB/Redis version and the latency of ``RETURN 1``. Never raises."""

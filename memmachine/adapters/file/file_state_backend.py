@@ -32,7 +32,15 @@ from memmachine.adapters.file.file_common import write_atomically
 from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError
 from memmachine.models import Scope
-from memmachine.ports import StoredState, record_key, scope_fields, stale_revision
+from memmachine.ports import (
+    StateRecord,
+    StoredState,
+    record_key,
+    scope_fields,
+    session_of,
+    sorted_records,
+    stale_revision,
+)
 
 __all__ = ["FileStateBackend"]
 
@@ -75,6 +83,13 @@ class FileStateBackend(JsonStateBackend):
 
     async def scopes_holding(self, name: str) -> list[Scope]:
         return await asyncio.to_thread(self._scopes_holding, name)
+
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        return await asyncio.to_thread(self._list_user, scope)
+
+    async def delete_session(self, scope: Scope) -> int:
+        session = session_of(scope)
+        return await asyncio.to_thread(self._delete_user, scope, session)
 
     # ------------------------------------------------------------------ blocking parts
 
@@ -175,18 +190,56 @@ class FileStateBackend(JsonStateBackend):
                 raise StoreError(f"a state file cannot be removed: {exc.strerror}", _STORE) from exc
             return True
 
-    def _delete_user(self, scope: Scope) -> int:
+    def _list_user(self, scope: Scope) -> list[StateRecord]:
+        user = scope.user_scope()
+        found: list[StateRecord] = []
+        with self._locked(user, create=False) as directory:
+            if directory is None:
+                return []
+            for path in directory.glob("*.json"):
+                try:
+                    record = json.loads(path.read_text(encoding="utf-8"))
+                    owner = Scope.model_validate(record["scope"])
+                    name = record["name"]
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    message = f"a state file cannot be read: {exc.strerror}"
+                    raise StoreError(message, _STORE) from exc
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise StoreError(f"the state file {path.name} is corrupt", _STORE) from exc
+                if owner.user_scope() != user:
+                    raise StoreError(f"the state file {path.name} belongs to another user", _STORE)
+                read = self._read(path, owner, name)
+                if read is not None:
+                    found.append(StateRecord(owner, name, read[1], read[0]))
+        return sorted_records(found)
+
+    def _delete_user(self, scope: Scope, session: str | None = None) -> int:
+        """Remove the user's records, or (``session``) those of that session: file names
+        are hashes, so each file's ``scope`` is read to find them."""
         with self._locked(scope, create=False) as directory:
             if directory is None:
                 return 0
             removed = 0
             try:
                 for path in directory.glob("*.json"):
+                    if session is not None and _session_of_file(path) != session:
+                        continue
                     path.unlink()
                     removed += 1
             except OSError as exc:
                 raise StoreError(f"a state file cannot be removed: {exc.strerror}", _STORE) from exc
             return removed
+
+
+def _session_of_file(path: Path) -> str | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        session: str | None = record["scope"]["session_id"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"the state file {path.name} is corrupt", _STORE) from exc
+    return session
 
 
 def _digest(parts: Any) -> str:

@@ -90,6 +90,10 @@ class ObservedJobQueue(Observed[JobQueue]):
         with self._call("purge_finished"):
             return await self._inner.purge_finished(scope, before)
 
+    async def forget(self, scope: Scope) -> int:
+        with self._call("forget"):
+            return await self._inner.forget(scope)
+
     async def stats(self) -> JobQueueStats:
         with self._call("stats", span=False):
             return await self._inner.stats()

@@ -8,6 +8,14 @@ fingerprint), ``done`` (``0`` or ``1``) and, once done, ``status``, ``body`` and
 record sits alone in its cluster slot. A claim is one ``HSETNX``-like Lua script (the
 record is written only when absent, with its lease as TTL); completing rewrites it with the
 record's TTL.
+
+An answer holds what the user sent, so a done record is also filed under its owners (the
+user and the session it was written for): ``P:{idem-owner:<o>}`` is a sorted set of record
+keys scored by when each expires (``<o>`` = SHA-256 of the owner). Filing a record drops
+the entries already expired and gives the set the record's TTL, so it never outgrows the
+owner's live records; :meth:`RedisIdempotencyStore.forget` deletes every record in it. The
+set and the records sit in different cluster slots: they are written and deleted by
+separate commands, and an entry whose record is gone is harmless.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import time
+from collections.abc import Sequence
 
 from redis.commands.core import AsyncScript
 
@@ -135,10 +145,16 @@ class RedisIdempotencyStore(Lifecycle):
             await self._extend(keys=[self._key(tenant, key)], args=[lease])
 
     async def complete(
-        self, tenant: str, key: str, record: IdempotencyRecord, ttl_seconds: float
+        self,
+        tenant: str,
+        key: str,
+        record: IdempotencyRecord,
+        ttl_seconds: float,
+        owners: Sequence[str] = (),
     ) -> None:
         client = self._started()
         name = self._key(tenant, key)
+        ttl_ms = max(1, int(ttl_seconds * 1000))
         fields = [
             "fp",
             record.fingerprint,
@@ -154,8 +170,29 @@ class RedisIdempotencyStore(Lifecycle):
         with translate_errors("storing an idempotent answer failed", store=_STORE, write=True):
             async with client.pipeline(transaction=True) as pipe:
                 pipe.hset(name, items=fields)
-                pipe.pexpire(name, max(1, int(ttl_seconds * 1000)))
+                pipe.pexpire(name, ttl_ms)
                 await pipe.execute()
+            now = int(time.time() * 1000)
+            for owner in owners:
+                index = self._owner_key(owner)
+                async with client.pipeline(transaction=True) as pipe:
+                    pipe.zremrangebyscore(index, "-inf", now)
+                    pipe.zadd(index, {name: now + ttl_ms})
+                    pipe.pexpire(index, ttl_ms, gt=True)
+                    pipe.pexpire(index, ttl_ms, nx=True)
+                    await pipe.execute()
+
+    async def forget(self, owner: str) -> int:
+        """Delete every record filed under ``owner``; how many there were."""
+        client = self._started()
+        index = self._owner_key(owner)
+        deleted = 0
+        with translate_errors("forgetting idempotent answers failed", store=_STORE, write=True):
+            names = [str(name) for name in await client.zrange(index, 0, -1)]
+            for name in names:  # one by one: in a cluster each record has its own slot
+                deleted += int(await client.delete(name))
+            await client.delete(index)
+        return deleted
 
     async def release(self, tenant: str, key: str) -> None:
         client = self._started()
@@ -170,3 +207,7 @@ class RedisIdempotencyStore(Lifecycle):
     def _key(self, tenant: str, key: str) -> str:
         digest = hashlib.sha256(f"{tenant}\0{key}".encode()).hexdigest()
         return f"{self._prefix}:{{idem:{digest}}}"
+
+    def _owner_key(self, owner: str) -> str:
+        digest = hashlib.sha256(owner.encode()).hexdigest()
+        return f"{self._prefix}:{{idem-owner:{digest}}}"

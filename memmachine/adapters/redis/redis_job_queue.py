@@ -89,6 +89,7 @@ from memmachine.adapters.redis.redis_common import (
     redis_health,
     translate_errors,
 )
+from memmachine.adapters.redis.redis_compactor import RedisCompactor
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -355,6 +356,34 @@ return {removed}
 """
 )
 
+# ARGV[2] = owner key, [3] = session id ('' = every session), [4] = offset in the owner's
+# ``all`` index, [5] = how many ids to look at. Deletes the jobs (any status) among them
+# that belong to the session; returns {deleted, looked at}.
+_FORGET = (
+    _COMMON
+    + """
+local owner, session = ARGV[2], ARGV[3]
+local start = tonumber(ARGV[4])
+local ids = redis.call('ZRANGE', owner .. ':all', start, start + tonumber(ARGV[5]) - 1)
+local deleted = 0
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', job_key(id), 'scope', 'kind')
+  local mine = session == ''
+  if f[1] and not mine then mine = cjson.decode(f[1])['session_id'] == session end
+  if not f[1] then
+    redis.call('ZREM', owner .. ':all', id)
+    deleted = deleted + 1
+  elseif mine then
+    redis.call('ZREM', P .. ':queued:' .. f[2], id)
+    redis.call('ZREM', P .. ':running', id)
+    forget(id)
+    deleted = deleted + 1
+  end
+end
+return {deleted, #ids}
+"""
+)
+
 # Counts for stats(): {queued (every kind), running, dead}.
 _STATS = (
     _COMMON
@@ -477,6 +506,7 @@ class RedisJobQueue(Lifecycle):
                 ("purge", _PURGE),
                 ("purge_old", _PURGE_OLD),
                 ("stats", _STATS),
+                ("forget", _FORGET),
                 ("index_dead", _INDEX_DEAD),
             )
         }
@@ -508,6 +538,10 @@ class RedisJobQueue(Lifecycle):
         self._scripts = {}
         if client is not None:
             await client.aclose()
+
+    def compactor(self) -> RedisCompactor:
+        """What rewrites the server's files after a forget (see :class:`RedisCompactor`)."""
+        return RedisCompactor(self._url, name="jobs", password=self._password)
 
     async def health(self) -> StoreHealth:
         """PING and ``INFO server``: Redis version and round-trip latency. Never raises."""
@@ -699,6 +733,21 @@ class RedisJobQueue(Lifecycle):
         with _translate("purge finished jobs", write=True):
             reply = await self._run("purge_old", [self._base, owner, cutoff, str(_PURGE_BATCH)])
         return int(reply[0])
+
+    async def forget(self, scope: Scope) -> int:
+        """Delete every job of the scope's user (of its session when it names one), in
+        any status, a page of ids per script; how many were deleted."""
+        owner, session = self._owner(scope), scope.session_id or ""
+        deleted = start = 0
+        while True:
+            with _translate("forget jobs", write=True):
+                removed, seen = await self._run(
+                    "forget", [self._base, owner, session, str(start), str(_PURGE_BATCH)]
+                )
+            deleted += int(removed)
+            if int(seen) < _PURGE_BATCH:
+                return deleted
+            start += int(seen) - int(removed)
 
     async def stats(self) -> JobQueueStats:
         """Queued, running and dead jobs over every user (counters only)."""

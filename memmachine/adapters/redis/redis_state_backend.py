@@ -37,11 +37,15 @@ from memmachine.adapters.redis.redis_common import (
 from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
 from memmachine.models import ID_PATTERN, Scope, utc_now
 from memmachine.ports import (
+    StateRecord,
     StoredState,
     record_key,
     scope_fields,
     scope_of_key,
+    session_of,
+    sorted_records,
     stale_revision,
+    stored_record,
 )
 
 __all__ = ["RedisStateBackend"]
@@ -222,6 +226,40 @@ class RedisStateBackend(JsonStateBackend):
                 if len(fields) == 8 and fields[7] == name:
                     found.append(scope_of_key(fields))
         return sorted(found, key=lambda scope: record_key(scope, name))
+
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        """Every record in the user's set (a key the set names that is gone is skipped)."""
+        client = self._require(self._client)
+        user = scope.user_scope()
+        head = self._user_key(user) + ":"
+        with translate_errors("listing a user's state failed", store=_STORE):
+            members = sorted(str(key) for key in await client.smembers(self._user_key(user)))
+            rows = [await client.hmget(key, ["revision", "envelope"]) for key in members]
+        found: list[StateRecord] = []
+        for key, (revision, raw) in zip(members, rows, strict=True):
+            parts = key[len(head) :].split(":") if key.startswith(head) else []
+            if len(parts) != 4:
+                raise StoreError(f"the user's state set holds a foreign key {key!r}", _STORE)
+            if revision is None or raw is None:
+                continue
+            agent_id, session_id, group_id, name = parts
+            tail = (agent_id, session_id, group_id, name)
+            found.append(stored_record(user, tail, revision, raw, _STORE))
+        return sorted_records(found)
+
+    async def delete_session(self, scope: Scope) -> int:
+        """The user's set names every record key; those whose session part (the second of
+        agent, session, group, name) is the session are deleted, each with its entry."""
+        session = session_of(scope)
+        client, script = self._require(self._client), self._require(self._delete)
+        user = self._user_key(scope)
+        removed = 0
+        with translate_errors("deleting a session's state failed", store=_STORE, write=True):
+            for key in await client.smembers(user):
+                parts = str(key)[len(user) + 1 :].split(":")
+                if len(parts) == 4 and parts[1] == session:
+                    removed += int(await script(keys=[str(key), user]))
+        return removed
 
     @staticmethod
     def _require(value: Any) -> Any:

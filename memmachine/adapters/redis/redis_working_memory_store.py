@@ -52,6 +52,7 @@ from memmachine.adapters.redis.redis_common import (
     redis_health,
     translate_errors,
 )
+from memmachine.adapters.redis.redis_compactor import RedisCompactor
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -214,6 +215,10 @@ class RedisWorkingMemoryStore(Lifecycle):
         self._append = self._put = self._delete_user = None
         if client is not None:
             await client.aclose()
+
+    def compactor(self) -> RedisCompactor:
+        """What rewrites the server's files after a forget (see :class:`RedisCompactor`)."""
+        return RedisCompactor(self._url, name="working", password=self._password)
 
     async def health(self) -> StoreHealth:
         """PING and ``INFO server``: Redis version and round-trip latency. Never raises."""

@@ -31,7 +31,7 @@ from memmachine.adapters.sql.sql_models import (
     ProcedureRow,
     SessionOutcomeRow,
 )
-from memmachine.adapters.sql.sql_profile_store import _cosine_ranking, _unit_vector, bm25_over
+from memmachine.adapters.sql.sql_ranking import python_rankings, unit_vector
 from memmachine.errors import InvalidInputError, MemMachineError, NotFoundError, StoreError
 from memmachine.indexing.fusion import reciprocal_rank_fusion
 from memmachine.indexing.terms import document_terms, query_terms
@@ -300,7 +300,7 @@ class SqlProcedureStore(SqlMigratedStore):
     ) -> list[tuple[Procedure, float]]:
         """BM25 and cosine rankings of the scope's procedures, fused by reciprocal rank."""
         terms = query_terms(query)
-        vector = _unit_vector(embedding)
+        vector = unit_vector(embedding)
         if k < 1 or (not terms and vector is None):
             return []
         with _translate("search procedures"):
@@ -310,11 +310,9 @@ class SqlProcedureStore(SqlMigratedStore):
                         select(ProcedureRow).where(*_visible(scope)).order_by(ProcedureRow.id)
                     )
                 ).all()
-        rankings: dict[str, list[str]] = {}
-        if terms:
-            rankings["lexical"] = bm25_over(terms, [(row.id, row.search_terms) for row in rows])
-        if vector is not None:
-            rankings["semantic"] = _cosine_ranking(vector, [(r.id, r.embedding) for r in rows])
+        rankings = python_rankings(
+            terms, vector, [(row.id, row.search_terms, row.embedding) for row in rows]
+        )
         fused = reciprocal_rank_fusion({name: ids for name, ids in rankings.items() if ids})
         by_id = {row.id: row for row in rows}
         return [(_to_procedure(by_id[item.key]), item.score) for item in fused[:k]]

@@ -45,10 +45,8 @@ no-op at head; PostgreSQL serialises concurrent starts with an advisory lock, SQ
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,7 +54,6 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
-import numpy.typing as npt
 from sqlalchemy import (
     ColumnElement,
     CursorResult,
@@ -92,8 +89,17 @@ from sqlalchemy.sql.expression import ColumnClause
 from memmachine.adapters.health import health_of
 from memmachine.adapters.sql.migrations import upgrade_schema
 from memmachine.adapters.sql.migrations.pgvector import enable_pgvector, set_vectors
+from memmachine.adapters.sql.sql_compactor import SqlCompactor
 from memmachine.adapters.sql.sql_engine import SqlDatabase, describe_sql_error, dump_json
 from memmachine.adapters.sql.sql_models import ProfileFactHistoryRow, ProfileFactRow
+from memmachine.adapters.sql.sql_ranking import (
+    Collection,
+    FloatArray,
+    bm25_ranking,
+    cosine_ranking,
+    python_rankings,
+    unit_vector,
+)
 from memmachine.errors import (
     InvalidInputError,
     MemMachineError,
@@ -119,7 +125,7 @@ from memmachine.models import (
 )
 from memmachine.ports import Lifecycle, page_of_projects
 
-__all__ = ["SqlProfileStore", "bm25_over"]
+__all__ = ["SqlProfileStore"]
 
 _STORE = "profile"
 #: Episode ids matched per query by ``mark_sources_expired`` (SQLite bounds a query's depth).
@@ -129,11 +135,6 @@ _SQLITE_BEGIN_OPTION = "memmachine_sqlite_begin"
 _HEALTH_TIMEOUT_SECONDS = 5.0
 #: Attempts of one upsert when a concurrent writer inserted the same (tag, feature) first.
 _UPSERT_ATTEMPTS = 3
-
-_BM25_K1 = 1.2
-_BM25_B = 0.75
-
-FloatArray = npt.NDArray[np.float32]
 
 
 class SqlProfileStore(Lifecycle):
@@ -171,6 +172,12 @@ class SqlProfileStore(Lifecycle):
     async def close(self) -> None:
         """Dispose of the engine and its pool. Safe to call twice."""
         await self._database.close()
+
+    def compactor(self) -> SqlCompactor:
+        """What compacts the fact tables after a forget (see :class:`SqlCompactor`)."""
+        return SqlCompactor(
+            self._database, ["profile_facts", "profile_fact_history"], name="profile"
+        )
 
     async def health(self) -> StoreHealth:
         """Round-trip ``SELECT 1``; report dialect (on PostgreSQL: whether pgvector ranks
@@ -482,7 +489,7 @@ class SqlProfileStore(Lifecycle):
         """
         _check_non_negative(k=k)
         terms = query_terms(query)
-        query_vector = _unit_vector(embedding)
+        query_vector = unit_vector(embedding)
         if k == 0 or (not terms and query_vector is None):
             return []
         reader = self._sessions(write=False)
@@ -949,97 +956,6 @@ def _to_fact(row: ProfileFactRow) -> Fact:
 # ---------------------------------------------------------------------- ranking
 
 
-@dataclass(frozen=True)
-class _Collection:
-    """BM25 collection statistics over the user's in-scope facts."""
-
-    count: int
-    average_length: float
-    document_frequency: dict[str, int]
-
-
-def bm25_over(terms: Sequence[str], documents: Sequence[tuple[str, str]]) -> list[str]:
-    """Ids of the ``(id, search_terms)`` documents with a positive BM25 score for
-    ``terms``, best first, with the collection statistics taken over ``documents``."""
-    frequency: Counter[str] = Counter()
-    lengths = 0
-    for _, search_terms in documents:
-        words = search_terms.split()
-        lengths += len(words)
-        frequency.update(set(words) & set(terms))
-    collection = _Collection(
-        count=len(documents),
-        average_length=lengths / len(documents) if documents else 0.0,
-        document_frequency=dict(frequency),
-    )
-    return _bm25_ranking(terms, documents, collection)
-
-
-def _bm25_ranking(
-    terms: Sequence[str], candidates: Sequence[tuple[str, str]], collection: _Collection
-) -> list[str]:
-    """Ids of the ``(id, search_terms)`` candidates with a positive BM25 score, best first
-    (ties keep candidate order)."""
-    average = collection.average_length or 1.0
-    idf = {
-        term: math.log(
-            1.0
-            + (collection.count - collection.document_frequency.get(term, 0) + 0.5)
-            / (collection.document_frequency.get(term, 0) + 0.5)
-        )
-        for term in terms
-    }
-    scores: list[tuple[float, int, str]] = []
-    for position, (fact_id, search_terms) in enumerate(candidates):
-        document = Counter(search_terms.split())
-        length = sum(document.values())
-        norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / average)
-        score = 0.0
-        for term in terms:
-            tf = document.get(term, 0)
-            if tf:
-                score += idf[term] * tf * (_BM25_K1 + 1) / (tf + norm)
-        if score > 0:
-            scores.append((score, position, fact_id))
-    scores.sort(key=lambda entry: (-entry[0], entry[1]))
-    return [fact_id for _, _, fact_id in scores]
-
-
-def _unit_vector(embedding: Sequence[float] | None) -> FloatArray | None:
-    """``embedding`` scaled to length 1; ``None`` when absent, empty, zero or not finite."""
-    if embedding is None:
-        return None
-    vector = np.asarray(embedding, dtype=np.float32)
-    if vector.ndim != 1 or vector.size == 0:
-        return None
-    norm = float(np.linalg.norm(vector))
-    if not math.isfinite(norm) or norm == 0.0:
-        return None
-    return vector / norm
-
-
-def _cosine_ranking(query: FloatArray, embeddings: Sequence[tuple[str, bytes | None]]) -> list[str]:
-    """Ids of the ``(id, embedding bytes)`` facts with positive cosine similarity to the
-    unit vector ``query``, best first (ties keep input order). Embeddings of another size,
-    missing or all zeros are skipped."""
-    size = query.size * 4
-    usable = [(fact_id, raw) for fact_id, raw in embeddings if raw is not None and len(raw) == size]
-    if not usable:
-        return []
-    matrix = np.frombuffer(b"".join(raw for _, raw in usable), dtype="<f4").reshape(
-        len(usable), query.size
-    )
-    norms = np.linalg.norm(matrix, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        similarities = (matrix @ query) / norms
-    order = np.argsort(-np.where(np.isfinite(similarities), similarities, 0.0), kind="stable")
-    return [
-        usable[index][0]
-        for index in order.tolist()
-        if norms[index] > 0 and math.isfinite(similarities[index]) and similarities[index] > 0
-    ]
-
-
 async def _local_rankings(
     session: AsyncSession, scope: Scope, terms: Sequence[str], query_vector: FloatArray | None
 ) -> dict[str, list[str]]:
@@ -1050,14 +966,9 @@ async def _local_rankings(
         .order_by(ProfileFactRow.tag, ProfileFactRow.feature)
     )
     facts = (await session.execute(statement)).all()
-    rankings: dict[str, list[str]] = {}
-    if terms:
-        rankings["lexical"] = bm25_over(terms, [(row.id, row.search_terms) for row in facts])
-    if query_vector is not None:
-        rankings["semantic"] = _cosine_ranking(
-            query_vector, [(row.id, row.embedding) for row in facts]
-        )
-    return rankings
+    return python_rankings(
+        terms, query_vector, [(row.id, row.search_terms, row.embedding) for row in facts]
+    )
 
 
 # PostgreSQL-only columns, not mapped by the ORM (see sql_models).
@@ -1102,12 +1013,12 @@ async def _postgres_rankings(
             .where(*in_scope, _SEARCH_VECTOR.op("@@")(sql_cast(_tsquery(terms), TSQUERY)))
             .order_by(ProfileFactRow.tag, ProfileFactRow.feature)
         )
-        collection = _Collection(
+        collection = Collection(
             count=int(stats[0]),
             average_length=float(stats[1]),
             document_frequency={term: int(n) for term, n in zip(terms, stats[2:], strict=True)},
         )
-        rankings["lexical"] = _bm25_ranking(
+        rankings["lexical"] = bm25_ranking(
             terms, [(row.id, row.search_terms) for row in candidates.all()], collection
         )
     if query_vector is not None:
@@ -1123,7 +1034,7 @@ async def _postgres_rankings(
                 )
                 .order_by(ProfileFactRow.tag, ProfileFactRow.feature)
             )
-            rankings["semantic"] = _cosine_ranking(
+            rankings["semantic"] = cosine_ranking(
                 query_vector, [(row.id, row.embedding) for row in embeddings.all()]
             )
     return rankings

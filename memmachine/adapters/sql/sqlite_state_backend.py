@@ -22,11 +22,15 @@ from memmachine.adapters.json_state_backend import JsonStateBackend
 from memmachine.errors import StoreError, StoreUnavailableError
 from memmachine.models import Scope, utc_now
 from memmachine.ports import (
+    StateRecord,
     StoredState,
     record_key,
     scope_fields,
     scope_of_key,
+    session_of,
+    sorted_records,
     stale_revision,
+    stored_record,
 )
 
 __all__ = ["SQLiteStateBackend"]
@@ -76,9 +80,14 @@ _DELETE = (
     "DELETE FROM agent_state WHERE tenant = ? AND org_id = ? AND project_id = ? AND"
     " user_id = ? AND agent_id = ? AND session_id = ? AND group_id = ? AND name = ?"
 )
+_LIST_USER = (
+    "SELECT agent_id, session_id, group_id, name, revision, envelope FROM agent_state"
+    " WHERE tenant = ? AND org_id = ? AND project_id = ? AND user_id = ?"
+)
 _DELETE_USER = (
     "DELETE FROM agent_state WHERE tenant = ? AND org_id = ? AND project_id = ? AND user_id = ?"
 )
+_DELETE_SESSION = _DELETE_USER + " AND session_id = ?"
 
 
 class SQLiteStateBackend(JsonStateBackend):
@@ -109,6 +118,8 @@ class SQLiteStateBackend(JsonStateBackend):
         try:
             await db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             await db.execute("PRAGMA journal_mode = WAL")
+            # A deleted record is overwritten with zeros, not left in free pages.
+            await db.execute("PRAGMA secure_delete = ON")
             await db.execute(_SCHEMA)
         except sqlite3.Error as exc:
             await db.close()
@@ -189,6 +200,24 @@ class SQLiteStateBackend(JsonStateBackend):
                 raise StoreError(f"listing state failed: {_describe(exc)}", _STORE) from exc
         return [scope_of_key(tuple(row)) for row in rows]
 
+    async def list_user(self, scope: Scope) -> list[StateRecord]:
+        user = scope.user_scope()
+        db = self._conn()
+        async with self._lock:
+            try:
+                async with db.execute(_LIST_USER, scope_fields(user)[:4]) as cursor:
+                    rows = await cursor.fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"listing state failed: {_describe(exc)}", _STORE) from exc
+        found = [
+            stored_record(user, (agent, session, group, name), revision, text, _STORE)
+            for agent, session, group, name, revision, text in rows
+        ]
+        return sorted_records(found)
+
+    async def delete_session(self, scope: Scope) -> int:
+        return await self._delete(_DELETE_SESSION, (*scope_fields(scope)[:4], session_of(scope)))
+
     async def _delete(self, sql: str, parameters: tuple[str, ...]) -> int:
         db = self._conn()
         async with self._lock:
@@ -196,6 +225,10 @@ class SQLiteStateBackend(JsonStateBackend):
                 cursor = await db.execute(sql, parameters)
                 count = cursor.rowcount
                 await cursor.close()
+                if count > 0:
+                    # The write-ahead log still holds the record as it was: fold it into the
+                    # (zeroed) file and empty it. A busy reader only postpones this.
+                    await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 raise StoreError(f"deleting state failed: {_describe(exc)}", _STORE) from exc
         return count

@@ -34,7 +34,8 @@ async def memory_prompt(
     relevance to the new message first: the best-ranked evidence is never dropped for
     weaker material."""
     scope = resolve_scope(request, tenant, body)
-    how = await manager.procedural_service.for_prompt(scope, body.query)
+    vector = await manager.embed_query(body.query)
+    how = await manager.procedural_service.for_prompt(scope, body.query, query_vector=vector)
     prompt = await build_memory_prompt(
         manager,
         scope,
@@ -44,6 +45,7 @@ async def memory_prompt(
         top_k=body.top_k,
         recent_messages=body.recent_messages,
         procedures=how,
+        query_vector=vector,
     )
     return wire.MemoryPromptResponse.model_validate(prompt.model_dump())
 

@@ -156,6 +156,42 @@ export interface Job {
   available_at: string;
 }
 
+/** What a procedure and each of its superseded versions hold. */
+interface ProcedureBody {
+  goal: string;
+  steps: string[];
+  preconditions: string[];
+  pitfalls: string[];
+  confidence: number;
+  source: string;
+  source_session_ids: string[];
+  successes: number;
+  failures: number;
+}
+
+export interface Procedure extends ProcedureBody {
+  id: string;
+  org_id: string;
+  project_id: string;
+  agent_id: string | null;
+  version: number;
+  metadata: Record<string, unknown>;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ProcedureVersion extends ProcedureBody {
+  reason: string;
+  valid_from: string;
+  valid_to: string;
+}
+
+/** A procedure with its search score (`null` when listed, not searched). */
+export interface ProcedureHit {
+  procedure: Procedure;
+  score: number | null;
+}
+
 export interface SearchResult {
   episodic: Episode[];
   profile: Fact[];
@@ -334,6 +370,15 @@ export const api = {
     call<SearchResult>("POST", "/v1/memories/search", { body }),
   jobs: (user: string, status?: string) =>
     call<{ jobs: Job[] }>("GET", "/v1/jobs", { query: { user_id: user, status, limit: 200 } }),
+  procedures: () =>
+    call<{ procedures: Procedure[] }>("GET", "/v1/procedures", { query: { limit: 1000 } }),
+  searchProcedures: (query: string) =>
+    call<{ hits: ProcedureHit[] }>("POST", "/v1/procedures/search", { body: { query, top_k: 20 } }),
+  procedureHistory: (id: string) =>
+    call<{ current: Procedure; history: ProcedureVersion[] }>(
+      "GET",
+      `/v1/procedures/${enc(id)}/history`,
+    ),
   replay: (user: string, id: string) =>
     call<Job>("POST", `/v1/jobs/${enc(id)}/replay`, { query: { user_id: user } }),
 };

@@ -4,6 +4,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, type Me, storedKey, storedSpace, storeKey, storeSpace } from "./api";
 import { ChartsView } from "./insights";
 import { JobsView } from "./jobs";
+import { ProceduresView, ProcedureView } from "./procedures";
 import { ProfileView } from "./profile";
 import { PromptView } from "./prompt";
 import { currentRoute, href, type Route } from "./route";
@@ -105,6 +106,9 @@ function Shell({ me, onLogout }: { me: Me; onLogout: () => void }) {
 
   let view;
   if (section === "search") view = <SearchView user={lastUser} />;
+  else if (section === "procedures") {
+    view = user ? <ProcedureView id={user} /> : <ProceduresView />;
+  }
   else if (section === "users" && user) {
     if (kind === "sessions" && id) view = <SessionView user={user} session={id} me={me} />;
     else if (kind === "episodes" && id) view = <EpisodeView user={user} episode={id} me={me} />;
@@ -165,6 +169,7 @@ function Shell({ me, onLogout }: { me: Me; onLogout: () => void }) {
         <ul>
           <li>{link("/users", "Users")}</li>
           <li>{link("/search", "Search")}</li>
+          <li>{link("/procedures", "Procedures")}</li>
         </ul>
         {u && (
           <>

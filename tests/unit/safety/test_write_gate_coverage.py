@@ -113,7 +113,14 @@ NOT_WRITES: dict[str, set[str]] = {
         "list_sessions",
         "list_users",
     },
-    "StateBackend": {"delete", "delete_user", "get", "scopes_holding"},
+    "StateBackend": {
+        "delete",
+        "delete_session",
+        "delete_user",
+        "get",
+        "list_user",
+        "scopes_holding",
+    },
     "ProcedureStore": {
         "by_goal",
         "delete",
@@ -129,6 +136,7 @@ NOT_WRITES: dict[str, set[str]] = {
         "complete",
         "count_jobs",
         "fail",
+        "forget",
         "get",
         "list_jobs",
         "purge_dead",
