@@ -215,6 +215,7 @@ def _neo4j_episode_store(
         database=database,
         embedding_dimensions=embedder_dims,
         embedding_model=embedder_model,
+        timeout_seconds=settings.store_timeout_seconds,
     )
 
 

@@ -1,6 +1,8 @@
-"""A store frozen (SIGSTOP) past the client's timeout while a write is in flight, then
-resumed: the caller must be told the outcome is unknown, and the store must have been sent
-the write exactly once, never again by a client retry behind the caller's back.
+"""A store frozen (SIGSTOP) past the client's timeout while a write and a read are in
+flight, then resumed: the write's caller must be told the outcome is unknown, the store
+must have been sent the write exactly once, never again by a client retry behind the
+caller's back, and the read must fail as "unavailable" within the timeout instead of
+hanging until the store wakes up.
 
 A loopback proxy between store client and server (:class:`~tests.faults.harness.WireTap`)
 counts how often the write went out.
@@ -15,14 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from memmachine.adapters.cypher.cypher_episode_store import CypherEpisodeStore
 from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
+from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
 from memmachine.adapters.redis.redis_working_memory_store import RedisWorkingMemoryStore
-from memmachine.errors import MemMachineError, WriteOutcomeUnknownError
+from memmachine.errors import MemMachineError, StoreUnavailableError, WriteOutcomeUnknownError
 from memmachine.models import EpisodeRecord, Scope, WorkingMessage, utc_now
 from memmachine.ports import Lifecycle
 from tests.faults.conftest import Report
 from tests.faults.harness import WireTap, frozen
-from tests.services import RedisServer
+from tests.services import Neo4jServer, RedisServer, ToolMissingError
 
 #: The store client's timeout, and a freeze twice as long: a client retry would have time
 #: to reconnect and resend before the server wakes up.
@@ -34,15 +38,28 @@ SCOPE = Scope(tenant="freeze", user_id="ana", session_id="s1")
 
 
 @dataclass(frozen=True)
+class Server:
+    """A store server of the test's own: its process, port and password."""
+
+    pid: int
+    port: int
+    password: str | None = None
+
+
+@dataclass(frozen=True)
 class Case:
-    """A store on ``url`` and one write of :data:`MARKER` to it, and how many copies of
-    the marker the store holds."""
+    """A store on ``url`` (with ``password``) and one write of :data:`MARKER` to it, a
+    read, and how many copies of the marker the store holds. ``server`` is the kind of
+    server it runs on; ``applied`` whether the frozen write is applied once the server
+    wakes (``None``: it may or may not be)."""
 
     name: str
-    falkordb: bool
-    make: Callable[[str], Lifecycle]
+    server: str
+    make: Callable[[str, str | None], Lifecycle]
     write: Callable[[Lifecycle, str], Awaitable[object]]
+    read: Callable[[Lifecycle], Awaitable[int]]
     copies: Callable[[Lifecycle], Awaitable[int]]
+    applied: bool | None = True
 
 
 def _episode(content: str) -> EpisodeRecord:
@@ -57,12 +74,17 @@ def _episode(content: str) -> EpisodeRecord:
 
 
 async def _add_episode(store: Lifecycle, content: str) -> object:
-    assert isinstance(store, FalkorDBEpisodeStore)
+    assert isinstance(store, CypherEpisodeStore)
     return await store.add_episodes(SCOPE, [_episode(content)])
 
 
+async def _count_episodes(store: Lifecycle) -> int:
+    assert isinstance(store, CypherEpisodeStore)
+    return await store.count_episodes(SCOPE)
+
+
 async def _episodes_with_marker(store: Lifecycle) -> int:
-    assert isinstance(store, FalkorDBEpisodeStore)
+    assert isinstance(store, CypherEpisodeStore)
     return sum(e.content == MARKER for e in await store.list_episodes(SCOPE, limit=100))
 
 
@@ -70,6 +92,12 @@ async def _append_message(store: Lifecycle, content: str) -> object:
     assert isinstance(store, RedisWorkingMemoryStore)
     message = WorkingMessage(role="user", content=content, timestamp=utc_now())
     return await store.append(SCOPE, [message], ttl_seconds=None)
+
+
+async def _count_messages(store: Lifecycle) -> int:
+    assert isinstance(store, RedisWorkingMemoryStore)
+    memory = await store.get(SCOPE)
+    return 0 if memory is None else len(memory.messages)
 
 
 async def _messages_with_marker(store: Lifecycle) -> int:
@@ -81,17 +109,35 @@ async def _messages_with_marker(store: Lifecycle) -> int:
 CASES = [
     Case(
         "FalkorDB episode store, add",
-        True,
-        lambda url: FalkorDBEpisodeStore(url, graph_name="freeze", timeout_seconds=TIMEOUT_SECONDS),
+        "falkordb",
+        lambda url, _: FalkorDBEpisodeStore(
+            url, graph_name="freeze", timeout_seconds=TIMEOUT_SECONDS
+        ),
         _add_episode,
+        _count_episodes,
         _episodes_with_marker,
     ),
     Case(
         "Redis working store, append",
-        False,
-        lambda url: RedisWorkingMemoryStore(url, timeout_seconds=TIMEOUT_SECONDS),
+        "redis",
+        lambda url, _: RedisWorkingMemoryStore(url, timeout_seconds=TIMEOUT_SECONDS),
         _append_message,
+        _count_messages,
         _messages_with_marker,
+    ),
+    Case(
+        "Neo4j episode store, add",
+        "neo4j",
+        lambda url, password: Neo4jEpisodeStore(
+            url, user="neo4j", password=password, timeout_seconds=TIMEOUT_SECONDS
+        ),
+        _add_episode,
+        _count_episodes,
+        _episodes_with_marker,
+        # The driver sends COMMIT only once the frozen server has answered the query, so
+        # the client gave up before committing and the server rolls back when it wakes;
+        # the caller cannot know that, hence "unknown".
+        applied=None,
     ),
 ]
 
@@ -103,33 +149,56 @@ def case(request: pytest.FixtureRequest) -> Case:
 
 
 @pytest.fixture
-def server(case: Case, tmp_path: Path) -> Iterator[RedisServer]:
+def server(case: Case, tmp_path: Path) -> Iterator[Server]:
     """A server of this test's own: freezing it stops nothing else."""
-    server = RedisServer(tmp_path / "server", falkordb=case.falkordb)
+    if case.server == "neo4j":
+        neo4j = Neo4jServer()
+        try:
+            neo4j.start()
+        except ToolMissingError as exc:
+            neo4j.stop()
+            pytest.skip(str(exc))
+        try:
+            assert neo4j.process is not None
+            yield Server(neo4j.process.pid, neo4j.port, neo4j.password)
+        finally:
+            neo4j.stop()
+        return
+    redis = RedisServer(tmp_path / "server", falkordb=case.server == "falkordb")
     try:
-        server.wait_ready()
-        yield server
+        redis.wait_ready()
+        yield Server(redis.process.pid, redis.port)
     finally:
-        server.stop()
+        redis.stop()
+
+
+async def _outcome(task: asyncio.Task[object]) -> MemMachineError | None:
+    try:
+        await task
+    except MemMachineError as exc:
+        return exc
+    return None
 
 
 async def test_a_write_frozen_past_the_timeout_is_sent_once_and_reported_unknown(
-    case: Case, server: RedisServer, tally: Report
+    case: Case, server: Server, tally: Report
 ) -> None:
+    scheme = "bolt" if case.server == "neo4j" else "redis"
     with WireTap(server.port) as tap:
-        store = case.make(f"redis://127.0.0.1:{tap.port}")
+        store = case.make(f"{scheme}://127.0.0.1:{tap.port}", server.password)
         await store.start()
         try:
             await case.write(store, "written before the freeze")
-            with frozen(server.process.pid):
-                # The write reaches the frozen server's socket and waits there.
+            with frozen(server.pid):
+                # The write and the read reach the frozen server's socket and wait there.
                 write = asyncio.create_task(case.write(store, MARKER))
+                read = asyncio.create_task(case.read(store))
                 await asyncio.sleep(FREEZE_SECONDS)
-            outcome: MemMachineError | None = None
-            try:
-                await write
-            except MemMachineError as exc:
-                outcome = exc
+                # Both were answered while the server was still frozen: nothing hangs.
+                assert write.done()
+                assert read.done()
+            outcome = await _outcome(write)
+            read_outcome = await _outcome(read)
             copies = await case.copies(store)
         finally:
             await store.close()
@@ -146,4 +215,9 @@ async def test_a_write_frozen_past_the_timeout_is_sent_once_and_reported_unknown
     assert sent == 1, f"the write was sent {sent} times"
     assert isinstance(outcome, WriteOutcomeUnknownError), repr(outcome)
     assert outcome.code == "write_outcome_unknown"
-    assert copies == 1  # it did happen: the caller was right not to assume otherwise
+    # A read changes nothing: it is "unavailable", to be retried, never "unknown".
+    assert type(read_outcome) is StoreUnavailableError, repr(read_outcome)
+    if case.applied is None:
+        assert copies in (0, 1)
+    else:
+        assert copies == 1  # it did happen: the caller was right not to assume otherwise
