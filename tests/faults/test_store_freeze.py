@@ -11,9 +11,10 @@ counts how often the write went out.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,8 +57,8 @@ class Case:
     name: str
     server: str
     make: Callable[[str, str | None], Lifecycle]
-    write: Callable[[Lifecycle, str], Awaitable[object]]
-    read: Callable[[Lifecycle], Awaitable[int]]
+    write: Callable[[Lifecycle, str], Coroutine[Any, Any, object]]
+    read: Callable[[Lifecycle], Coroutine[Any, Any, int]]
     copies: Callable[[Lifecycle], Awaitable[int]]
     applied: bool | None = True
 
@@ -172,7 +173,7 @@ def server(case: Case, tmp_path: Path) -> Iterator[Server]:
         redis.stop()
 
 
-async def _outcome(task: asyncio.Task[object]) -> MemMachineError | None:
+async def _outcome(task: asyncio.Task[Any]) -> MemMachineError | None:
     try:
         await task
     except MemMachineError as exc:
