@@ -257,7 +257,9 @@ def _falkordb_redis_url(url: str) -> str:
 def profile_store(url: str | None, settings: Settings) -> ProfileStore:
     from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 
-    return SqlProfileStore(_profile_database_url(url, settings))
+    return SqlProfileStore(
+        _profile_database_url(url, settings), timeout_seconds=settings.store_timeout_seconds
+    )
 
 
 def procedure_store(url: str | None, settings: Settings) -> ProcedureStore:

