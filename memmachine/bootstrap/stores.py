@@ -266,7 +266,9 @@ def procedure_store(url: str | None, settings: Settings) -> ProcedureStore:
     """Procedural memory, in the profile store's database."""
     from memmachine.adapters.sql.sql_procedure_store import SqlProcedureStore
 
-    return SqlProcedureStore(_profile_database_url(url, settings))
+    return SqlProcedureStore(
+        _profile_database_url(url, settings), timeout_seconds=settings.store_timeout_seconds
+    )
 
 
 def _profile_database_url(url: str | None, settings: Settings) -> str:
@@ -294,7 +296,9 @@ def build_key_store(settings: Settings) -> KeyStore:
 
     url = secret(settings.profile_store_url)
     check_schemes(None, url, None)
-    return SqlKeyStore(_profile_database_url(url, settings))
+    return SqlKeyStore(
+        _profile_database_url(url, settings), timeout_seconds=settings.store_timeout_seconds
+    )
 
 
 def _working_server(

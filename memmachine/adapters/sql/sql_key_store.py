@@ -37,8 +37,8 @@ class SqlKeyStore(SqlMigratedStore):
     ``url`` is the profile store's SQLAlchemy URL (the same normalisation applies: a bare
     ``sqlite://`` / ``postgresql://`` gets its async driver, in-memory SQLite is refused)."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url, store=_STORE, label="key store")
+    def __init__(self, url: str, *, timeout_seconds: float | None = None) -> None:
+        super().__init__(url, store=_STORE, label="key store", timeout_seconds=timeout_seconds)
 
     # ------------------------------------------------------------------ the contract
 

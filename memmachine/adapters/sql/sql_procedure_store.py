@@ -57,8 +57,10 @@ class SqlProcedureStore(SqlMigratedStore):
 
     ``url`` is the profile store's SQLAlchemy URL (the same normalisation applies)."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url, store=_STORE, label="procedure store")
+    def __init__(self, url: str, *, timeout_seconds: float | None = None) -> None:
+        super().__init__(
+            url, store=_STORE, label="procedure store", timeout_seconds=timeout_seconds
+        )
 
     def _sessions(self, *, write: bool) -> SessionFactory:
         return self._database.sessions(write=write)
