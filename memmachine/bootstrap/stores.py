@@ -217,6 +217,7 @@ def _neo4j_episode_store(
         database=database,
         embedding_dimensions=embedder_dims,
         embedding_model=embedder_model,
+        timeout_seconds=settings.store_timeout_seconds,
     )
 
 
@@ -258,21 +259,27 @@ def _falkordb_redis_url(url: str) -> str:
 def profile_store(url: str | None, settings: Settings) -> ProfileStore:
     from memmachine.adapters.sql.sql_profile_store import SqlProfileStore
 
-    return SqlProfileStore(_profile_database_url(url, settings))
+    return SqlProfileStore(
+        _profile_database_url(url, settings), timeout_seconds=settings.store_timeout_seconds
+    )
 
 
 def procedure_store(url: str | None, settings: Settings) -> ProcedureStore:
     """Procedural memory, in the profile store's database."""
     from memmachine.adapters.sql.sql_procedure_store import SqlProcedureStore
 
-    return SqlProcedureStore(_profile_database_url(url, settings))
+    return SqlProcedureStore(
+        _profile_database_url(url, settings), timeout_seconds=settings.store_timeout_seconds
+    )
 
 
 def retention_policy_store(url: str | None, settings: Settings) -> RetentionPolicyStore:
     """Retention policies set through the admin route, in the profile store's database."""
     from memmachine.adapters.sql.sql_retention_policy_store import SqlRetentionPolicyStore
 
-    return SqlRetentionPolicyStore(_profile_database_url(url, settings))
+    return SqlRetentionPolicyStore(
+        _profile_database_url(url, settings), timeout_seconds=settings.store_timeout_seconds
+    )
 
 
 def _profile_database_url(url: str | None, settings: Settings) -> str:
@@ -300,7 +307,9 @@ def build_key_store(settings: Settings) -> KeyStore:
 
     url = secret(settings.profile_store_url)
     check_schemes(None, url, None)
-    return SqlKeyStore(_profile_database_url(url, settings))
+    return SqlKeyStore(
+        _profile_database_url(url, settings), timeout_seconds=settings.store_timeout_seconds
+    )
 
 
 def _working_server(

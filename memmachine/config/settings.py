@@ -72,9 +72,10 @@ class Settings(Section):
     working_ttl_seconds: int | None = Field(default=86_400, ge=1)
     #: Name of the graph holding episodes.
     graph_name: str = "memmachine"
-    #: How long a command to the episode store on FalkorDB or the working store on Redis
-    #: may wait for its answer. A write that gets none is reported as "outcome unknown"
-    #: (HTTP 504) and never resent by the client.
+    #: How long a command to the episode store on FalkorDB or Neo4j, the working store on
+    #: Redis or a store on PostgreSQL (a whole transaction) may wait for its answer (on
+    #: Neo4j also the server's transaction timeout). A write that gets none is reported as
+    #: "outcome unknown" (HTTP 504) and never resent by the client.
     store_timeout_seconds: float = Field(default=10.0, gt=0)
     #: How long the answer to a write sent with an ``Idempotency-Key`` is kept: a retry
     #: with the same key within this time gets that answer again, nothing applied twice.

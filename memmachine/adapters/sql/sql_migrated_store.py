@@ -31,9 +31,11 @@ class SqlMigratedStore(Lifecycle):
 
     name: str
 
-    def __init__(self, url: str, *, store: str, label: str) -> None:
+    def __init__(
+        self, url: str, *, store: str, label: str, timeout_seconds: float | None = None
+    ) -> None:
         self.name = store
-        self._database = SqlDatabase(url, store=store, label=label)
+        self._database = SqlDatabase(url, store=store, label=label, timeout_seconds=timeout_seconds)
         self.kind: str = self._database.kind
 
     async def start(self) -> None:

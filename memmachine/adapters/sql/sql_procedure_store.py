@@ -22,9 +22,9 @@ from contextlib import contextmanager
 import numpy as np
 from sqlalchemy import ColumnElement, delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from memmachine.adapters.sql.sql_engine import describe_sql_error, dump_json
+from memmachine.adapters.sql.sql_engine import SessionFactory, describe_sql_error, dump_json
 from memmachine.adapters.sql.sql_migrated_store import SqlMigratedStore
 from memmachine.adapters.sql.sql_models import (
     ProcedureHistoryRow,
@@ -57,10 +57,12 @@ class SqlProcedureStore(SqlMigratedStore):
 
     ``url`` is the profile store's SQLAlchemy URL (the same normalisation applies)."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url, store=_STORE, label="procedure store")
+    def __init__(self, url: str, *, timeout_seconds: float | None = None) -> None:
+        super().__init__(
+            url, store=_STORE, label="procedure store", timeout_seconds=timeout_seconds
+        )
 
-    def _sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
+    def _sessions(self, *, write: bool) -> SessionFactory:
         return self._database.sessions(write=write)
 
     # ------------------------------------------------------------------ writes

@@ -83,14 +83,19 @@ from sqlalchemy.exc import (
     OperationalError,
     SQLAlchemyError,
 )
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.expression import ColumnClause
 
 from memmachine.adapters.health import health_of
 from memmachine.adapters.sql.migrations import upgrade_schema
 from memmachine.adapters.sql.migrations.pgvector import enable_pgvector, set_vectors
 from memmachine.adapters.sql.sql_compactor import SqlCompactor
-from memmachine.adapters.sql.sql_engine import SqlDatabase, describe_sql_error, dump_json
+from memmachine.adapters.sql.sql_engine import (
+    SessionFactory,
+    SqlDatabase,
+    describe_sql_error,
+    dump_json,
+)
 from memmachine.adapters.sql.sql_models import ProfileFactHistoryRow, ProfileFactRow
 from memmachine.adapters.sql.sql_ranking import (
     Collection,
@@ -148,8 +153,12 @@ class SqlProfileStore(Lifecycle):
 
     name = _STORE
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
-        self._database = SqlDatabase(url, store=_STORE, label="profile store", echo=echo)
+    def __init__(
+        self, url: str, *, echo: bool = False, timeout_seconds: float | None = None
+    ) -> None:
+        self._database = SqlDatabase(
+            url, store=_STORE, label="profile store", echo=echo, timeout_seconds=timeout_seconds
+        )
         self.kind: str = self._database.kind
         #: PostgreSQL with ``embedding_vec`` (pgvector): cosine similarity runs in SQL.
         self._pgvector = False
@@ -590,7 +599,7 @@ class SqlProfileStore(Lifecycle):
 
     # ------------------------------------------------------------------ internals
 
-    def _sessions(self, *, write: bool) -> async_sessionmaker[AsyncSession]:
+    def _sessions(self, *, write: bool) -> SessionFactory:
         return self._database.sessions(write=write)
 
     async def _select(self, statement: Select[ProfileFactRow], action: str) -> list[ProfileFactRow]:

@@ -26,8 +26,10 @@ class SqlRetentionPolicyStore(SqlMigratedStore):
     """:class:`~memmachine.ports.RetentionPolicyStore` on SQLite or PostgreSQL, at the
     profile store's SQLAlchemy URL."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url, store=_STORE, label="retention policy store")
+    def __init__(self, url: str, *, timeout_seconds: float | None = None) -> None:
+        super().__init__(
+            url, store=_STORE, label="retention policy store", timeout_seconds=timeout_seconds
+        )
 
     async def put_policies(self, tenant: str, policies: Sequence[JsonDict]) -> None:
         """Replace the tenant's row (one transaction: readers see the old or the new list).

@@ -14,7 +14,13 @@ from fastapi.responses import StreamingResponse
 
 from memmachine.errors import PayloadTooLargeError
 from memmachine.manager import MemoryManager
-from memmachine.memory.attachments import AttachedMessage, AttachmentInput, AttachmentService
+from memmachine.memory.attachments import (
+    AttachedMessage,
+    AttachmentInput,
+    AttachmentService,
+    episode_count,
+)
+from memmachine.memory.idempotency import IDEMPOTENCY_HEADER, episode_ids_for
 from memmachine.models import Episode, NewMessage, Scope
 from memmachine_sdk import models as wire
 from memmachine_server.convert import new_messages
@@ -44,13 +50,14 @@ async def add_messages(
     scope: Scope,
     body: wire.AddMemoriesRequest,
     *,
-    ids: list[str] | None = None,
+    key: str | None = None,
 ) -> list[Episode]:
-    """``body.messages`` stored as episodes (under ``ids`` when given: an idempotency key's);
-    with attachments, each described and stored after its message (see
-    :class:`AttachmentService`, which names the episodes itself)."""
+    """``body.messages`` stored as episodes (under ids derived from the idempotency ``key``
+    when given); with attachments, each described and stored after its message (see
+    :class:`AttachmentService`)."""
     messages = new_messages(body.messages)
     if not any(message.attachments for message in body.messages):
+        ids = None if key is None else episode_ids_for(scope.tenant, key, len(messages))
         return await manager.add_messages(scope, messages, working=body.working, ids=ids)
     attached = [
         AttachedMessage(
@@ -72,7 +79,16 @@ async def add_messages(
     async def store(planned: list[NewMessage], ids: list[str]) -> list[Episode]:
         return await manager.add_messages(scope, planned, working=body.working, ids=ids)
 
-    return await attachments_of(request).add(scope, attached, store)
+    return await attachments_of(request).add(
+        scope, attached, store, ids=_keyed_ids(scope, key, attached)
+    )
+
+
+def _keyed_ids(scope: Scope, key: str | None, attached: list[AttachedMessage]) -> list[str] | None:
+    """The ids of an attachment add's episodes derived from its idempotency ``key``."""
+    if key is None:
+        return None
+    return episode_ids_for(scope.tenant, key, episode_count(attached))
 
 
 @router.post(
@@ -110,7 +126,9 @@ async def upload_attachment(
     async def store(planned: list[NewMessage], ids: list[str]) -> list[Episode]:
         return await manager.add_messages(scope, planned, working=working, ids=ids)
 
-    stored = await attachments.add(scope, [AttachedMessage(message, [given], False)], store)
+    attached = [AttachedMessage(message, [given], False)]
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    stored = await attachments.add(scope, attached, store, ids=_keyed_ids(scope, key, attached))
     return wire.AddMemoriesResponse(
         session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
     )

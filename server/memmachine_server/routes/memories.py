@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from memmachine.manager import MemoryManager
-from memmachine.memory.idempotency import IDEMPOTENCY_HEADER, episode_ids_for
+from memmachine.memory.idempotency import IDEMPOTENCY_HEADER
 from memmachine.models import MemoryType
 from memmachine.retrieval.explain import StageControl
 from memmachine_sdk import models as wire
@@ -39,8 +39,7 @@ async def add_memories(
     """Store messages as episodes of a session (and, by default, in its working memory)."""
     scope = resolve_scope(request, tenant, body, require_session=True)
     key = request.headers.get(IDEMPOTENCY_HEADER)
-    ids = None if key is None else episode_ids_for(tenant, key, len(body.messages))
-    stored = await add_messages(request, manager, scope, body, ids=ids)
+    stored = await add_messages(request, manager, scope, body, key=key)
     return wire.AddMemoriesResponse(
         session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
     )

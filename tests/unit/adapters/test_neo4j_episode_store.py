@@ -64,6 +64,8 @@ def test_other_urls_are_refused(url: str) -> None:
         {"embedding_dimensions": 0},
         {"embedding_dimensions": -1},
         {"max_connection_pool_size": 0},
+        {"timeout_seconds": 0},
+        {"timeout_seconds": -1},
     ],
 )
 def test_settings_that_cannot_work_are_refused(kwargs: dict[str, int]) -> None:
@@ -117,6 +119,17 @@ def test_a_connection_lost_during_commit_is_an_unknown_outcome() -> None:
     assert isinstance(error, WriteOutcomeUnknownError)
     assert error.code == "write_outcome_unknown"
     assert not neo4j_errors.IncompleteCommit("x").is_retryable()
+
+
+def test_a_transaction_the_server_timed_out_is_unavailable_not_unknown() -> None:
+    # The server rolled it back: nothing was applied, so the caller may simply retry (503).
+    timed_out = neo4j_errors.Neo4jError._hydrate_neo4j(
+        code="Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration",
+        message="The transaction has been terminated.",
+    )
+    error = store_error(timed_out)
+    assert type(error) is StoreUnavailableError
+    assert "timeout" in error.message
 
 
 @pytest.mark.parametrize(
