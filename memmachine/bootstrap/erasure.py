@@ -1,6 +1,7 @@
 """The compactors a forget runs (:mod:`memmachine.memory.erasure`): one per Redis-protocol
 server behind the episode store, working memory and job queue (the embedded server counts
-once), within ``MEMMACHINE_FORGET_COMPACTION_SECONDS``."""
+once), within ``MEMMACHINE_FORGET_COMPACTION_SECONDS`` of a forget or of a retention sweep
+that erased anything."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def attach_compactors(
     stores that keeps deleted bytes on disk, each server once."""
     erasure = manager.erasure
     erasure.delay_seconds = settings.forget_compaction_seconds
+    # a retention sweep erases too: it asks for the same compaction
+    manager.retention.compaction = erasure
     seen: set[str] = set()
     stores: list[Any] = [raw.episodes, raw.working, raw.jobs, raw.profile]
     for store in stores:

@@ -67,6 +67,13 @@ class ExpiringRecords(Protocol):
     async def purge_expired(self) -> int: ...
 
 
+class Compaction(Protocol):
+    """What rewrites the stores' files after an erasure (a forget's
+    :class:`~memmachine.memory.erasure.ForgetCompaction`)."""
+
+    async def request(self) -> None: ...
+
+
 class RetentionReport(BaseModel):
     """What one sweep removed: counts only."""
 
@@ -90,6 +97,13 @@ class RetentionReport(BaseModel):
     working_summaries_dropped: int = 0
     #: Done and dead jobs removed by a ``jobs_max_age_days`` policy.
     jobs_removed: int = 0
+
+    @property
+    def removed(self) -> int:
+        """Everything the sweep erased, summed over the counts above (0: the stores' files
+        hold nothing new to compact)."""
+        counted = self.model_dump(exclude={"started_at", "finished_at", "users"})
+        return sum(value for value in counted.values() if isinstance(value, int))
 
 
 class RetentionSweep:
@@ -118,6 +132,9 @@ class RetentionSweep:
         #: The custom memory types whose expired records the sweep erases.
         self.custom: ExpiringRecords | None = None
         self._jobs: JobQueue | None = None
+        #: Run after a sweep that erased anything, as after a forget (set by the
+        #: composition root; ``None``: the stores' own compaction only).
+        self.compaction: Compaction | None = None
         self.clock: Clock = clock or SystemClock()
         self.last: RetentionReport | None = None
         self._task: asyncio.Task[None] | None = None
@@ -158,7 +175,10 @@ class RetentionSweep:
             f"{last.episodes_expired + last.episodes_aged_out} episodes "
             f"({last.episodes_expired} expired), {last.facts_expired + last.facts_aged_out} "
             f"facts ({last.facts_expired} expired), {last.working_sessions_aged_out} "
-            "working sessions"
+            f"working sessions, {last.fact_versions_expired} fact versions, "
+            f"{last.custom_records_expired} custom records, {last.working_summaries_dropped} "
+            f"summaries, {last.jobs_removed} jobs; {last.fact_sources_expired} facts lost "
+            "sources to expiry"
         )
         return StoreHealth(name=self.name, kind=self.kind, status="ok", detail=detail)
 
@@ -212,6 +232,9 @@ class RetentionSweep:
                 report.custom_records_expired = await self.custom.purge_expired()
             report.finished_at = self.clock.now()
             self.last = report
+            if report.removed and self.compaction is not None:
+                # the erased text stays in append-only files and freed pages until compacted
+                await self.compaction.request()
             log.info("retention sweep: %s", report.model_dump_json())
             return report
 

@@ -138,6 +138,8 @@ class ExportedFactVersion(_Timestamped):
     #: The exporting store's id of the fact and when it recorded the version (version 2).
     fact_id: str | None = None
     recorded_at: datetime | None = None
+    #: When the value it held expires (version 3); ``None``: never.
+    expires_at: datetime | None = None
 
 
 class ExportedFact(_Timestamped):

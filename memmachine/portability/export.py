@@ -205,4 +205,5 @@ def _exported_version(old: FactVersion) -> ExportedFactVersion:
         reason=old.reason,
         fact_id=old.fact_id,
         recorded_at=old.recorded_at,
+        expires_at=old.expires_at,
     )

@@ -266,7 +266,10 @@ async def _replay_versions(
     history: Sequence[ExportedFactVersion],
     report: ImportReport,
 ) -> None:
+    now = manager.profile_service.clock.now()
     for old in history:
+        if old.expires_at is not None and old.expires_at <= now:
+            continue  # expired since the export: a read would hide it, the sweep erase it
         record = FactRecord(
             tag=tag,
             feature=feature,
@@ -275,6 +278,7 @@ async def _replay_versions(
             source=old.source,
             source_session_id=old.source_session_id,
             source_episode_ids=list(old.source_episode_ids),
+            expires_at=old.expires_at,
         )
         (stored,) = await manager.set_facts(scope, [record])
         if old.reason != "superseded":

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from memmachine.models import EXPIRED_SOURCE, FactRecord, NewMessage, Scope
+from memmachine.portability import import_document, parse_document
 from tests.fakes.clock import ManualClock
 from tests.integration.test_expiry import export_text, manager_of, raw_files, start
 
@@ -85,5 +86,36 @@ def test_an_expired_value_replaced_before_the_sweep_is_not_read_from_the_history
             rows = db.execute("SELECT * FROM profile_fact_history").fetchall()
         assert OLD_CODE not in json.dumps(rows, default=str)
         assert OLD_CODE not in raw_files(data_dir)
+    finally:
+        api.__exit__(None, None, None)
+
+
+def test_an_exported_version_keeps_its_expiry_through_forget_and_import(tmp_path: Path) -> None:
+    """Export -> forget -> import keeps when each closed value expires: the imported
+    history shows it until that instant and not after, as the original did."""
+    clock = ManualClock()
+    api = start((tmp_path / "data").resolve(), clock)
+    try:
+        ends = clock.now() + timedelta(seconds=10)
+        first = {
+            "tag": "access",
+            "feature": "gate",
+            "value": OLD_CODE,
+            "expires_at": ends.isoformat(),
+        }
+        assert api.post("/v1/profile", json={"user_id": "move", "facts": [first]}).is_success
+        new = {"tag": "access", "feature": "gate", "value": "gate-code-new-3300"}
+        assert api.post("/v1/profile", json={"user_id": "move", "facts": [new]}).is_success
+        document = parse_document(json.loads(export_text(api, "move")))
+        assert api.delete("/v1/users/move").is_success
+        manager = manager_of(api)
+        api.portal.call(import_document, manager, document)  # type: ignore[union-attr]
+
+        history = {"user_id": "move", "tag": "access", "feature": "gate"}
+        imported = api.get("/v1/profile/history", params=history).json()
+        assert [old["value"] for old in imported["history"]] == [OLD_CODE]
+        assert imported["history"][0]["expires_at"] == ends.isoformat().replace("+00:00", "Z")
+        clock.advance(10)
+        assert api.get("/v1/profile/history", params=history).json()["history"] == []
     finally:
         api.__exit__(None, None, None)
