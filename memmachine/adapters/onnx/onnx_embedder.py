@@ -51,6 +51,7 @@ __all__ = [
     "QueryCacheInfo",
     "available_cpus",
     "deal_batches",
+    "device_line",
     "equal_length_batches",
     "variant_name",
 ]
@@ -145,6 +146,10 @@ class OnnxEmbedder(Lifecycle):
       :func:`~memmachine.adapters.model_files.default_cache_dir`); its vectors differ
       slightly from the float model's (mean cosine ≈0.99 on chat turns) and depend slightly
       on which texts share a batch (cosine > 0.99).
+    * ``device`` is ``cpu`` (the default) or ``cuda``/``cuda:<n>``: onnxruntime's CUDA
+      provider when this onnxruntime has one (``onnxruntime-gpu``), the CPU otherwise. The
+      load log line says where it really runs, from the providers the session reports;
+      a CUDA device asked for and not obtained is logged at WARNING (:func:`device_line`).
     * A call with a single text (a search query) is answered from a per-instance LRU cache
       of the last ``query_cache_size`` such texts (``0`` disables it); callers get their own
       copy of each vector.
@@ -172,6 +177,7 @@ class OnnxEmbedder(Lifecycle):
         threads: int = 0,
         workers: int = 0,
         quantize: Quantize = "none",
+        device: str | None = None,
         cache_dir: Path | None = None,
         query_cache_size: int = 1024,
         model_name: str | None = None,
@@ -200,6 +206,11 @@ class OnnxEmbedder(Lifecycle):
         self.workers = workers or cpus
         self.threads = threads or max(1, cpus // self.workers)
         self.quantize: Quantize = quantize
+        self.device = (device or "cpu").strip() or "cpu"
+        if self.device != "cpu" and not self.device.startswith("cuda"):
+            raise ConfigurationError(
+                f"embedding device must be 'cpu', 'cuda' or 'cuda:<n>', got {device!r}"
+            )
         self.cache_dir = cache_dir
         self.query_cache_size = query_cache_size
         self.model: str = variant_name(model_name or self.model_dir.name, onnx_file, quantize)
@@ -511,7 +522,7 @@ class OnnxEmbedder(Lifecycle):
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         try:
             session = ort.InferenceSession(
-                str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
+                str(onnx_path), sess_options=options, providers=_providers(self.device)
             )
         except Exception as exc:
             raise ConfigurationError(f"cannot load ONNX model {onnx_path}: {exc}") from exc
@@ -555,16 +566,18 @@ class OnnxEmbedder(Lifecycle):
             dimensions = self._probe_dimensions(loaded, onnx_path)
         self.dimensions = dimensions
         self.max_tokens = max_tokens
-        logger.info(
+        level, where = device_line(self.device, session.get_providers())
+        logger.log(
+            level,
             "loaded embedding model %s (%s, %d dimensions, max %d tokens, %d workers x %d "
-            "threads); it runs on the CPU (onnxruntime %s)",
+            "threads); %s",
             self.model,
             onnx_path,
             dimensions,
             max_tokens,
             self.workers,
             self.threads,
-            ", ".join(session.get_providers()),
+            where,
         )
         return loaded
 
@@ -591,6 +604,36 @@ class OnnxEmbedder(Lifecycle):
         except Exception as exc:
             raise ConfigurationError(f"cannot run ONNX model {onnx_path}: {exc}") from exc
         return int(np.asarray(output).shape[-1])
+
+
+def _providers(device: str) -> list[str | tuple[str, dict[str, str]]]:
+    """onnxruntime's providers for ``device``: the CPU alone, or CUDA (on the device number
+    after ``cuda:``) with the CPU behind it for what CUDA does not run; CUDA is asked for
+    only when this onnxruntime offers it (else the load log line warns, see
+    :func:`device_line`)."""
+    if device == "cpu" or "CUDAExecutionProvider" not in ort.get_available_providers():
+        return ["CPUExecutionProvider"]
+    number = device.partition(":")[2] or "0"
+    return [("CUDAExecutionProvider", {"device_id": number}), "CPUExecutionProvider"]
+
+
+def device_line(device: str, active: Sequence[str]) -> tuple[int, str]:
+    """The log level and the words that say where the model really runs, from the providers
+    the session reports in use (``active``), not from what was asked for: onnxruntime drops
+    a CUDA provider it cannot load (no GPU, no CUDA build, missing libraries) and runs on
+    the CPU with only a note of its own, so a CUDA device asked for and not obtained is a
+    WARNING."""
+    providers = ", ".join(active)
+    if "CUDAExecutionProvider" in active:
+        return logging.INFO, f"it runs on {device} (onnxruntime {providers})"
+    if device != "cpu":
+        return logging.WARNING, (
+            f"it runs on the CPU, not on {device}: this onnxruntime has no usable CUDA "
+            f"provider (active: {providers}; available: "
+            f"{', '.join(ort.get_available_providers())}; install onnxruntime-gpu and give "
+            "the process a GPU)"
+        )
+    return logging.INFO, f"it runs on the CPU (onnxruntime {providers})"
 
 
 def equal_length_batches(lengths: Sequence[int], size: int) -> list[list[int]]:

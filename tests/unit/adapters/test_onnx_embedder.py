@@ -16,6 +16,7 @@ from memmachine.adapters.onnx.onnx_embedder import (
     QueryCacheInfo,
     available_cpus,
     deal_batches,
+    device_line,
     equal_length_batches,
 )
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
@@ -337,3 +338,33 @@ async def test_start_logs_the_device_it_runs_on(
         assert "runs on the CPU (onnxruntime CPUExecutionProvider)" in caplog.text
     finally:
         await embedder.close()
+
+
+async def test_a_cuda_device_without_a_gpu_is_logged_as_the_cpu_fallback(
+    model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No GPU and no CUDA provider here: asked for CUDA, the embedder still embeds, and
+    its log says plainly, at WARNING, that it runs on the CPU instead."""
+    embedder = OnnxEmbedder(model_dir, device="cuda:0")
+    with caplog.at_level(logging.INFO, logger="memmachine.adapters.onnx.onnx_embedder"):
+        await embedder.start()
+    try:
+        (record,) = [r for r in caplog.records if "loaded embedding model" in r.getMessage()]
+        assert record.levelno == logging.WARNING
+        assert "it runs on the CPU, not on cuda:0" in record.getMessage()
+        assert "active: CPUExecutionProvider" in record.getMessage()
+        cpu = OnnxEmbedder(model_dir)
+        np.testing.assert_allclose(
+            await embedder.embed(["the GPU path"]), await cpu.embed(["the GPU path"]), atol=1e-6
+        )
+    finally:
+        await embedder.close()
+
+
+def test_the_device_line_follows_the_active_providers() -> None:
+    level, line = device_line("cuda:1", ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert level == logging.INFO
+    assert line == "it runs on cuda:1 (onnxruntime CUDAExecutionProvider, CPUExecutionProvider)"
+    assert device_line("cpu", ["CPUExecutionProvider"])[0] == logging.INFO
+    with pytest.raises(ConfigurationError, match="embedding device"):
+        OnnxEmbedder(Path("."), device="tpu")
