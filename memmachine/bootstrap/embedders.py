@@ -96,6 +96,7 @@ def choose_embedder(settings: EmbeddingSettings) -> EmbedderChoice:
             threads=settings.threads,
             workers=settings.workers,
             quantize=settings.quantize,
+            device=settings.device,
             cache_dir=settings.cache_dir,
             query_cache_size=settings.query_cache_size,
             model_name=model_name,

@@ -54,7 +54,9 @@ class EmbeddingSettings(Section):
     #: downloaded once into ``cache_dir``. torch: a sentence-transformers model directory or
     #: hub name. openai: the model name sent to the endpoint.
     model: str = DEFAULT_EMBEDDING_MODEL
-    #: torch only: ``cuda``, ``cuda:1``, ``cpu``, ...; unset = CUDA when available, else CPU.
+    #: torch: ``cuda``, ``cuda:1``, ``cpu``, ...; unset = CUDA when available, else CPU.
+    #: local: ``cuda``/``cuda:<n>`` runs on onnxruntime's CUDA provider when the installed
+    #: onnxruntime has one (onnxruntime-gpu), else on the CPU with a warning; unset = CPU.
     device: str | None = None
     onnx_file: str = "onnx/model.onnx"
     #: local: ``none`` runs ``onnx_file`` as it is; ``int8`` runs an int8 copy of it, made

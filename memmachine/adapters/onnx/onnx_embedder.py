@@ -6,7 +6,8 @@ attention mask and L2-normalised, which is what sentence-transformers does for m
 ``all-MiniLM-L6-v2``.
 
 Speed on a small CPU comes from four things, each measured in ``bench/embedder_throughput.py``:
-texts are sorted by token count so a batch is padded only to its own longest text; batches
+a batch holds only texts of the same token count, so nothing is padded (see
+:func:`equal_length_batches`); batches
 run side by side on ``workers`` worker threads, each single-threaded inside onnxruntime
 (on a shared 2-core machine this beats one batch on two intra-op threads, whose threads wait
 for each other at every operator); onnxruntime's idle threads do not spin; and, with
@@ -49,6 +50,9 @@ __all__ = [
     "Quantize",
     "QueryCacheInfo",
     "available_cpus",
+    "deal_batches",
+    "device_line",
+    "equal_length_batches",
     "variant_name",
 ]
 
@@ -130,11 +134,11 @@ class OnnxEmbedder(Lifecycle):
     * Texts are truncated at ``max_tokens`` tokens (capped at the model's
       ``max_position_embeddings`` when ``config.json`` states it); an empty text is embedded
       as is (only the special tokens).
-    * ``embed`` tokenises the whole call once, sorts the texts by token count so each batch
-      is padded only to its own longest text, and returns vectors in input order. Batches
-      hold at most ``batch_size`` texts, and fewer when that gives every worker a batch;
-      up to ``workers`` batches run at once, each in a worker thread (the event loop never
-      waits on inference). ``workers=0`` means one per available CPU.
+    * ``embed`` tokenises the whole call once, batches texts of the same token count
+      together (nothing is padded) and returns vectors in input order. Batches hold at
+      most ``batch_size`` texts, and fewer when that gives every worker a batch; the
+      batches are dealt to ``workers`` worker threads that run at once (the event loop
+      never waits on inference). ``workers=0`` means one per available CPU.
     * ``threads`` is onnxruntime's intra-op threads per batch; ``0`` means the available
       CPUs divided among the workers (so ``1`` with the default ``workers``).
     * ``quantize="int8"`` runs an int8 copy of ``onnx_file`` made once into
@@ -142,6 +146,10 @@ class OnnxEmbedder(Lifecycle):
       :func:`~memmachine.adapters.model_files.default_cache_dir`); its vectors differ
       slightly from the float model's (mean cosine ≈0.99 on chat turns) and depend slightly
       on which texts share a batch (cosine > 0.99).
+    * ``device`` is ``cpu`` (the default) or ``cuda``/``cuda:<n>``: onnxruntime's CUDA
+      provider when this onnxruntime has one (``onnxruntime-gpu``), the CPU otherwise. The
+      load log line says where it really runs, from the providers the session reports;
+      a CUDA device asked for and not obtained is logged at WARNING (:func:`device_line`).
     * A call with a single text (a search query) is answered from a per-instance LRU cache
       of the last ``query_cache_size`` such texts (``0`` disables it); callers get their own
       copy of each vector.
@@ -169,6 +177,7 @@ class OnnxEmbedder(Lifecycle):
         threads: int = 0,
         workers: int = 0,
         quantize: Quantize = "none",
+        device: str | None = None,
         cache_dir: Path | None = None,
         query_cache_size: int = 1024,
         model_name: str | None = None,
@@ -197,6 +206,11 @@ class OnnxEmbedder(Lifecycle):
         self.workers = workers or cpus
         self.threads = threads or max(1, cpus // self.workers)
         self.quantize: Quantize = quantize
+        self.device = (device or "cpu").strip() or "cpu"
+        if self.device != "cpu" and not self.device.startswith("cuda"):
+            raise ConfigurationError(
+                f"embedding device must be 'cpu', 'cuda' or 'cuda:<n>', got {device!r}"
+            )
         self.cache_dir = cache_dir
         self.query_cache_size = query_cache_size
         self.model: str = variant_name(model_name or self.model_dir.name, onnx_file, quantize)
@@ -322,22 +336,22 @@ class OnnxEmbedder(Lifecycle):
     async def _in_batches(
         self, encodings: list[Encoding], infer: Callable[[list[int]], None]
     ) -> None:
-        """Call ``infer`` with the positions of each batch, longest texts first, up to
-        ``workers`` batches at once in worker threads."""
+        """Call ``infer`` with the positions of each batch (:func:`equal_length_batches`),
+        the batches dealt to ``workers`` worker threads (:func:`deal_batches`) that run at
+        once, each its batches in turn."""
         lengths = [len(encoding) for encoding in encodings]
-        order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
-        size = min(self.batch_size, math.ceil(len(order) / self.workers))
-        batches = [order[start : start + size] for start in range(0, len(order), size)]
-        slots = asyncio.Semaphore(self.workers)
+        size = min(self.batch_size, math.ceil(len(lengths) / self.workers))
+        batches = equal_length_batches(lengths, size)
+        shares = deal_batches(batches, lengths, self.workers)
 
-        async def run(idx: list[int]) -> None:
-            async with slots:
-                await asyncio.to_thread(infer, idx)
+        def run(share: list[list[int]]) -> None:
+            for idx in share:
+                infer(idx)
 
-        if len(batches) == 1:
-            await run(batches[0])
+        if len(shares) == 1:
+            await asyncio.to_thread(run, shares[0])
         else:
-            await asyncio.gather(*(run(idx) for idx in batches))
+            await asyncio.gather(*(asyncio.to_thread(run, share) for share in shares))
 
     def query_cache_info(self) -> QueryCacheInfo:
         """Hits and misses of the single-text cache since construction, and its size."""
@@ -508,7 +522,7 @@ class OnnxEmbedder(Lifecycle):
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         try:
             session = ort.InferenceSession(
-                str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
+                str(onnx_path), sess_options=options, providers=_providers(self.device)
             )
         except Exception as exc:
             raise ConfigurationError(f"cannot load ONNX model {onnx_path}: {exc}") from exc
@@ -552,16 +566,18 @@ class OnnxEmbedder(Lifecycle):
             dimensions = self._probe_dimensions(loaded, onnx_path)
         self.dimensions = dimensions
         self.max_tokens = max_tokens
-        logger.info(
+        level, where = device_line(self.device, session.get_providers())
+        logger.log(
+            level,
             "loaded embedding model %s (%s, %d dimensions, max %d tokens, %d workers x %d "
-            "threads); it runs on the CPU (onnxruntime %s)",
+            "threads); %s",
             self.model,
             onnx_path,
             dimensions,
             max_tokens,
             self.workers,
             self.threads,
-            ", ".join(session.get_providers()),
+            where,
         )
         return loaded
 
@@ -588,6 +604,71 @@ class OnnxEmbedder(Lifecycle):
         except Exception as exc:
             raise ConfigurationError(f"cannot run ONNX model {onnx_path}: {exc}") from exc
         return int(np.asarray(output).shape[-1])
+
+
+def _providers(device: str) -> list[str | tuple[str, dict[str, str]]]:
+    """onnxruntime's providers for ``device``: the CPU alone, or CUDA (on the device number
+    after ``cuda:``) with the CPU behind it for what CUDA does not run; CUDA is asked for
+    only when this onnxruntime offers it (else the load log line warns, see
+    :func:`device_line`)."""
+    if device == "cpu" or "CUDAExecutionProvider" not in ort.get_available_providers():
+        return ["CPUExecutionProvider"]
+    number = device.partition(":")[2] or "0"
+    return [("CUDAExecutionProvider", {"device_id": number}), "CPUExecutionProvider"]
+
+
+def device_line(device: str, active: Sequence[str]) -> tuple[int, str]:
+    """The log level and the words that say where the model really runs, from the providers
+    the session reports in use (``active``), not from what was asked for: onnxruntime drops
+    a CUDA provider it cannot load (no GPU, no CUDA build, missing libraries) and runs on
+    the CPU with only a note of its own, so a CUDA device asked for and not obtained is a
+    WARNING."""
+    providers = ", ".join(active)
+    if "CUDAExecutionProvider" in active:
+        return logging.INFO, f"it runs on {device} (onnxruntime {providers})"
+    if device != "cpu":
+        return logging.WARNING, (
+            f"it runs on the CPU, not on {device}: this onnxruntime has no usable CUDA "
+            f"provider (active: {providers}; available: "
+            f"{', '.join(ort.get_available_providers())}; install onnxruntime-gpu and give "
+            "the process a GPU)"
+        )
+    return logging.INFO, f"it runs on the CPU (onnxruntime {providers})"
+
+
+def equal_length_batches(lengths: Sequence[int], size: int) -> list[list[int]]:
+    """Positions grouped into batches of texts with the same token count, at most ``size``
+    each, longest first: no batch is padded at all.
+
+    Padding is not free even under the attention mask: every padded position goes through
+    every matrix product. LoCoMo messages read in their windows are 120 tokens on average,
+    and sorted batches of 16 padded them to 150 (a quarter more work); with equal lengths
+    only, the same ingestion took 27 % less CPU (bench/RESULTS.md, issue 22 item 6). A text
+    whose length no other text shares runs alone, which costs little for a model this
+    small."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    for index in order:
+        last = batches[-1] if batches else None
+        if last is not None and len(last) < size and lengths[last[0]] == lengths[index]:
+            last.append(index)
+        else:
+            batches.append([index])
+    return batches
+
+
+def deal_batches(
+    batches: list[list[int]], lengths: Sequence[int], workers: int
+) -> list[list[list[int]]]:
+    """The batches split into at most ``workers`` shares of about equal work (tokens), each
+    batch to the share with the least so far, longest batches first."""
+    shares: list[list[list[int]]] = [[] for _ in range(min(workers, len(batches)))]
+    work = [0] * len(shares)
+    for batch in batches:
+        lightest = work.index(min(work))
+        shares[lightest].append(batch)
+        work[lightest] += lengths[batch[0]] * len(batch)
+    return shares
 
 
 def _check_texts(texts: Sequence[str]) -> None:

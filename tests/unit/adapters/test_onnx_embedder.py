@@ -11,7 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memmachine.adapters.onnx.onnx_embedder import OnnxEmbedder, QueryCacheInfo, available_cpus
+from memmachine.adapters.onnx.onnx_embedder import (
+    OnnxEmbedder,
+    QueryCacheInfo,
+    available_cpus,
+    deal_batches,
+    device_line,
+    equal_length_batches,
+)
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
 from memmachine.ports import Embedder, SpanEmbedder
 
@@ -78,6 +85,43 @@ async def test_batching_and_sorting_do_not_change_results(model_dir: Path) -> No
     alone = np.array([(await embedder.embed([text]))[0] for text in texts])
     assert together.shape == (70, 384)
     np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_batches_hold_texts_of_one_length_so_nothing_is_padded() -> None:
+    lengths = [5, 9, 5, 7, 9, 9, 5, 12, 5]
+    batches = equal_length_batches(lengths, 3)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        assert len({lengths[i] for i in batch}) == 1  # one width: no padding
+        assert len(batch) <= 3
+    # Longest first; same-length texts share a batch up to the size limit.
+    assert batches == [[7], [1, 4, 5], [3], [0, 2, 6], [8]]
+    assert equal_length_batches([], 4) == []
+
+
+def test_batches_are_dealt_to_the_workers_by_their_tokens() -> None:
+    lengths = [40, 30, 30, 10, 10, 10, 10]
+    batches = equal_length_batches(lengths, 4)
+    shares = deal_batches(batches, lengths, 2)
+    assert [[lengths[b[0]] * len(b) for b in share] for share in shares] == [[40, 40], [60]]
+    assert deal_batches(batches[:1], lengths, 4) == [[[0]]]  # never an idle empty share
+
+
+async def test_a_text_gets_the_same_vector_whatever_its_batch_mates(model_dir: Path) -> None:
+    """Unpadded batches give each text exactly its vector alone, as padded ones did within
+    float rounding: windows and sentences pooled from them are unchanged too."""
+    embedder = OnnxEmbedder(model_dir, batch_size=8)
+    texts = ["red car", "blue car", "a green doctor", "the budget", *filter(None, _texts(20))]
+    together = np.array(await embedder.embed(texts))
+    alone = np.array([(await embedder.embed([text]))[0] for text in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-6)
+    spans = [[[(0, len(text))]] for text in texts]
+    pooled = await embedder.embed_spans(texts, spans)
+    for text, (vector,) in zip(texts, pooled, strict=True):
+        (single,) = (await embedder.embed_spans([text], [[[(0, len(text))]]]))[0]
+        assert vector is not None
+        assert single is not None
+        np.testing.assert_allclose(vector, single, atol=1e-6)
 
 
 async def test_order_is_preserved(model_dir: Path, embedder: OnnxEmbedder) -> None:
@@ -294,3 +338,33 @@ async def test_start_logs_the_device_it_runs_on(
         assert "runs on the CPU (onnxruntime CPUExecutionProvider)" in caplog.text
     finally:
         await embedder.close()
+
+
+async def test_a_cuda_device_without_a_gpu_is_logged_as_the_cpu_fallback(
+    model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No GPU and no CUDA provider here: asked for CUDA, the embedder still embeds, and
+    its log says plainly, at WARNING, that it runs on the CPU instead."""
+    embedder = OnnxEmbedder(model_dir, device="cuda:0")
+    with caplog.at_level(logging.INFO, logger="memmachine.adapters.onnx.onnx_embedder"):
+        await embedder.start()
+    try:
+        (record,) = [r for r in caplog.records if "loaded embedding model" in r.getMessage()]
+        assert record.levelno == logging.WARNING
+        assert "it runs on the CPU, not on cuda:0" in record.getMessage()
+        assert "active: CPUExecutionProvider" in record.getMessage()
+        cpu = OnnxEmbedder(model_dir)
+        np.testing.assert_allclose(
+            await embedder.embed(["the GPU path"]), await cpu.embed(["the GPU path"]), atol=1e-6
+        )
+    finally:
+        await embedder.close()
+
+
+def test_the_device_line_follows_the_active_providers() -> None:
+    level, line = device_line("cuda:1", ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert level == logging.INFO
+    assert line == "it runs on cuda:1 (onnxruntime CUDAExecutionProvider, CPUExecutionProvider)"
+    assert device_line("cpu", ["CPUExecutionProvider"])[0] == logging.INFO
+    with pytest.raises(ConfigurationError, match="embedding device"):
+        OnnxEmbedder(Path("."), device="tpu")
