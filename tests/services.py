@@ -533,9 +533,11 @@ class Neo4jServer:
     """Neo4j 5.26 community on a free loopback Bolt port, authentication on (user ``neo4j``,
     a random password), data in a temporary directory. :meth:`start` builds the launcher if
     needed and returns once Bolt answers; :meth:`stop` shuts the DBMS down cleanly (it
-    closes the launcher's standard input) and removes the directory."""
+    closes the launcher's standard input) and removes the directory. ``settings`` are extra
+    ``neo4j.conf`` lines (e.g. the transaction log retention), handed to the launcher."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        self.settings = dict(settings or {})
         self.user = "neo4j"
         self.password = secrets.token_hex(12)
         self.port = 0
@@ -551,6 +553,8 @@ class Neo4jServer:
         """Start on ``port`` (default: a free one, retried if taken meanwhile)."""
         java, _ = _java_tools()
         jar, classpath = build_neo4j_launcher()
+        conf = self.root / "neo4j.conf"
+        conf.write_text("".join(f"{key}={value}\n" for key, value in self.settings.items()))
         for attempt in range(1 if port is not None else 3):
             self.port = port if port is not None else free_port()
             home = self.root / f"home-{attempt}"
@@ -563,7 +567,11 @@ class Neo4jServer:
                 stdin=subprocess.PIPE,
                 stdout=self.log.open("ab"),
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "NEO4J_TEST_PASSWORD": self.password},
+                env={
+                    **os.environ,
+                    "NEO4J_TEST_PASSWORD": self.password,
+                    "NEO4J_TEST_CONF": str(conf),
+                },
                 preexec_fn=die_with_parent(),
             )  # fmt: skip
             if self._wait_ready(timeout):

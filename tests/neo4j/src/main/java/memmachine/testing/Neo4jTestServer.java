@@ -33,7 +33,12 @@ public final class Neo4jTestServer {
         String password = System.getenv("NEO4J_TEST_PASSWORD");
         boolean auth = password != null && !password.isEmpty();
 
-        DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
+        DatabaseManagementServiceBuilder builder = new DatabaseManagementServiceBuilder(home);
+        String conf = System.getenv("NEO4J_TEST_CONF"); // extra settings, as in neo4j.conf
+        if (conf != null && !conf.isEmpty()) {
+            builder.loadPropertiesFromFile(Path.of(conf));
+        }
+        DatabaseManagementService dbms = builder
                 .setConfig(BoltConnector.enabled, true)
                 .setConfig(BoltConnector.listen_address, new SocketAddress("127.0.0.1", port))
                 .setConfig(GraphDatabaseSettings.auth_enabled, auth)
