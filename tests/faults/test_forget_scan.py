@@ -292,22 +292,27 @@ def production(tmp_path: Path) -> Iterator[dict[str, Any]]:
         falkordb.stop()
 
 
-def test_a_forgotten_user_leaves_no_byte_in_the_production_stores(
-    tmp_path: Path, production: dict[str, Any], tally: Report
-) -> None:
-    data_dir = (tmp_path / "data").resolve()
-    falkordb, redis_server = production["falkordb"], production["redis"]
-    postgres: PostgresServer = production["postgres"]
-    settings = make_settings(
+def production_settings(data_dir: Path, production: dict[str, Any], **extra: Any) -> Settings:
+    """An app's settings on the ``production`` fixture's servers (custom types on Redis)."""
+    return make_settings(
         data_dir,
         memory_types=[READING_LIST],
         memory_types_store="redis",
-        episode_store_url=f"falkordb://127.0.0.1:{falkordb.port}",
-        working_store_url=redis_server.url,
+        episode_store_url=f"falkordb://127.0.0.1:{production['falkordb'].port}",
+        working_store_url=production["redis"].url,
         profile_store_url=production["profile_url"],
-        forget_compaction_seconds=0,
+        **extra,
     )
-    dirs = [data_dir, tmp_path / "falkordb", tmp_path / "redis", postgres.data]
+
+
+def production_scan(
+    tmp_path: Path, settings: Settings, production: dict[str, Any]
+) -> Callable[[], bytes]:
+    """Every file of the app's data dir and of the servers' directories, then every key and
+    value (and graph node) the FalkorDB and Redis servers hold."""
+    falkordb, redis_server = production["falkordb"], production["redis"]
+    dirs = [settings.data_dir, tmp_path / "falkordb", tmp_path / "redis"]
+    dirs.append(production["postgres"].data)
 
     def scan() -> bytes:
         files = b"".join(raw_bytes(directory) for directory in dirs if directory.exists())
@@ -316,6 +321,17 @@ def test_a_forgotten_user_leaves_no_byte_in_the_production_stores(
             + dump_server(from_url(falkordb.url), graph=settings.graph_name).encode()
             + dump_server(from_url(redis_server.url)).encode()
         )
+
+    return scan
+
+
+def test_a_forgotten_user_leaves_no_byte_in_the_production_stores(
+    tmp_path: Path, production: dict[str, Any], tally: Report
+) -> None:
+    data_dir = (tmp_path / "data").resolve()
+    redis_server = production["redis"]
+    settings = production_settings(data_dir, production, forget_compaction_seconds=0)
+    scan = production_scan(tmp_path, settings, production)
 
     with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as api:
         leaked, seen = forget_and_scan(api, settings, redis_server.url, scan)

@@ -27,11 +27,12 @@ from tests.faults.conftest import Report
 from tests.faults.test_forget_scan import (  # noqa: F401  (the fixture)
     READING_LIST,
     found_in,
-    from_url,
     production,
+    production_scan,
+    production_settings,
     raw_bytes,
 )
-from tests.integration.test_write_path_safety import dump_redis, dump_server
+from tests.integration.test_write_path_safety import dump_redis
 from tests.server.conftest import LOCAL, make_settings
 
 PHONE = "+44 20 7946 0958"
@@ -147,30 +148,10 @@ def test_no_planted_pii_in_the_production_stores(
     tally: Report,
 ) -> None:
     data_dir = (tmp_path / "data").resolve()
-    falkordb, redis_server, postgres = (
-        production["falkordb"],
-        production["redis"],
-        production["postgres"],
-    )
-    settings = make_settings(
-        data_dir,
-        memory_types=[READING_LIST],
-        memory_types_store="redis",
-        episode_store_url=f"falkordb://127.0.0.1:{falkordb.port}",
-        working_store_url=redis_server.url,
-        profile_store_url=production["profile_url"],
-        embedding=EmbeddingSettings(provider="none"),
+    settings = production_settings(
+        data_dir, production, embedding=EmbeddingSettings(provider="none")
     )
     with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as api:
         walk(api)
-    dirs = [data_dir, tmp_path / "falkordb", tmp_path / "redis", postgres.data]
-
-    def scan() -> bytes:
-        files = b"".join(raw_bytes(directory) for directory in dirs if directory.exists())
-        return (
-            files
-            + dump_server(from_url(falkordb.url), graph=settings.graph_name).encode()
-            + dump_server(from_url(redis_server.url)).encode()
-        )
-
+    scan = production_scan(tmp_path, settings, production)
     scan_and_count(scan, tally, "PII route walk, FalkorDB + Redis + PostgreSQL")
