@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
@@ -275,7 +276,6 @@ def production(tmp_path: Path) -> Iterator[dict[str, Any]]:
     try:
         falkordb.wait_ready()
         redis_server.wait_ready()
-        import psycopg
 
         with psycopg.connect(postgres.admin_url, autocommit=True) as admin:
             admin.execute("ALTER SYSTEM SET wal_recycle = off")
@@ -308,13 +308,17 @@ def production_settings(data_dir: Path, production: dict[str, Any], **extra: Any
 def production_scan(
     tmp_path: Path, settings: Settings, production: dict[str, Any]
 ) -> Callable[[], bytes]:
-    """Every file of the app's data dir and of the servers' directories, then every key and
-    value (and graph node) the FalkorDB and Redis servers hold."""
+    """Every file of the app's data dir and of the servers' directories (PostgreSQL's after a
+    checkpoint), then every key and value (and graph node) the FalkorDB and Redis servers
+    hold."""
     falkordb, redis_server = production["falkordb"], production["redis"]
     dirs = [settings.data_dir, tmp_path / "falkordb", tmp_path / "redis"]
     dirs.append(production["postgres"].data)
 
     def scan() -> bytes:
+        # the test server commits asynchronously: a checkpoint puts every commit in the files
+        with psycopg.connect(production["postgres"].admin_url, autocommit=True) as admin:
+            admin.execute("CHECKPOINT")
         files = b"".join(raw_bytes(directory) for directory in dirs if directory.exists())
         return (
             files
