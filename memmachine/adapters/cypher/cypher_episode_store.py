@@ -973,7 +973,7 @@ class CypherEpisodeStore(Lifecycle):
         episodes predate revisions). Idempotent: an existing ledger keeps its numbers."""
         await self._run(
             """
-            MATCH (e:Episode)
+            MATCH (e:Episode) WHERE e.tenant IS NOT NULL
             WITH e.tenant AS tenant, e.org_id AS org_id, e.project_id AS project_id,
                  e.user_id AS user_id, count(e) AS episodes
             MERGE (l:UserLedger {key: tenant + '/' + org_id + '/' + project_id + '/' + user_id})
@@ -990,7 +990,8 @@ class CypherEpisodeStore(Lifecycle):
         while True:
             rows = await self._run(
                 """
-                MATCH (e:Episode) WHERE coalesce(e.terms_version, 1) < $version
+                MATCH (e:Episode)
+                WHERE e.tenant IS NOT NULL AND coalesce(e.terms_version, 1) < $version
                 RETURN e.tenant, e.org_id, e.project_id, e.user_id, e.id, e.search_text
                 LIMIT $batch
                 """,
