@@ -94,7 +94,8 @@ class Neo4jCompactor:
         self._min, self._max = min_scrub_bytes, max_scrub_bytes
         self._rounds, self._settle = rounds, settle_seconds
         self._fulltext = fulltext
-        #: What the last run did: bytes of filler written per round, rounds, seconds.
+        #: What the last run did: text deleted before it, filler written per round (bytes),
+        #: rounds, seconds.
         self.last: dict[str, float] = {}
 
     async def compact(self) -> None:
@@ -122,6 +123,7 @@ class Neo4jCompactor:
             raise StoreError(f"{self.name}: {left[0][0]} filler nodes were left", store=self.name)
         self._reset(deleted)
         self.last = {
+            "deleted_bytes": deleted,
             "scrub_bytes": nodes * _NODE_BYTES,
             "rounds": self._rounds,
             "seconds": round(time.monotonic() - began, 3),
