@@ -127,7 +127,9 @@ class CypherEpisodeStore(Lifecycle):
     search_text analysed again on ``start()`` (and such episodes then carry terms_version).
 
     Ids are unique per user (tenant, org, project, user): the same id under another user is
-    another episode, so a conflict never reveals what another scope holds.
+    another episode, so a conflict never reveals what another scope holds. An ``Episode``
+    node without a tenant is not an episode (the Neo4j compactor's filler): every read is
+    confined to a tenant, and the ledger build and term re-analysis skip it.
 
     Search:
 

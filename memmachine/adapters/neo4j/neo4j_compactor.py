@@ -11,7 +11,12 @@ Neo4j do both itself, with writes of its own:
 1. it waits ``settle_seconds`` (so the records the forget freed become reusable);
 2. it writes filler nodes (label ``MemMachineForgetFiller``, no tenant, random text in long
    strings) totalling ``scrub_bytes`` in batches: new long strings take the freed string
-   and property records first, and the log grows past its rotation size;
+   and property records first, and the log grows past its rotation size. With
+   ``fulltext`` = (label, property) the filler also carries that label and property, so
+   the full-text index gets new documents: Neo4j's Lucene writer merges small segments
+   two at a time (a log merge policy, merge factor 2) when it flushes at a checkpoint, and
+   a merge drops the deleted documents; measured, the forgotten words stayed in a ``.cfs``
+   segment file without this and were gone with it;
 3. it deletes the filler, waits ``settle_seconds`` for the checkpoint that prunes the old
    log files, and repeats from 2 ``rounds`` times (the first checkpoint after a rotation
    may still cover the file that holds the forgotten text);
@@ -25,9 +30,9 @@ older than the last checkpoint), ``db.tx_log.rotation.size`` small next to
 least every ``settle_seconds`` (``db.checkpoint.interval.time=1s``,
 ``db.checkpoint.interval.tx=1``). The settings are read with ``SHOW SETTINGS`` when the
 user may; a server configured otherwise is compacted all the same and logged as such.
-Filler nodes carry none of the store's labels, so no read, listing or index of episodes
-ever sees them. The full-text index (Lucene) is not rewritten: its files were measured
-free of the forgotten words after the delete (RELIABILITY.md).
+Filler nodes have no tenant, so no read of episodes (each confined to a tenant) ever sees
+them, and the store's label-wide maintenance at start skips nodes without a tenant; they
+live for the run only.
 """
 
 from __future__ import annotations
