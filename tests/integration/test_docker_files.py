@@ -48,6 +48,22 @@ def settings_variables() -> set[str]:
 # --------------------------------------------------------------------------- compose.yaml
 
 
+def test_compose_runs_neo4j_with_the_settings_a_forget_needs() -> None:
+    """The settings under which the forget scan finds nothing in Neo4j's files
+    (tests/faults/test_forget_scan.py), as the image's NEO4J_ variables spell them
+    (``.`` is ``_``, ``_`` is ``__``)."""
+    from tests.faults.test_forget_scan import NEO4J_FORGET_SETTINGS
+
+    environment = compose()["services"]["neo4j"]["environment"]
+    configured = {
+        "_".join(part.replace("_", ".") for part in name.removeprefix("NEO4J_").split("__")): str(
+            value
+        )
+        for name, value in environment.items()
+    }
+    assert {k: configured.get(k) for k in NEO4J_FORGET_SETTINGS} == NEO4J_FORGET_SETTINGS
+
+
 def test_compose_has_the_four_services_with_health_checks_and_volumes() -> None:
     services = compose()["services"]
     assert set(services) == {"neo4j", "postgres", "redis", "memmachine"}
