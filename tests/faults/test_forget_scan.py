@@ -44,7 +44,7 @@ from memmachine.manager import MemoryManager
 from memmachine.models import Scope
 from memmachine.ports import StateBackend
 from memmachine_server.app import create_app
-from tests.conftest import database_url, unavailable
+from tests.conftest import database_url, running_neo4j, unavailable
 from tests.faults.conftest import Report
 from tests.integration.test_write_path_safety import dump_redis, dump_server
 from tests.server.conftest import LOCAL, make_settings
@@ -52,7 +52,6 @@ from tests.services import (
     Neo4jServer,
     PostgresServer,
     RedisServer,
-    ToolMissingError,
     pgvector_postgres_bin,
     plain_postgres_bin,
 )
@@ -384,19 +383,8 @@ NEO4J_FORGET_SETTINGS = {
 @pytest.fixture
 def neo4j_forget() -> Iterator[Neo4jServer]:
     """Neo4j 5.26 Community with :data:`NEO4J_FORGET_SETTINGS`, in its own directory."""
-    server = Neo4jServer(settings=NEO4J_FORGET_SETTINGS)
-    try:
-        server.start()
-    except ToolMissingError as exc:
-        server.stop()
-        unavailable(str(exc))
-    except BaseException:
-        server.stop()
-        raise
-    try:
+    with running_neo4j(NEO4J_FORGET_SETTINGS) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def neo4j_settings(server: Neo4jServer) -> dict[str, Any]:
