@@ -142,10 +142,10 @@ def test_compose_runs_the_neo4j_the_tests_run_without_plugins() -> None:
     assert neo4j["image"] == f"neo4j:{major_minor}-community"
     environment = neo4j["environment"]
     assert not {"NEO4J_PLUGINS", "NEO4JLABS_PLUGINS"} & set(environment)
-    # settings the image turns into neo4j.conf entries: server.* names of Neo4j 5
+    # settings the image turns into neo4j.conf entries: server.* and db.* names of Neo4j 5
     for name in environment:
         if name not in ("NEO4J_AUTH",):
-            assert name.startswith("NEO4J_server_"), name
+            assert name.startswith(("NEO4J_server_", "NEO4J_db_")), name
 
 
 def test_neo4j_health_check_queries_bolt_with_the_password_from_its_environment(
