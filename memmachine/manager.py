@@ -194,7 +194,7 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         self.forget_session, self.forget_user = forgetting.session, forgetting.user
         #: Compaction after a forget, and the typed state backends a user forget reaches.
         self.erasure, self.state_backends = forgetting.erasure, forgetting.state_backends
-        self._resources.append(self.erasure)
+        self._parts.stores.append(self.erasure)  # closed before the stores it compacts
 
     # ------------------------------------------------------------------ lifecycle
 

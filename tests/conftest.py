@@ -247,7 +247,15 @@ def neo4j_target() -> Iterator[Neo4jTarget]:
         url = urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
         yield Neo4jTarget(url=url, user=user, password=password)
         return
-    server = Neo4jServer()
+    with running_neo4j() as server:
+        yield Neo4jTarget(url=server.url, user=server.user, password=server.password)
+
+
+@contextmanager
+def running_neo4j(settings: dict[str, str] | None = None) -> Iterator[Neo4jServer]:
+    """A Neo4j 5.26 test server with extra ``neo4j.conf`` ``settings``, stopped (and its
+    directory removed) on exit; without Java or Maven the test skips, with one reason."""
+    server = Neo4jServer(settings=settings)
     try:
         server.start()
     except ToolMissingError as exc:
@@ -257,7 +265,7 @@ def neo4j_target() -> Iterator[Neo4jTarget]:
         server.stop()
         raise
     try:
-        yield Neo4jTarget(url=server.url, user=server.user, password=server.password)
+        yield server
     finally:
         server.stop()
 

@@ -15,11 +15,16 @@ reads where the data is.
 Production leg: the same on a FalkorDB server (episodes) and a Redis server (working memory,
 jobs, idempotency records, custom types), both with the append-only file on, and PostgreSQL
 (facts, with ``wal_recycle = off``): their data directories are scanned too.
+
+Neo4j leg: the production leg with the episodes on Neo4j 5.26 Community, started with the
+``neo4j.conf`` lines README.md asks of a deployment (:data:`NEO4J_FORGET_SETTINGS`); its
+whole home (store files, transaction logs, Lucene index files) is scanned, and every node.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,7 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
+from memmachine.adapters.neo4j.neo4j_compactor import Neo4jCompactor
 from memmachine.agent_state import AgentStateStore
 from memmachine.bootstrap import build_state_backend
 from memmachine.config import Settings
@@ -38,11 +44,17 @@ from memmachine.manager import MemoryManager
 from memmachine.models import Scope
 from memmachine.ports import StateBackend
 from memmachine_server.app import create_app
-from tests.conftest import database_url, unavailable
+from tests.conftest import database_url, running_neo4j, unavailable
 from tests.faults.conftest import Report
 from tests.integration.test_write_path_safety import dump_redis, dump_server
 from tests.server.conftest import LOCAL, make_settings
-from tests.services import PostgresServer, RedisServer, pgvector_postgres_bin, plain_postgres_bin
+from tests.services import (
+    Neo4jServer,
+    PostgresServer,
+    RedisServer,
+    pgvector_postgres_bin,
+    plain_postgres_bin,
+)
 
 READING_LIST = "examples.custom_memory_type:ReadingList"
 STATE_BACKENDS = ("file", "sqlite", "redis")
@@ -156,6 +168,15 @@ def raw_bytes(data_dir: Path) -> bytes:
         for path in sorted(data_dir.rglob("*"))
         if path.is_file() and not path.name.endswith(".sock")
     )
+
+
+def files_holding(root: Path, marker: str) -> list[str]:
+    """The files under ``root`` holding ``marker`` (to say where a leak is)."""
+    return [
+        str(path.relative_to(root))
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and found_in(path.read_bytes(), marker)
+    ]
 
 
 def found_in(haystack: bytes, marker: str) -> bool:
@@ -294,15 +315,14 @@ def production(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 def production_settings(data_dir: Path, production: dict[str, Any], **extra: Any) -> Settings:
     """An app's settings on the ``production`` fixture's servers (custom types on Redis)."""
-    return make_settings(
-        data_dir,
-        memory_types=[READING_LIST],
-        memory_types_store="redis",
-        episode_store_url=f"falkordb://127.0.0.1:{production['falkordb'].port}",
-        working_store_url=production["redis"].url,
-        profile_store_url=production["profile_url"],
-        **extra,
-    )
+    values: dict[str, Any] = {
+        "memory_types": [READING_LIST],
+        "memory_types_store": "redis",
+        "episode_store_url": f"falkordb://127.0.0.1:{production['falkordb'].port}",
+        "working_store_url": production["redis"].url,
+        "profile_store_url": production["profile_url"],
+    }
+    return make_settings(data_dir, **{**values, **extra})
 
 
 def production_scan(
@@ -347,6 +367,100 @@ def test_a_forgotten_user_leaves_no_byte_in_the_production_stores(
     )
     assert leaked == []
     assert seen == sorted(markers("kept"))
+
+
+#: The ``neo4j.conf`` lines a deployment needs for a forget to reach Neo4j's files
+#: (README.md, "Neo4j and forget").
+NEO4J_FORGET_SETTINGS = {
+    "db.tx_log.rotation.retention_policy": "false",
+    "db.tx_log.rotation.size": "128K",
+    "db.tx_log.preallocate": "false",
+    "db.checkpoint.interval.tx": "1",
+    "db.checkpoint.interval.time": "1s",
+}
+
+
+@pytest.fixture
+def neo4j_forget() -> Iterator[Neo4jServer]:
+    """Neo4j 5.26 Community with :data:`NEO4J_FORGET_SETTINGS`, in its own directory."""
+    with running_neo4j(NEO4J_FORGET_SETTINGS) as server:
+        yield server
+
+
+def neo4j_settings(server: Neo4jServer) -> dict[str, Any]:
+    """Settings putting the episodes on ``server``."""
+    return {
+        "episode_store_url": server.url,
+        "episode_store_user": server.user,
+        "episode_store_password": server.password,
+    }
+
+
+def neo4j_scan(server: Neo4jServer) -> bytes:
+    """Every byte of every file under the server's home, then every node's properties."""
+    from neo4j import GraphDatabase
+
+    with GraphDatabase.driver(server.url, auth=(server.user, server.password)) as driver:
+        records = driver.execute_query("MATCH (n) RETURN labels(n), properties(n)").records
+    nodes = json.dumps([list(record.values()) for record in records], default=str)
+    return raw_bytes(server.root) + nodes.encode()
+
+
+def test_a_forgotten_user_leaves_no_byte_in_neo4j_and_the_production_stores(
+    tmp_path: Path, production: dict[str, Any], neo4j_forget: Neo4jServer, tally: Report
+) -> None:
+    data_dir = (tmp_path / "data").resolve()
+    settings = production_settings(
+        data_dir, production, forget_compaction_seconds=0, **neo4j_settings(neo4j_forget)
+    )
+    others = production_scan(tmp_path, settings, production)
+
+    def scan() -> bytes:
+        return others() + neo4j_scan(neo4j_forget)
+
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as api:
+        leaked, seen = forget_and_scan(api, settings, production["redis"].url, scan)
+        compacted = manager_of(api).erasure.compactors
+    neo4j = [c for c in compacted if isinstance(c, Neo4jCompactor)]
+    assert len(neo4j) == 1
+    tally(
+        case="forget scan, Neo4j + Redis + PostgreSQL",
+        markers=len(markers("gone")),
+        files=sum(1 for p in neo4j_forget.root.rglob("*") if p.is_file()),
+        leaked=len(leaked),
+        control_found=len(seen),
+        filler_kib=int(neo4j[0].last["scrub_bytes"]) // 1024,
+        compaction_ms=int(1000 * neo4j[0].last["seconds"]),
+    )
+    gone = markers("gone")
+    assert leaked == [], {path: files_holding(neo4j_forget.root, gone[path]) for path in leaked}
+    assert seen == sorted(markers("kept"))
+
+
+def test_neo4j_files_keep_a_forgotten_text_until_the_compaction_runs(
+    tmp_path: Path, neo4j_forget: Neo4jServer
+) -> None:
+    """The forget alone (compaction an hour away) leaves the text in Neo4j's files, which
+    is what the leg above proves removed; the compaction pending at shutdown removes it."""
+    data_dir = (tmp_path / "data").resolve()
+    settings = make_settings(
+        data_dir, forget_compaction_seconds=3600, **neo4j_settings(neo4j_forget)
+    )
+    secret, control = "mkneolatezq", "mkneostayszq"
+    with TestClient(create_app(settings), base_url=LOCAL) as api:
+        for user, word in (("late", secret), ("stays", control)):
+            added = api.post(
+                "/v1/memories",
+                json={"user_id": user, "session_id": "s", "messages": [{"content": word}]},
+            )
+            assert added.status_code == 201, added.text
+        assert api.delete("/v1/users/late").status_code == 200
+        assert api.get("/v1/memories", params={"user_id": "late"}).json()["total"] == 0
+        assert manager_of(api).erasure.runs == 0
+        assert found_in(neo4j_scan(neo4j_forget), secret)  # not compacted yet
+    after = neo4j_scan(neo4j_forget)
+    assert not found_in(after, secret)
+    assert found_in(after, control)
 
 
 def test_a_compaction_delayed_by_the_setting_runs_at_shutdown_when_still_pending(

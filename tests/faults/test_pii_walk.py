@@ -9,7 +9,8 @@ redaction on (the default) none of them may reach a store: every file of the dat
 of the servers' directories (append-only files, snapshots, PostgreSQL's heap and WAL) and
 every key and value the Redis-protocol servers hold is read, as text and as base64.
 Control words written beside each address must be found, which proves the scan reads
-where the data is.
+where the data is. The production walk runs twice: episodes on a FalkorDB server, and on
+Neo4j (its whole home scanned).
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from fastapi.testclient import TestClient
 from memmachine.config import EmbeddingSettings
 from memmachine_server.app import create_app
 from tests.faults.conftest import Report
-from tests.faults.test_forget_scan import (  # noqa: F401  (the fixture)
+from tests.faults.test_forget_scan import (  # noqa: F401  (the fixtures)
     READING_LIST,
     found_in,
+    neo4j_forget,
+    neo4j_scan,
+    neo4j_settings,
     production,
     production_scan,
     production_settings,
@@ -34,6 +38,7 @@ from tests.faults.test_forget_scan import (  # noqa: F401  (the fixture)
 )
 from tests.integration.test_write_path_safety import dump_redis
 from tests.server.conftest import LOCAL, make_settings
+from tests.services import Neo4jServer
 
 PHONE = "+44 20 7946 0958"
 #: One address (or phone number) per stored field, so a leak names its field.
@@ -155,3 +160,30 @@ def test_no_planted_pii_in_the_production_stores(
         walk(api)
     scan = production_scan(tmp_path, settings, production)
     scan_and_count(scan, tally, "PII route walk, FalkorDB + Redis + PostgreSQL")
+
+
+def test_no_planted_pii_in_neo4j_and_the_production_stores(
+    tmp_path: Path,
+    production: dict[str, Any],  # noqa: F811
+    neo4j_forget: Neo4jServer,  # noqa: F811
+    tally: Report,
+) -> None:
+    """The same walk with the episodes on Neo4j: its whole home (store files, transaction
+    logs, full-text index files) and every node are scanned too."""
+    data_dir = (tmp_path / "data").resolve()
+    settings = production_settings(
+        data_dir,
+        production,
+        embedding=EmbeddingSettings(provider="none"),
+        **neo4j_settings(neo4j_forget),
+    )
+    with TestClient(create_app(settings), raise_server_exceptions=False, base_url=LOCAL) as api:
+        walk(api)
+    others = production_scan(tmp_path, settings, production)
+    # the episodes' text is in Neo4j's files: the scan of them can find a leak
+    assert found_in(neo4j_scan(neo4j_forget), "ctl-metadata")
+    scan_and_count(
+        lambda: others() + neo4j_scan(neo4j_forget),
+        tally,
+        "PII route walk, Neo4j + Redis + PostgreSQL",
+    )

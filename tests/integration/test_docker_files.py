@@ -48,6 +48,22 @@ def settings_variables() -> set[str]:
 # --------------------------------------------------------------------------- compose.yaml
 
 
+def test_compose_runs_neo4j_with_the_settings_a_forget_needs() -> None:
+    """The settings under which the forget scan finds nothing in Neo4j's files
+    (tests/faults/test_forget_scan.py), as the image's NEO4J_ variables spell them
+    (``.`` is ``_``, ``_`` is ``__``)."""
+    from tests.faults.test_forget_scan import NEO4J_FORGET_SETTINGS
+
+    environment = compose()["services"]["neo4j"]["environment"]
+    configured = {
+        "_".join(part.replace("_", ".") for part in name.removeprefix("NEO4J_").split("__")): str(
+            value
+        )
+        for name, value in environment.items()
+    }
+    assert {k: configured.get(k) for k in NEO4J_FORGET_SETTINGS} == NEO4J_FORGET_SETTINGS
+
+
 def test_compose_has_the_four_services_with_health_checks_and_volumes() -> None:
     services = compose()["services"]
     assert set(services) == {"neo4j", "postgres", "redis", "memmachine"}
@@ -126,10 +142,10 @@ def test_compose_runs_the_neo4j_the_tests_run_without_plugins() -> None:
     assert neo4j["image"] == f"neo4j:{major_minor}-community"
     environment = neo4j["environment"]
     assert not {"NEO4J_PLUGINS", "NEO4JLABS_PLUGINS"} & set(environment)
-    # settings the image turns into neo4j.conf entries: server.* names of Neo4j 5
+    # settings the image turns into neo4j.conf entries: server.* and db.* names of Neo4j 5
     for name in environment:
         if name not in ("NEO4J_AUTH",):
-            assert name.startswith("NEO4J_server_"), name
+            assert name.startswith(("NEO4J_server_", "NEO4J_db_")), name
 
 
 def test_neo4j_health_check_queries_bolt_with_the_password_from_its_environment(

@@ -127,7 +127,9 @@ class CypherEpisodeStore(Lifecycle):
     search_text analysed again on ``start()`` (and such episodes then carry terms_version).
 
     Ids are unique per user (tenant, org, project, user): the same id under another user is
-    another episode, so a conflict never reveals what another scope holds.
+    another episode, so a conflict never reveals what another scope holds. An ``Episode``
+    node without a tenant is not an episode (the Neo4j compactor's filler): every read is
+    confined to a tenant, and the ledger build and term re-analysis skip it.
 
     Search:
 
@@ -973,7 +975,7 @@ class CypherEpisodeStore(Lifecycle):
         episodes predate revisions). Idempotent: an existing ledger keeps its numbers."""
         await self._run(
             """
-            MATCH (e:Episode)
+            MATCH (e:Episode) WHERE e.tenant IS NOT NULL
             WITH e.tenant AS tenant, e.org_id AS org_id, e.project_id AS project_id,
                  e.user_id AS user_id, count(e) AS episodes
             MERGE (l:UserLedger {key: tenant + '/' + org_id + '/' + project_id + '/' + user_id})
@@ -990,7 +992,8 @@ class CypherEpisodeStore(Lifecycle):
         while True:
             rows = await self._run(
                 """
-                MATCH (e:Episode) WHERE coalesce(e.terms_version, 1) < $version
+                MATCH (e:Episode)
+                WHERE e.tenant IS NOT NULL AND coalesce(e.terms_version, 1) < $version
                 RETURN e.tenant, e.org_id, e.project_id, e.user_id, e.id, e.search_text
                 LIMIT $batch
                 """,

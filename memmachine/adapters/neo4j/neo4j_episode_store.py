@@ -66,9 +66,10 @@ from neo4j import (
 )
 from neo4j import exceptions as neo4j_errors
 
-from memmachine.adapters.cypher.cypher_dialect import Neo4jDialect
+from memmachine.adapters.cypher.cypher_dialect import Neo4jDialect, scope_predicate
 from memmachine.adapters.cypher.cypher_episode_store import FULLTEXT_INDEX, CypherEpisodeStore
 from memmachine.adapters.health import health_of
+from memmachine.adapters.neo4j.neo4j_compactor import Neo4jCompactor
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -77,7 +78,7 @@ from memmachine.errors import (
     StoreUnavailableError,
     WriteOutcomeUnknownError,
 )
-from memmachine.models import StoreHealth
+from memmachine.models import Scope, StoreHealth
 
 __all__ = ["DEFAULT_TIMEOUT_SECONDS", "Neo4jEpisodeStore", "store_error"]
 
@@ -94,6 +95,11 @@ DEFAULT_TIMEOUT_SECONDS = 10.0
 _GRACE_SECONDS = 1.0
 #: The bound of each schema statement and check ``start()`` runs (index builds included).
 _START_TIMEOUT = _INDEX_WAIT_SECONDS + 60.0
+#: The characters of text (every string property) of the episodes a delete is about to take.
+_TEXT_SIZE = (
+    "RETURN sum(reduce(n = 0, k IN keys(e) | "
+    "n + CASE WHEN e[k] IS :: STRING THEN size(e[k]) ELSE 0 END))"
+)
 _COMPONENTS = "CALL dbms.components() YIELD name, versions, edition RETURN name, versions, edition"
 
 
@@ -148,6 +154,8 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
         self._limit = timeout_seconds
         self._neo4j = dialect
         self._driver: AsyncDriver | None = None
+        #: Characters of episode text deleted since the last compaction (see ``compactor``).
+        self._deleted_chars = 0
 
     @property
     def database(self) -> str | None:
@@ -183,6 +191,42 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
     def obsolete_statements(self) -> list[str]:
         """DDL ``start()`` runs to drop what earlier versions created and nothing reads."""
         return [f"DROP INDEX {_VECTOR_INDEX} IF EXISTS"]
+
+    # ------------------------------------------------------------------ forget
+
+    def compactor(self) -> Neo4jCompactor:
+        """What scrubs the text of deleted episodes out of the database's files after a
+        forget (:mod:`memmachine.adapters.neo4j.neo4j_compactor`), sized by the text
+        deleted since its last run."""
+
+        def reset(chars: int) -> None:
+            self._deleted_chars = max(0, self._deleted_chars - chars)
+
+        return Neo4jCompactor(
+            lambda cypher, params: self._run(cypher, params),
+            name="episodic",
+            where=f"{self._url}/{self._database or ''}",
+            deleted_bytes=lambda: self._deleted_chars,
+            reset=reset,
+            fulltext=("Episode", "search_terms"),
+        )
+
+    async def delete_episode(self, scope: Scope, episode_id: str) -> bool:
+        where, params = scope_predicate("e", scope)
+        await self._count_text(
+            f"MATCH (e:Episode) WHERE e.id = $episode_id AND {where} {_TEXT_SIZE}",
+            {**params, "episode_id": episode_id},
+        )
+        return await super().delete_episode(scope, episode_id)
+
+    async def delete_episodes(self, scope: Scope) -> int:
+        where, params = scope_predicate("e", scope)
+        await self._count_text(f"MATCH (e:Episode) WHERE {where} {_TEXT_SIZE}", params)
+        return await super().delete_episodes(scope)
+
+    async def _count_text(self, cypher: str, params: Mapping[str, object]) -> None:
+        rows = await self._run(cypher, params, read_only=True)
+        self._deleted_chars += int(rows[0][0] or 0) if rows else 0
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -1,0 +1,79 @@
+"""The Neo4j compactor's filler never shows up: a run cut short leaves filler nodes (an
+``Episode`` label, no tenant), and a store still starts, lists, counts and searches as if
+they were not there; the next run deletes them. A server that keeps old transaction logs
+is named in the log. (That the compaction takes a forgotten user's text out of Neo4j's
+files is tests/faults/test_forget_scan.py.)"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import pytest
+from neo4j import GraphDatabase
+
+from memmachine.adapters.neo4j.neo4j_compactor import FILLER_LABEL
+from memmachine.adapters.neo4j.neo4j_episode_store import Neo4jEpisodeStore
+from memmachine.models import EpisodeRecord, ProjectScope, Scope
+from tests.conftest import Neo4jTarget
+
+
+def record(episode_id: str, text: str) -> EpisodeRecord:
+    return EpisodeRecord(
+        id=episode_id,
+        role="user",
+        producer=None,
+        content=text,
+        timestamp=datetime.now(UTC),
+        search_text=text,
+    )
+
+
+def count(target: Neo4jTarget, cypher: str) -> int:
+    auth = (target.user or "neo4j", target.password) if target.password else None
+    with GraphDatabase.driver(target.url, auth=auth) as driver:
+        return int(driver.execute_query(cypher).records[0][0])
+
+
+async def test_filler_left_by_a_cut_short_run_is_invisible_and_deleted_by_the_next(
+    neo4j_database: Neo4jTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = neo4j_database
+    # what a compaction cut short leaves: indexed filler without a tenant
+    auth = (target.user or "neo4j", target.password) if target.password else None
+    with GraphDatabase.driver(target.url, auth=auth) as driver:
+        driver.execute_query(
+            f"UNWIND range(1, 5) AS n CREATE (:{FILLER_LABEL}:Episode "
+            "{search_terms: ' drawer ', a: 'filler text'})"
+        )
+    store = Neo4jEpisodeStore(target.url, user=target.user, password=target.password)
+    await store.start()  # builds ledgers and re-analyses terms: filler is skipped by both
+    try:
+        scope = Scope(tenant="t", org_id="o", project_id="p", user_id="u", session_id="s")
+        await store.add_episodes(
+            scope, [record("keep", "the blue drawer"), record("drop", "the red drawer")]
+        )
+        assert [e.id for e in await store.list_episodes(scope)] == ["keep", "drop"]
+        assert sorted(e.id for e, _ in await store.fulltext_search(scope, "drawer", 10)) == [
+            "drop",
+            "keep",
+        ]
+        users = await store.list_users(ProjectScope(tenant="t", org_id="o", project_id="p"))
+        assert [u.user_id for u in users] == ["u"]
+        assert count(target, "MATCH (l:UserLedger) WHERE l.tenant IS NULL RETURN count(l)") == 0
+
+        assert await store.delete_episode(scope, "drop") is True
+        compactor = store.compactor()
+        with caplog.at_level(logging.WARNING, logger="memmachine.adapters.neo4j"):
+            await compactor.compact()
+        # the session's server keeps its logs (no forget settings): said, not hidden
+        assert any("keeps old transaction logs" in r.getMessage() for r in caplog.records)
+        assert count(target, f"MATCH (f:{FILLER_LABEL}) RETURN count(f)") == 0
+        assert compactor.last["deleted_bytes"] >= len("the red drawer")
+        assert compactor.last["scrub_bytes"] >= 1 << 20
+        assert [e.id for e in await store.list_episodes(scope)] == ["keep"]
+        # a second run finds nothing deleted since the first
+        await compactor.compact()
+        assert compactor.last["deleted_bytes"] == 0
+    finally:
+        await store.close()
