@@ -11,13 +11,15 @@ never reach the candidate lists at all.
 When the query names some, but not all, of the speakers found (see
 :func:`~memmachine.retrieval.speakers.named_speakers`) and, with ``speaker_focus_lists_only``
 (the default), asks for several things (:func:`asks_for_several`: "What activities ...",
-"How many ...", "What do they both ..."), the stage fetches the dense and the
-full-text lists once more, ``speaker_focus_depth`` deep, keeps only the named speakers'
-episodes and fuses each list in as one more ranked list weighing ``speaker_focus_weight``
-for its first (``weight * (rrf_k + 1) / (rrf_k + rank)``): among one speaker's turns the name
-no longer separates anything, so they are ranked by the rest of the question. The score
-ceiling grows by ``1 + speaker_focus_weight`` (two lists, each at most that weight, beside
-the two fused ones). Duplicates are collapsed as in the candidate lists.
+"How many ...", "What do they both ...") or for an inference about someone
+(:func:`asks_to_infer`: "Would Caroline ...", "What might John's degree be in?"), the stage
+fetches the dense and the full-text lists once more, ``speaker_focus_depth`` deep, keeps
+only the named speakers' episodes and fuses each list in as one more ranked list weighing
+``speaker_focus_weight`` for its first (``weight * (rrf_k + 1) / (rrf_k + rank)``): among
+one speaker's turns the name no longer separates anything, so they are ranked by the rest
+of the question. The score ceiling grows by ``1 + speaker_focus_weight`` (two lists, each
+at most that weight, beside the two fused ones). Duplicates are collapsed as in the
+candidate lists.
 
 Asked of every question naming one speaker, the stage also reorders single-fact questions,
 whose one evidence turn is often found by its words alone, and costs them more than it gains
@@ -34,7 +36,7 @@ from memmachine.retrieval.hops import add_list
 from memmachine.retrieval.pipeline import Search
 from memmachine.retrieval.speakers import named_speakers
 
-__all__ = ["SpeakerFocus", "asks_for_several", "focus_speakers"]
+__all__ = ["SpeakerFocus", "asks_for_several", "asks_to_infer", "focus_speakers"]
 
 #: A question that asks for several things: "What activities ...", "Which books has ...",
 #: "What do X and Y both ...", "How many ...". "What is ..." / "What does ..." do not count.
@@ -43,12 +45,24 @@ _SEVERAL = re.compile(
     r"|\b(?:both|in common|ways|kinds|types|things|activities|events|hobbies|how many)\b",
     re.IGNORECASE,
 )
+#: A question that asks for an inference about someone: "Would Caroline ...", "What might
+#: John's degree be in?", "Is it likely that ...", "Would Melanie be considered ...".
+_INFER = re.compile(
+    r"^\W*(?:would|could)\b|\b(?:likely|probably|might|considered?|potentially)\b",
+    re.IGNORECASE,
+)
 
 
 def asks_for_several(query: str) -> bool:
     """Whether ``query`` asks for several things (a list, a count, what two have in common):
     the questions whose evidence is spread over many turns of one speaker."""
     return _SEVERAL.search(query) is not None
+
+
+def asks_to_infer(query: str) -> bool:
+    """Whether ``query`` asks for an inference about someone ("Would Caroline ...?"): its
+    answer rests on what that person said anywhere, not on one turn."""
+    return _INFER.search(query) is not None
 
 
 def focus_speakers(query: str, speakers: set[str]) -> set[str]:
@@ -69,7 +83,9 @@ class SpeakerFocus:
 
     async def run(self, search: Search) -> None:
         tuning = search.tuning
-        if tuning.speaker_focus_lists_only and not asks_for_several(search.query):
+        if tuning.speaker_focus_lists_only and not (
+            asks_for_several(search.query) or asks_to_infer(search.query)
+        ):
             return
         depth = max(tuning.speaker_focus_depth, search.depth)
         lexical = search.store.fulltext_search(search.scope, search.query, depth)

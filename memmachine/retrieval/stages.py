@@ -18,7 +18,7 @@
    the words of the best ``second_hop_sources`` hits searched in full text once more, that
    list adding ``second_hop_weight * (rrf_k + 1) / (rrf_k + rank)`` to a hit's score;
    ``speaker_focus`` (see :mod:`memmachine.retrieval.focus`): for a query that names one
-   speaker and asks for several things, the dense and full-text lists fetched
+   speaker and asks for several things or for an inference, the dense and full-text lists fetched
    ``speaker_focus_depth`` deep, cut to that speaker's episodes and fused in at
    ``speaker_focus_weight``.
 5. Boosts, each a factor on a hit's fused score: ``speaker_boost`` (hits said by a speaker

@@ -16,7 +16,7 @@ from memmachine import Scope, open_manager
 from memmachine.config import EmbeddingSettings, RetrievalSettings, Settings
 from memmachine.manager import MemoryManager
 from memmachine.models import NewMessage
-from memmachine.retrieval.focus import asks_for_several, focus_speakers
+from memmachine.retrieval.focus import asks_for_several, asks_to_infer, focus_speakers
 
 T0 = datetime(2024, 3, 10, 18, 0, tzinfo=UTC)
 
@@ -91,6 +91,28 @@ def test_which_questions_ask_for_several_things() -> None:
         "Where has Melanie camped?",
     ):
         assert not asks_for_several(question), question
+
+
+def test_which_questions_ask_for_an_inference() -> None:
+    for question in (
+        "Would Caroline likely have Dr. Seuss books on her bookshelf?",
+        "What might John's degree be in?",
+        "Would Melanie be considered an ally to the transgender community?",
+        "Is it likely that Nate has friends besides Joanna?",
+    ):
+        assert asks_to_infer(question), question
+    for question in ("What did Caroline research?", "When did Melanie paint a sunrise?"):
+        assert not asks_to_infer(question), question
+
+
+async def test_an_inference_about_a_speaker_is_focused(open_memory: Open) -> None:
+    question = "Would Melanie enjoy activities outdoors?"
+    async with open_memory() as memory:
+        await store_conversation(memory)
+        on = await search(memory, question, speaker_focus_weight=1.0)
+        off = await search(memory, question, speaker_focus_weight=0.0)
+    assert not set(off) & {text for _, text in TELLING}
+    assert {text for _, text in TELLING} <= set(on)
 
 
 def test_only_a_question_singling_out_a_speaker_is_focused() -> None:
