@@ -79,14 +79,15 @@ class SpeakerFocus:
     name = "speaker_focus"
 
     def applies(self, search: Search) -> bool:
-        return search.tuning.speaker_focus_weight > 0 and bool(search.scores)
+        tuning = search.tuning
+        if tuning.speaker_focus_weight <= 0 or not search.scores:
+            return False
+        return not tuning.speaker_focus_lists_only or (
+            asks_for_several(search.query) or asks_to_infer(search.query)
+        )
 
     async def run(self, search: Search) -> None:
         tuning = search.tuning
-        if tuning.speaker_focus_lists_only and not (
-            asks_for_several(search.query) or asks_to_infer(search.query)
-        ):
-            return
         depth = max(tuning.speaker_focus_depth, search.depth)
         lexical = search.store.fulltext_search(search.scope, search.query, depth)
         if search.query_vector is not None:
