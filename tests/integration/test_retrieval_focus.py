@@ -75,6 +75,15 @@ async def search(memory: MemoryManager, question: str, **change: Any) -> list[st
     return [hit.episode.content for hit in hits]
 
 
+async def on_and_off(open_memory: Open, question: str) -> tuple[list[str], list[str]]:
+    """The results of ``question`` over the conversation with speaker focus on, then off."""
+    async with open_memory() as memory:
+        await store_conversation(memory)
+        on = await search(memory, question, speaker_focus_weight=1.0)
+        off = await search(memory, question, speaker_focus_weight=0.0)
+    return on, off
+
+
 def test_which_questions_ask_for_several_things() -> None:
     for question in (
         "What activities does Melanie partake in?",
@@ -106,11 +115,7 @@ def test_which_questions_ask_for_an_inference() -> None:
 
 
 async def test_an_inference_about_a_speaker_is_focused(open_memory: Open) -> None:
-    question = "Would Melanie enjoy activities outdoors?"
-    async with open_memory() as memory:
-        await store_conversation(memory)
-        on = await search(memory, question, speaker_focus_weight=1.0)
-        off = await search(memory, question, speaker_focus_weight=0.0)
+    on, off = await on_and_off(open_memory, "Would Melanie enjoy activities outdoors?")
     assert not set(off) & {text for _, text in TELLING}
     assert {text for _, text in TELLING} <= set(on)
 
@@ -155,9 +160,5 @@ async def test_a_single_fact_question_is_left_alone(open_memory: Open) -> None:
 
 
 async def test_a_question_naming_both_speakers_is_left_alone(open_memory: Open) -> None:
-    question = "What activities do Caroline and Melanie enjoy?"
-    async with open_memory() as memory:
-        await store_conversation(memory)
-        on = await search(memory, question, speaker_focus_weight=1.0)
-        off = await search(memory, question, speaker_focus_weight=0.0)
+    on, off = await on_and_off(open_memory, "What activities do Caroline and Melanie enjoy?")
     assert on == off
