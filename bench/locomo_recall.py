@@ -97,6 +97,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "+ question decomposition 0.5 (clauses)": {"decomposition_weight": 0.5},
     "+ second hop 0.3 (words of the best 3 hits)": {"second_hop_weight": 0.3},
     "+ second hop 0.1": {"second_hop_weight": 0.1},
+    "- speaker focus (list and inference questions)": {"speaker_focus_weight": 0.0},
+    "speaker focus 1.0 instead of 0.5": {"speaker_focus_weight": 1.0},
+    "speaker focus on every question naming a speaker": {"speaker_focus_lists_only": False},
     "+ session diversity 0.1": {"diversity_weight": 0.1},
     "+ session diversity 0.3": {"diversity_weight": 0.3},
     "speaker boost 1.0 instead of 0.5": {"speaker_boost": 1.0},
@@ -104,6 +107,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "+ context expansion (1 turn each side)": {},
     "all search-time stages off (RRF, no derivatives)": {
         "fusion": "rrf",
+        "speaker_focus_weight": 0.0,
         "sentence_derivatives": False,
         "speaker_boost": 0.0,
         "time_boost": 0.0,

@@ -155,6 +155,15 @@ class RetrievalSettings(Section):
     decomposition_weight: float = Field(default=0.0, ge=0)
     second_hop_weight: float = Field(default=0.0, ge=0)
     second_hop_sources: int = Field(default=3, ge=1)
+    #: Speaker focus (:mod:`memmachine.retrieval.focus`): for a query naming some but not all
+    #: of the speakers (with ``speaker_focus_lists_only``: and asking for several things,
+    #: "What activities does Melanie ...", or for an inference, "Would Caroline ..."), the
+    #: dense and full-text lists fetched ``speaker_focus_depth`` deep, cut to the named
+    #: speakers' episodes and fused in, each weighing ``speaker_focus_weight`` for its first;
+    #: 0 turns it off. LoCoMo effect in bench/RESULTS.md.
+    speaker_focus_weight: float = Field(default=0.5, ge=0)
+    speaker_focus_depth: int = Field(default=200, ge=1)
+    speaker_focus_lists_only: bool = True
     #: Diversity (:mod:`memmachine.retrieval.diversity`): a hit's score divided by
     #: ``1 + diversity_weight * n``, ``n`` being the better hits of its session, so the
     #: slots spread over sessions; 0 (the default) turns it off.

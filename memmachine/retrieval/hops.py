@@ -26,7 +26,7 @@ import re
 from memmachine.models import Episode
 from memmachine.retrieval.pipeline import Search
 
-__all__ = ["Decomposition", "SecondHop", "clauses"]
+__all__ = ["Decomposition", "SecondHop", "add_list", "clauses"]
 
 _SPLIT = re.compile(r"[,;]|\b(?:and|or|but|as well as)\b", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
@@ -39,7 +39,7 @@ def clauses(query: str) -> list[str]:
     return [part for part in parts if len(_WORD.findall(part)) >= 2]
 
 
-def _add_list(
+def add_list(
     search: Search, signal: str, ranked: list[tuple[Episode, float]], weight: float
 ) -> None:
     """Add one more ranked list to the fused scores, ``weight`` for its first; a hit's
@@ -76,7 +76,7 @@ class Decomposition:
         lift = weight * max(search.scores.values())
         for part in clauses(search.query):
             ranked = await search.store.fulltext_search(search.scope, part, 1)
-            _add_list(search, "clause", ranked[:1], lift)
+            add_list(search, "clause", ranked[:1], lift)
         search.ceiling *= 1 + weight
 
 
@@ -96,5 +96,5 @@ class SecondHop:
         ranked = await search.store.fulltext_search(search.scope, text, search.depth)
         chosen = set(sources)
         onward = [(episode, score) for episode, score in ranked if episode.id not in chosen]
-        _add_list(search, "second_hop", onward, tuning.second_hop_weight)
+        add_list(search, "second_hop", onward, tuning.second_hop_weight)
         search.ceiling *= 1 + tuning.second_hop_weight

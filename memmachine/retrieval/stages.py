@@ -16,7 +16,11 @@
    :mod:`memmachine.retrieval.hops`): the best full-text hit of each clause of a
    multi-clause query lifted by ``decomposition_weight`` times the best fused score, and
    the words of the best ``second_hop_sources`` hits searched in full text once more, that
-   list adding ``second_hop_weight * (rrf_k + 1) / (rrf_k + rank)`` to a hit's score.
+   list adding ``second_hop_weight * (rrf_k + 1) / (rrf_k + rank)`` to a hit's score;
+   ``speaker_focus`` (see :mod:`memmachine.retrieval.focus`): for a query that names one
+   speaker and asks for several things or for an inference, the dense and full-text lists fetched
+   ``speaker_focus_depth`` deep, cut to that speaker's episodes and fused in at
+   ``speaker_focus_weight``.
 5. Boosts, each a factor on a hit's fused score: ``speaker_boost`` (hits said by a speaker
    the query names), ``time_ranges`` (``time_boost``: hits inside a time range the query
    names, relative ranges resolved against the newest candidate or now, whichever is
@@ -59,6 +63,7 @@ from memmachine.indexing.fusion import reciprocal_rank_fusion, score_fusion
 from memmachine.models import Episode, EpisodeHit, utc_now
 from memmachine.retrieval.diversity import Diversity
 from memmachine.retrieval.duplicates import Duplicates
+from memmachine.retrieval.focus import SpeakerFocus
 from memmachine.retrieval.hops import Decomposition, SecondHop
 from memmachine.retrieval.pipeline import Search, SearchPipeline, Stage
 from memmachine.retrieval.speakers import named_speakers
@@ -81,6 +86,7 @@ __all__ = [
     "Rerank",
     "SecondHop",
     "SpeakerBoost",
+    "SpeakerFocus",
     "TimeRangeBoost",
     "WhenBoost",
     "default_pipeline",
@@ -402,6 +408,7 @@ STAGES: tuple[Callable[[], Stage], ...] = (
     Fusion,
     Decomposition,
     SecondHop,
+    SpeakerFocus,
     SpeakerBoost,
     TimeRangeBoost,
     WhenBoost,

@@ -31,6 +31,7 @@ ALL_OFF = {
     "neighbour_weight": 0.0,
     "second_neighbour_weight": 0.0,
     "distinct_evidence": False,
+    "speaker_focus_weight": 0.0,
 }
 
 Open = Callable[..., AbstractAsyncContextManager[MemoryManager]]

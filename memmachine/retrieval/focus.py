@@ -1,0 +1,117 @@
+"""The ``speaker_focus`` stage: a question about one speaker searched among that speaker's turns.
+
+"What activities does Melanie partake in?" is answered by every turn in which Melanie tells of
+an activity: the pottery class, the camping trip, swimming with the kids. On LoCoMo, when a
+question names one of a conversation's two speakers, 97 % of its evidence turns are that
+speaker's. Yet the named speaker's turns compete in the candidate lists with every turn that
+merely says the name ("Hey Melanie!") or matches the question's other words, and turns that
+tell of a pottery class share nothing with "activities" but the speaker, so many of them
+never reach the candidate lists at all.
+
+When the query names some, but not all, of the speakers found (see
+:func:`~memmachine.retrieval.speakers.named_speakers`) and, with ``speaker_focus_lists_only``
+(the default), asks for several things (:func:`asks_for_several`: "What activities ...",
+"How many ...", "What do they both ...") or for an inference about someone
+(:func:`asks_to_infer`: "Would Caroline ...", "What might John's degree be in?"), the stage
+fetches the dense and the full-text lists once more, ``speaker_focus_depth`` deep, keeps
+only the named speakers' episodes and fuses each list in as one more ranked list weighing
+``speaker_focus_weight`` for its first (``weight * (rrf_k + 1) / (rrf_k + rank)``): among
+one speaker's turns the name no longer separates anything, so they are ranked by the rest
+of the question. The score ceiling grows by ``1 + speaker_focus_weight`` (two lists, each
+at most that weight, beside the two fused ones). Duplicates are collapsed as in the
+candidate lists.
+
+Asked of every question naming one speaker, the stage also reorders single-fact questions,
+whose one evidence turn is often found by its words alone, and costs them more than it gains
+(bench/RESULTS.md); hence the question-type gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from memmachine.models import Episode
+from memmachine.retrieval.hops import add_list
+from memmachine.retrieval.pipeline import Search
+from memmachine.retrieval.speakers import named_speakers
+
+__all__ = ["SpeakerFocus", "asks_for_several", "asks_to_infer", "focus_speakers"]
+
+#: A question that asks for several things: "What activities ...", "Which books has ...",
+#: "What do X and Y both ...", "How many ...". "What is ..." / "What does ..." do not count.
+_SEVERAL = re.compile(
+    r"^\W*(?:what|which)\s+(?:\w+\s+){0,2}?\w+s\b(?<!\bis)(?<!\bwas)(?<!\bdoes)(?<!\bhas)"
+    r"|\b(?:both|in common|ways|kinds|types|things|activities|events|hobbies|how many)\b",
+    re.IGNORECASE,
+)
+#: A question that asks for an inference about someone: "Would Caroline ...", "What might
+#: John's degree be in?", "Is it likely that ...", "Would Melanie be considered ...".
+_INFER = re.compile(
+    r"^\W*(?:would|could)\b|\b(?:likely|probably|might|considered?|potentially)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_several(query: str) -> bool:
+    """Whether ``query`` asks for several things (a list, a count, what two have in common):
+    the questions whose evidence is spread over many turns of one speaker."""
+    return _SEVERAL.search(query) is not None
+
+
+def asks_to_infer(query: str) -> bool:
+    """Whether ``query`` asks for an inference about someone ("Would Caroline ...?"): its
+    answer rests on what that person said anywhere, not on one turn."""
+    return _INFER.search(query) is not None
+
+
+def focus_speakers(query: str, speakers: set[str]) -> set[str]:
+    """The speakers among ``speakers`` that ``query`` names, when it names some but not all
+    of them (naming everyone singles nobody out); empty otherwise."""
+    named = named_speakers(query, speakers)
+    return named if named and named != speakers else set()
+
+
+class SpeakerFocus:
+    """The named speakers' episodes, searched deeper and fused in (``speaker_focus_weight``,
+    ``speaker_focus_depth``)."""
+
+    name = "speaker_focus"
+
+    def applies(self, search: Search) -> bool:
+        tuning = search.tuning
+        if tuning.speaker_focus_weight <= 0 or not search.scores:
+            return False
+        return not tuning.speaker_focus_lists_only or (
+            asks_for_several(search.query) or asks_to_infer(search.query)
+        )
+
+    async def run(self, search: Search) -> None:
+        tuning = search.tuning
+        depth = max(tuning.speaker_focus_depth, search.depth)
+        lexical = search.store.fulltext_search(search.scope, search.query, depth)
+        if search.query_vector is not None:
+            dense, found = await asyncio.gather(
+                search.store.vector_search(
+                    search.scope,
+                    search.query_vector,
+                    depth,
+                    derivatives=tuning.sentence_derivatives,
+                ),
+                lexical,
+            )
+        else:
+            dense, found = [], await lexical
+        # the speakers of the deeper lists: the named one may be missing from the shallow ones
+        seen = [*search.candidates(), *(episode for episode, _ in [*dense, *found])]
+        named = focus_speakers(search.query, {e.producer for e in seen if e.producer})
+        if not named:
+            return
+
+        def theirs(ranked: list[tuple[Episode, float]]) -> list[tuple[Episode, float]]:
+            return [(episode, score) for episode, score in ranked if episode.producer in named]
+
+        weight = tuning.speaker_focus_weight
+        add_list(search, "speaker_vector", theirs(dense), weight)
+        add_list(search, "speaker_fulltext", theirs(found), weight)
+        search.ceiling *= 1 + weight
