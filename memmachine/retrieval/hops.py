@@ -21,6 +21,7 @@ Duplicates are collapsed as in the candidate lists when ``distinct_evidence`` is
 
 from __future__ import annotations
 
+import math
 import re
 
 from memmachine.models import Episode
@@ -30,6 +31,8 @@ __all__ = ["Decomposition", "SecondHop", "add_list", "clauses"]
 
 _SPLIT = re.compile(r"[,;]|\b(?:and|or|but|as well as)\b", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
+#: Scores this close (relative and absolute) are one tie: float rounding, not a ranking.
+_TIE = 1e-6
 
 
 def clauses(query: str) -> list[str]:
@@ -48,7 +51,14 @@ def add_list(
         # owners already chosen stay; a new piece of evidence is owned by its first copy here
         ranked = search.distinct.collapse(ranked)
     k = search.tuning.rrf_k
-    for rank, (episode, _) in enumerate(ranked, start=1):
+    rank, previous = 0, None
+    for position, (episode, score) in enumerate(ranked, start=1):
+        # Hits whose scores are equal up to float rounding share the first one's rank: the
+        # stores compute cosine and BM25 in their own arithmetic, which orders such ties
+        # differently, and on deep lists a swapped tie would change a hit's fused score.
+        if previous is None or not math.isclose(score, previous, rel_tol=_TIE, abs_tol=_TIE):
+            rank = position
+        previous = score
         if not search.admits(episode):
             continue
         search.by_id.setdefault(episode.id, episode)
