@@ -886,7 +886,7 @@ async def measure_search(
             await call(query, vector)
             samples[name].append((time.perf_counter() - started) * 1000)
             cpu[name] += clock.now() - cpu_started
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name in variants:
         out[name] = {**percentiles(samples[name]), "cpu_ms": cpu[name] * 1000 / len(pairs)}
     out["mean_hits"] = {"value": hits / max(len(pairs), 1)}
@@ -941,6 +941,17 @@ async def measure_search(
             "major_faults": faults / len(times),
             "read_mb": read / len(times) / 1e6,
         }
+        # what one such search brings into the page cache, array by array: opening the
+        # file alone, then the whole search
+        from page_residency import resident_by_array
+
+        await out_of_memory(True)
+        assert files.open(scope.user_key) is not None
+        gc.collect()
+        out["cold_from_disk_pages_open"] = dict(resident_by_array(path))
+        await out_of_memory(True)
+        await whole(pairs[0][0], None)
+        out["cold_from_disk_pages"] = dict(resident_by_array(path))
         with path.open("rb") as file:  # its pages back in the page cache for what follows
             while file.read(1 << 24):
                 pass
@@ -1409,6 +1420,31 @@ def _cold_lines(results: dict[str, Any]) -> list[str]:
                 f"\nPages read from disk, {scope['episodes']:,} in scope: per search "
                 f"{disk['major_faults']:.0f} major page faults, {disk['read_mb']:.1f} MB read."
             )
+        lines += _residency_lines(scope["search_ms"])
+    return lines
+
+
+def _residency_lines(search: dict[str, Any]) -> list[str]:
+    """What one disk-cold search read of the index file, array by array (MB cached after
+    opening the file / after the whole search, of the array's MB)."""
+    opened = search.get("cold_from_disk_pages_open")
+    after = search.get("cold_from_disk_pages")
+    if not opened or not after:
+        return []
+    lines = [
+        "",
+        "| array | MB | read by opening | read by the whole search |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, (cached, size) in after.items():
+        lines.append(
+            f"| {name} | {size / 1e6:.2f} | {opened[name][0] / 1e6:.2f} | {cached / 1e6:.2f} |"
+        )
+    total = sum(size for _, size in after.values())
+    lines.append(
+        f"| all | {total / 1e6:.2f} | {sum(c for c, _ in opened.values()) / 1e6:.2f} | "
+        f"{sum(c for c, _ in after.values()) / 1e6:.2f} |"
+    )
     return lines
 
 
