@@ -7,7 +7,6 @@ of its pages are cached again tells, array by array, what that search read from 
 
 from __future__ import annotations
 
-import ctypes
 import json
 import mmap
 import os
@@ -15,6 +14,8 @@ import struct
 from pathlib import Path
 
 import numpy as np
+
+from memmachine.indexing.page_advice import resident_pages
 
 __all__ = ["resident_by_array"]
 
@@ -59,11 +60,6 @@ def _cached(resident: np.ndarray, begin: int, end: int, page: int) -> int:
 
 def _resident_pages(path: Path) -> np.ndarray | None:
     """One flag per page of ``path``: whether it is in the page cache."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        mincore = libc.mincore
-    except (OSError, AttributeError):
-        return None
     size = path.stat().st_size
     if size == 0:
         return np.zeros(0, dtype=np.bool_)
@@ -72,15 +68,9 @@ def _resident_pages(path: Path) -> np.ndarray | None:
         mapped = mmap.mmap(fd, size, prot=mmap.PROT_READ)
     finally:
         os.close(fd)
+    view = np.frombuffer(mapped, dtype=np.uint8)
     try:
-        view = np.frombuffer(mapped, dtype=np.uint8)
-        pages = -(-size // mmap.PAGESIZE)
-        flags = (ctypes.c_ubyte * pages)()
-        mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        if mincore(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(size), flags) != 0:
-            return None
-        out = (np.frombuffer(flags, dtype=np.uint8) & 1).astype(np.bool_)
-        del view
-        return out
+        return resident_pages(view)
     finally:
+        del view
         mapped.close()

@@ -53,6 +53,7 @@ from memmachine.indexing.index_columns import (
     quantize,
     unit_vector,
 )
+from memmachine.indexing.page_advice import will_need
 from memmachine.indexing.terms import BM25_B, BM25_K1
 from memmachine.models import Episode, IndexEntry, Scope
 
@@ -319,6 +320,7 @@ class ScopeIndex:
             code = codes.find(value)
             if code is None:
                 return None
+            will_need(column.view(n))  # a column of a mapped file: read it in large requests
             mask &= column.view(n) == code
         return mask if mask.any() else None
 
@@ -400,6 +402,7 @@ class ScopeIndex:
         average = float(lengths[mask].mean())
         scores = np.zeros(n, dtype=np.float64)
         matched = np.zeros(n, dtype=np.bool_)
+        self._postings.will_need(terms)
         for term in terms:
             postings = self._postings.get(term)
             if postings is None:
@@ -483,6 +486,9 @@ class ScopeIndex:
             rows, scores = rows[keep], scores[keep]
         timestamps = self._timestamp.data
         ids = self._ids
+        ids.will_need(rows)  # pages of a mapped file: start reading them all at once
+        if by_time:
+            will_need(timestamps, rows)
         pairs = [
             (row, score, ids[row])
             for row, score in zip(rows.tolist(), scores.tolist(), strict=True)
@@ -491,6 +497,8 @@ class ScopeIndex:
             pairs.sort(key=lambda pair: (-pair[1], -int(timestamps[pair[0]]), pair[2]))
         else:
             pairs.sort(key=lambda pair: (-pair[1], pair[2]))
+        # the episodes of the hits are read next
+        self._payloads.will_need(np.array([row for row, _, _ in pairs[:k]], dtype=np.int64))
         return [(key, score) for _, score, key in pairs[:k]]
 
     @property
