@@ -347,8 +347,12 @@ class ScopeIndex:
                 np.maximum.at(scores, owners[inside], part_scores[inside])
             return self._best(scores, k, by_time=False)
         # First pass on int8 codes: every (weighted) score is within ``bound`` of the exact
-        # one, so only episodes whose approximate best reaches the k-th approximate best
-        # minus twice the bound can be among the exact best k; those are rescored in float32.
+        # one. The k best approximate episodes are rescored in float32 first: the lowest of
+        # their exact scores is a floor under the k-th best exact score, so only episodes
+        # whose approximate best reaches the floor minus the bound can be among the best k;
+        # those are rescored too. (Measured at 100k episodes: a quarter of the rows that
+        # the k-th approximate best minus twice the bound let through, and each is a
+        # scattered read when the index's file is not in the page cache.)
         q_codes = np.zeros(len(q), dtype=np.int8)
         q_scale, q_error = quantize(q, q_codes)
         error = self._max_error + (1.0 + self._max_error) * q_error
@@ -361,12 +365,17 @@ class ScopeIndex:
             parts *= self._part_weights.view(m) / (self._part_scales.view(m) * q_scale)
             np.maximum.at(approx, owners[inside], parts[inside])
         finite = np.flatnonzero(np.isfinite(approx))
-        if len(finite) > k:
-            values = approx[finite]
-            kth = values[np.argpartition(-values, k - 1)[k - 1]]
-            finite = finite[values >= kth - 2.0 * bound]
-        exact = self._rescore(finite, q, has_vector, owners)
-        return self._best_of(finite, exact, k, by_time=False)
+        if len(finite) <= k:
+            exact = self._rescore(finite, q, has_vector, owners)
+            return self._best_of(finite, exact, k, by_time=False)
+        values = approx[finite]
+        first = np.sort(finite[np.argpartition(-values, k - 1)[:k]])
+        first_exact = self._rescore(first, q, has_vector, owners)
+        floor = float(first_exact.min())
+        rest = np.setdiff1d(finite[values >= floor - bound], first, assume_unique=True)
+        rest_exact = self._rescore(rest, q, has_vector, owners)
+        rows = np.concatenate([first, rest])
+        return self._best_of(rows, np.concatenate([first_exact, rest_exact]), k, by_time=False)
 
     def _rescore(
         self,
