@@ -45,12 +45,9 @@ def _entries(count: int) -> list[IndexEntry]:
 
 def _drop_cached_pages(path: Path) -> bool:
     """Drop the file's pages from the page cache; whether the kernel did (not on tmpfs)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    with path.open("rb") as file:
+        os.fsync(file.fileno())
+        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     fd = os.open(path, os.O_RDONLY)
     try:
         mapped = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
