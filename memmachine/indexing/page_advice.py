@@ -3,9 +3,10 @@
 A search on an index opened from its file (:mod:`memmachine.adapters.indexed.search_index_files`)
 whose pages are not in the page cache reads them from the disk as it touches them. Left to
 itself, the kernel reads them one fault at a time, each fault waiting for its read, and
-around every fault it reads up to 128 KB more: the scattered float32 rows of a rescoring then
-pull in most of the vectors' pages (measured at 100k episodes: 154 MB read per search, most
-of the 225 ms such a search took). These functions tell it what is about to be read instead:
+around every fault it reads the device's read-ahead size more (8 MB on the bench machine):
+the scattered float32 rows of a rescoring then pull in most of the vectors' pages (measured
+at 100k episodes: 335 MB read per search, 527 ms p50; bench/RESULTS.md). These functions
+tell it what is about to be read instead:
 :func:`will_need` starts the reads of whole arrays or of some rows at once, so they run side by
 side while the caller goes on (``MADV_WILLNEED``), and :func:`random_access` stops the
 read-around on arrays read a few scattered rows at a time (``MADV_RANDOM``).
