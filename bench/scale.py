@@ -886,7 +886,7 @@ async def measure_search(
             await call(query, vector)
             samples[name].append((time.perf_counter() - started) * 1000)
             cpu[name] += clock.now() - cpu_started
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name in variants:
         out[name] = {**percentiles(samples[name]), "cpu_ms": cpu[name] * 1000 / len(pairs)}
     out["mean_hits"] = {"value": hits / max(len(pairs), 1)}
@@ -923,18 +923,52 @@ async def measure_search(
         # last, on its own: once the file's pages are dropped, every search would read some
         # from disk until they are all back, so this pass must not run between the others
         times, used = [], 0.0
+        faults, read = 0, 0
         for query, _ in pairs[: max(store_queries, 50)]:
             await out_of_memory(True)
+            io_started = io_counters()
             cpu_started = clock.now()
             started = time.perf_counter()
             await whole(query, None)
             times.append((time.perf_counter() - started) * 1000)
             used += clock.now() - cpu_started
-        out["cold_from_disk"] = {**percentiles(times), "cpu_ms": used * 1000 / len(times)}
+            io_ended = io_counters()
+            faults += io_ended[0] - io_started[0]
+            read += io_ended[1] - io_started[1]
+        out["cold_from_disk"] = {
+            **percentiles(times),
+            "cpu_ms": used * 1000 / len(times),
+            "major_faults": faults / len(times),
+            "read_mb": read / len(times) / 1e6,
+        }
+        # what one such search brings into the page cache, array by array: opening the
+        # file alone, then the whole search
+        from page_residency import resident_by_array
+
+        await out_of_memory(True)
+        assert files.open(scope.user_key) is not None
+        gc.collect()
+        out["cold_from_disk_pages_open"] = dict(resident_by_array(path))
+        await out_of_memory(True)
+        await whole(pairs[0][0], None)
+        out["cold_from_disk_pages"] = dict(resident_by_array(path))
         with path.open("rb") as file:  # its pages back in the page cache for what follows
             while file.read(1 << 24):
                 pass
     return out
+
+
+def io_counters() -> tuple[int, int]:
+    """This process's major page faults (pages read from disk on touching a mapping) and
+    bytes read from the disk so far (``/proc/self/stat`` and ``/proc/self/io``, Linux)."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        io = Path("/proc/self/io").read_text()
+    except OSError:
+        return 0, 0
+    faults = int(stat.rsplit(")", 1)[1].split()[9])  # field 12, majflt
+    read = next(int(line.split()[1]) for line in io.splitlines() if line.startswith("read_bytes"))
+    return faults, read
 
 
 def drop_page_cache(path: Path) -> None:
@@ -1379,6 +1413,38 @@ def _cold_lines(results: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {point['episodes']:,} | {scope['episodes']:,} | " + " | ".join(cells) + " |"
         )
+    for _, scope in rows:
+        disk = scope["search_ms"].get("cold_from_disk")
+        if disk is not None and "major_faults" in disk:
+            lines.append(
+                f"\nPages read from disk, {scope['episodes']:,} in scope: per search "
+                f"{disk['major_faults']:.0f} major page faults, {disk['read_mb']:.1f} MB read."
+            )
+        lines += _residency_lines(scope["search_ms"])
+    return lines
+
+
+def _residency_lines(search: dict[str, Any]) -> list[str]:
+    """What one disk-cold search read of the index file, array by array (MB cached after
+    opening the file / after the whole search, of the array's MB)."""
+    opened = search.get("cold_from_disk_pages_open")
+    after = search.get("cold_from_disk_pages")
+    if not opened or not after:
+        return []
+    lines = [
+        "",
+        "| array | MB | read by opening | read by the whole search |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, (cached, size) in after.items():
+        lines.append(
+            f"| {name} | {size / 1e6:.2f} | {opened[name][0] / 1e6:.2f} | {cached / 1e6:.2f} |"
+        )
+    total = sum(size for _, size in after.values())
+    lines.append(
+        f"| all | {total / 1e6:.2f} | {sum(c for c, _ in opened.values()) / 1e6:.2f} | "
+        f"{sum(c for c, _ in after.values()) / 1e6:.2f} |"
+    )
     return lines
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memmachine.indexing.page_advice import will_need
 from memmachine.models import Episode, Scope
 
 __all__ = ["Payloads", "decode_episode", "encode_episode"]
@@ -39,6 +40,11 @@ class Payloads:
             start, end = self.frozen_offsets[row], self.frozen_offsets[row + 1]
             return self.frozen_blob[start:end].tobytes()
         return self.added[row - self.frozen]
+
+    def will_need(self, rows: npt.NDArray[Any]) -> None:
+        """Start reading the payloads of ``rows`` (when they are pages of a mapped file)."""
+        rows = rows[rows < self.frozen]
+        will_need(self.frozen_blob, self.frozen_offsets[rows], self.frozen_offsets[rows + 1])
 
     def append(self, payload: bytes) -> None:
         self.added.append(payload)

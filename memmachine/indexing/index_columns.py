@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memmachine.indexing.page_advice import will_need
+
 try:  # SIMD int8 dot products; without them every search is a float32 scan
     import simsimd as _simsimd
 except ImportError:  # pragma: no cover - a platform without wheels
@@ -172,6 +174,11 @@ class Matrix:
         layout = self.layout
         if not layout.chunks:
             return layout.tail[rows]
+        start = 0
+        for chunk, end in zip(layout.chunks, layout.ends, strict=True):
+            # pages of a mapped file: start reading every row at once
+            will_need(chunk, rows[(rows >= start) & (rows < end)] - start)
+            start = end
         if len(layout.chunks) == 1 and len(rows) and int(rows.max()) < layout.frozen:
             return layout.chunks[0][rows]
         out = np.empty((len(rows), self.dimensions), dtype=self.dtype)
@@ -260,6 +267,10 @@ class Ids:
         if found is not None:
             return found
         return _find(episode_id, self.frozen_by_id, self.frozen_rows)
+
+    def will_need(self, rows: Rows) -> None:
+        """Start reading the ids of ``rows`` (when they are pages of a mapped file)."""
+        will_need(self.frozen_by_row, rows[rows < self.frozen])
 
     def append(self, episode_id: str) -> None:
         self.added_rows[episode_id] = len(self)
@@ -385,6 +396,18 @@ class Postings:
         self.positions = np.arange(len(self.frozen_terms), dtype=np.int32)
         self.added: dict[str, tuple[array[int], array[int]]] = {}
         self.added_count = 0
+
+    def will_need(self, terms: Iterable[str]) -> None:
+        """Start reading the postings of ``terms`` (when they are pages of a mapped file)."""
+        found = [at for term in terms if (at := self._at(term)) is not None]
+        if found:
+            where = np.array(found, dtype=np.int64)
+            starts, ends = self.frozen_offsets[where], self.frozen_offsets[where + 1]
+            will_need(self.frozen_rows, starts, ends)
+            will_need(self.frozen_tfs, starts, ends)
+
+    def _at(self, term: str) -> int | None:
+        return None if term in self.added else _find(term, self.frozen_terms, self.positions)
 
     def _frozen(self, term: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]] | None:
         at = _find(term, self.frozen_terms, self.positions)

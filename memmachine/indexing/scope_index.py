@@ -53,6 +53,7 @@ from memmachine.indexing.index_columns import (
     quantize,
     unit_vector,
 )
+from memmachine.indexing.page_advice import will_need
 from memmachine.indexing.terms import BM25_B, BM25_K1
 from memmachine.models import Episode, IndexEntry, Scope
 
@@ -319,6 +320,7 @@ class ScopeIndex:
             code = codes.find(value)
             if code is None:
                 return None
+            will_need(column.view(n))  # a column of a mapped file: read it in large requests
             mask &= column.view(n) == code
         return mask if mask.any() else None
 
@@ -345,8 +347,12 @@ class ScopeIndex:
                 np.maximum.at(scores, owners[inside], part_scores[inside])
             return self._best(scores, k, by_time=False)
         # First pass on int8 codes: every (weighted) score is within ``bound`` of the exact
-        # one, so only episodes whose approximate best reaches the k-th approximate best
-        # minus twice the bound can be among the exact best k; those are rescored in float32.
+        # one. The k best approximate episodes are rescored in float32 first: the lowest of
+        # their exact scores is a floor under the k-th best exact score, so only episodes
+        # whose approximate best reaches the floor minus the bound can be among the best k;
+        # those are rescored too. (Measured at 100k episodes: a quarter of the rows that
+        # the k-th approximate best minus twice the bound let through, and each is a
+        # scattered read when the index's file is not in the page cache.)
         q_codes = np.zeros(len(q), dtype=np.int8)
         q_scale, q_error = quantize(q, q_codes)
         error = self._max_error + (1.0 + self._max_error) * q_error
@@ -359,12 +365,17 @@ class ScopeIndex:
             parts *= self._part_weights.view(m) / (self._part_scales.view(m) * q_scale)
             np.maximum.at(approx, owners[inside], parts[inside])
         finite = np.flatnonzero(np.isfinite(approx))
-        if len(finite) > k:
-            values = approx[finite]
-            kth = values[np.argpartition(-values, k - 1)[k - 1]]
-            finite = finite[values >= kth - 2.0 * bound]
-        exact = self._rescore(finite, q, has_vector, owners)
-        return self._best_of(finite, exact, k, by_time=False)
+        if len(finite) <= k:
+            exact = self._rescore(finite, q, has_vector, owners)
+            return self._best_of(finite, exact, k, by_time=False)
+        values = approx[finite]
+        first = np.sort(finite[np.argpartition(-values, k - 1)[:k]])
+        first_exact = self._rescore(first, q, has_vector, owners)
+        floor = float(first_exact.min())
+        rest = np.setdiff1d(finite[values >= floor - bound], first, assume_unique=True)
+        rest_exact = self._rescore(rest, q, has_vector, owners)
+        rows = np.concatenate([first, rest])
+        return self._best_of(rows, np.concatenate([first_exact, rest_exact]), k, by_time=False)
 
     def _rescore(
         self,
@@ -400,6 +411,7 @@ class ScopeIndex:
         average = float(lengths[mask].mean())
         scores = np.zeros(n, dtype=np.float64)
         matched = np.zeros(n, dtype=np.bool_)
+        self._postings.will_need(terms)
         for term in terms:
             postings = self._postings.get(term)
             if postings is None:
@@ -483,6 +495,9 @@ class ScopeIndex:
             rows, scores = rows[keep], scores[keep]
         timestamps = self._timestamp.data
         ids = self._ids
+        ids.will_need(rows)  # pages of a mapped file: start reading them all at once
+        if by_time:
+            will_need(timestamps, rows)
         pairs = [
             (row, score, ids[row])
             for row, score in zip(rows.tolist(), scores.tolist(), strict=True)
@@ -491,6 +506,8 @@ class ScopeIndex:
             pairs.sort(key=lambda pair: (-pair[1], -int(timestamps[pair[0]]), pair[2]))
         else:
             pairs.sort(key=lambda pair: (-pair[1], pair[2]))
+        # the episodes of the hits are read next
+        self._payloads.will_need(np.array([row for row, _, _ in pairs[:k]], dtype=np.int64))
         return [(key, score) for _, score, key in pairs[:k]]
 
     @property

@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from memmachine.errors import StoreError
 from memmachine.indexing.index_snapshot import IndexSnapshot, index_from_snapshot
+from memmachine.indexing.page_advice import random_access, will_need
 from memmachine.indexing.scope_index import ScopeIndex
 from memmachine.indexing.terms import ANALYSER_VERSION
 
@@ -90,6 +91,8 @@ class SearchIndexFiles:
         except OSError as exc:
             logger.warning("search index file %s not readable: %s", path.name, exc)
             return None
+        # before the first touch: read-around would pull megabytes in around the header
+        random_access(np.frombuffer(mapped, dtype=np.uint8))
         try:
             header, start = _header(mapped)
             if (
@@ -107,6 +110,7 @@ class SearchIndexFiles:
             logger.warning("search index file %s unusable (%s): removed", path.name, exc)
             self.remove(user_key)
             return None
+        _advise_reads(arrays)
         matrices = {name: arrays.pop(name) for name, _, _ in IndexSnapshot.MATRICES}
         return index_from_snapshot(IndexSnapshot(header["meta"], arrays), matrices)
 
@@ -219,6 +223,41 @@ class SearchIndexFiles:
 
 
 # ---------------------------------------------------------------------- helpers
+
+#: Arrays every search reads whole or in many places (the first pass over the int8 codes,
+#: the masks, BM25's lengths, the id and session lookups): their reads are started when the
+#: file is opened, side by side, while the query is still being embedded. Small ones first:
+#: opening copies ``alive`` at once. Everything else (the float32 vectors a rescoring reads a
+#: few scattered rows of, the episodes, the postings) is read a few rows at a time, each
+#: announced just before it is read (:mod:`memmachine.indexing.page_advice`).
+_READ_WHOLE = (
+    "alive",
+    "has_vector",
+    "length",
+    "scales",
+    "part_owner",
+    "part_scales",
+    "part_weights",
+    "session",
+    "sequence",
+    "order_offsets",
+    "order_rows",
+    "terms",
+    "posting_offsets",
+    "ids_sorted",
+    "ids_sorted_rows",
+    "payload_offsets",
+    "codes",
+    "part_codes",
+)
+
+
+def _advise_reads(arrays: dict[str, npt.NDArray[Any]]) -> None:
+    """Start reading the arrays a search reads whole (the file is mapped without
+    read-around, which would read megabytes around every scattered row)."""
+    for name in _READ_WHOLE:
+        if name in arrays:
+            will_need(arrays[name])
 
 
 def _private(path: Path) -> Any:
