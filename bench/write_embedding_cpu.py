@@ -7,9 +7,9 @@ profiles interleaved so a shared machine's load falls on all alike. Reports proc
 per episode (all threads: the measure that does not move with other people's load) and
 tokens run per episode::
 
-    uv run python bench/write_embedding_cpu.py                    # defaults vs stretches
+    uv run python bench/write_embedding_cpu.py        # window runs, the default, 256 tokens
     uv run python bench/write_embedding_cpu.py --conversation 1 --rounds 3 \\
-        --profile default= --profile stretch256=context_stretch_tokens=256
+        --profile windows=context_stretch_tokens=0 --profile default=
 """
 
 from __future__ import annotations
@@ -80,10 +80,14 @@ async def main() -> None:
         type=_profile,
         default=[],
         metavar="NAME=SETTING=VALUE,...",
-        help="a write profile (RetrievalSettings changes); default: defaults vs stretches",
+        help="a write profile (RetrievalSettings changes), the first the reference",
     )
     args = parser.parse_args()
-    profiles = dict(args.profile) or {"default": {}, "stretch256": {"context_stretch_tokens": 256}}
+    profiles = dict(args.profile) or {
+        "windows": {"context_stretch_tokens": 0},
+        "default": {},
+        "stretch256": {"context_stretch_tokens": 256},
+    }
     turns, _ = load(DEFAULT_DATA, args.conversation + 1)
     conversation = list(turns.values())[args.conversation]
     settings = EmbeddingSettings()

@@ -177,7 +177,7 @@ async def test_a_budget_for_one_message_gives_each_its_window_run(
 ) -> None:
     before = [("Melanie", "Hey Caroline, how have you been?")]
     windows, contexts = session(SESSION_A, before=before)
-    await embed_records(embedder, windows, contexts, RetrievalSettings())
+    await embed_records(embedder, windows, contexts, RetrievalSettings(context_stretch_tokens=0))
     one, contexts = session(SESSION_A, before=before)
     await embed_records(embedder, one, contexts, RetrievalSettings(context_stretch_tokens=1))
     for window, single in zip(windows, one, strict=True):
@@ -215,6 +215,6 @@ def test_the_plan_packs_messages_up_to_the_budget_and_leaves_out_what_cannot_fit
 def test_the_stretch_budget_is_a_setting_and_an_environment_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    assert RetrievalSettings().context_stretch_tokens == 200
+    monkeypatch.setenv("MEMMACHINE_RETRIEVAL_CONTEXT_STRETCH_TOKENS", "0")
     assert RetrievalSettings().context_stretch_tokens == 0
-    monkeypatch.setenv("MEMMACHINE_RETRIEVAL_CONTEXT_STRETCH_TOKENS", "256")
-    assert RetrievalSettings().context_stretch_tokens == 256
