@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memmachine.config import RetrievalSettings
-from memmachine.memory.stretches import embed_in_stretches
+from memmachine.memory.stretches import embed_in_stretches, set_pooled
 from memmachine.models import EpisodeRecord
 from memmachine.ports import Embedder, SpanEmbedder
 from memmachine.retrieval.derivatives import sentence_spans, split_sentences
@@ -95,16 +95,8 @@ async def _embed_in_windows(
         placed.append(index)
     pooled = await embedder.embed_spans(texts, spans) if texts else []
     for index, vectors in zip(placed, pooled, strict=True):
-        own, *parts = vectors
-        if own is None:
+        if not set_pooled(records[index], vectors):
             left.append(index)
-            continue
-        record = records[index]
-        record.embedding = own
-        for vector in parts:
-            if vector is not None:
-                record.derivative_embeddings.append(vector)
-                record.derivative_weights.append(1.0)
     return sorted(left)
 
 

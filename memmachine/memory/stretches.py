@@ -22,7 +22,7 @@ from memmachine.ports import SpanEmbedder, SpanSet
 from memmachine.retrieval.derivatives import sentence_spans
 from memmachine.retrieval.text import Said, day_text
 
-__all__ = ["Stretch", "chains", "embed_in_stretches", "plan_stretches"]
+__all__ = ["Stretch", "chains", "embed_in_stretches", "plan_stretches", "set_pooled"]
 
 
 @dataclass
@@ -180,15 +180,21 @@ async def embed_in_stretches(
     for stretch, vectors in zip(stretches, pooled, strict=True):
         at = 0
         for index, sets in zip(stretch.members, stretch.spans, strict=True):
-            own, *parts = vectors[at : at + len(sets)]
-            at += len(sets)
-            if own is None:
+            if not set_pooled(records[index], vectors[at : at + len(sets)]):
                 left.append(index)
-                continue
-            record = records[index]
-            record.embedding = own
-            for vector in parts:
-                if vector is not None:
-                    record.derivative_embeddings.append(vector)
-                    record.derivative_weights.append(1.0)
+            at += len(sets)
     return sorted(left)
+
+
+def set_pooled(record: EpisodeRecord, vectors: Sequence[list[float] | None]) -> bool:
+    """Give ``record`` its own vector (the first) and its sentences' (the rest, weight 1.0,
+    those pooled at all); False, and nothing set, when the own vector could not be pooled."""
+    own, *parts = vectors
+    if own is None:
+        return False
+    record.embedding = own
+    for vector in parts:
+        if vector is not None:
+            record.derivative_embeddings.append(vector)
+            record.derivative_weights.append(1.0)
+    return True
