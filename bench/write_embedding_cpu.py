@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from locomo_recall import DEFAULT_DATA, Turn, load  # noqa: E402
 
 from memmachine.adapters.onnx.onnx_embedder import OnnxEmbedder  # noqa: E402
+from memmachine.bootstrap.embedders import build_embedder  # noqa: E402
 from memmachine.config import EmbeddingSettings, RetrievalSettings  # noqa: E402
 from memmachine.memory.embedding import embed_records  # noqa: E402
 from memmachine.models import EpisodeRecord  # noqa: E402
@@ -90,15 +91,9 @@ async def main() -> None:
     }
     turns, _ = load(DEFAULT_DATA, args.conversation + 1)
     conversation = list(turns.values())[args.conversation]
-    settings = EmbeddingSettings()
-    embedder = OnnxEmbedder(
-        MODEL,
-        max_tokens=settings.max_tokens,
-        batch_size=settings.batch_size,
-        threads=settings.threads,
-        workers=settings.workers,
-        quantize=args.quantize,
-    )
+    settings = EmbeddingSettings(provider="local", model=str(MODEL), quantize=args.quantize)
+    embedder = build_embedder(settings)
+    assert isinstance(embedder, OnnxEmbedder), "the local model did not load"
     await embedder.start()
     counted: dict[str, int] = {}
     original = embedder.embed_spans
