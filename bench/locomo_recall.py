@@ -220,7 +220,9 @@ class Scores:
         return 1000 * sum(self.cpu) / len(self.cpu) if self.cpu else 0.0
 
 
-def load(data_dir: Path, limit: int | None) -> tuple[dict[str, list[Turn]], list[dict[str, Any]]]:
+def load(
+    data_dir: Path, limit: int | None, skip: int = 0
+) -> tuple[dict[str, list[Turn]], list[dict[str, Any]]]:
     conversations = json.loads((data_dir / "locomo_public.json").read_text())
     questions = [
         json.loads(line)
@@ -228,6 +230,7 @@ def load(data_dir: Path, limit: int | None) -> tuple[dict[str, list[Turn]], list
     ]
     if limit is not None:
         conversations = conversations[:limit]
+    conversations = conversations[skip:]
     turns: dict[str, list[Turn]] = {}
     for conversation in conversations:
         body = conversation["conversation"]
@@ -322,7 +325,7 @@ async def run(
 ) -> tuple[dict[str, Scores], dict[str, Any]]:
     """Ingest, ask, score. ``stores``: Settings fields that point the stores at servers
     (``--production``); by default the stores are embedded, or set by ``MEMMACHINE_*``."""
-    turns, questions = load(args.data, args.conversations)
+    turns, questions = load(args.data, args.conversations, args.skip)
     embedding = (
         EmbeddingSettings(
             provider="local",
@@ -414,7 +417,13 @@ async def run(
 
 
 #: Settings that act when episodes are written (a copy of the data per variant).
-WRITE_SETTINGS = {"sentence_derivatives", "context_window", "context_pooling", "lexical_context"}
+WRITE_SETTINGS = {
+    "sentence_derivatives",
+    "context_window",
+    "context_pooling",
+    "context_stretch_tokens",
+    "lexical_context",
+}
 
 
 def _user(sample_id: str, suffix: str) -> str:
@@ -747,6 +756,9 @@ def main() -> None:
         help="embed with the model's own int8 copy (MEMMACHINE_EMBEDDING_QUANTIZE)",
     )
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
+    parser.add_argument(
+        "--skip", type=int, default=0, help="leave out the first N (with --conversations: of those)"
+    )
     parser.add_argument("--expand", type=int, default=0, help="expand_context of each search")
     parser.add_argument("--ablate", action="store_true", help="also run each stage switched off")
     parser.add_argument(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memmachine.config import RetrievalSettings
+from memmachine.memory.stretches import embed_in_stretches, set_pooled
 from memmachine.models import EpisodeRecord
 from memmachine.ports import Embedder, SpanEmbedder
 from memmachine.retrieval.derivatives import sentence_spans, split_sentences
@@ -31,8 +32,9 @@ async def embed_records(
     """Set each record's ``embedding`` and ``derivative_embeddings`` (with their weights),
     reading each message after up to ``tuning.context_window`` of the messages before it in
     its session (``contexts[i]``, oldest first): pooled from one run over that window when
-    the embedder can (:func:`_embed_in_windows`), else as separate texts
-    (:func:`_embed_as_texts`)."""
+    the embedder can (:func:`_embed_in_windows`; with ``context_stretch_tokens``, several
+    consecutive messages per run: :func:`~memmachine.memory.stretches.embed_in_stretches`),
+    else as separate texts (:func:`_embed_as_texts`)."""
     left = list(range(len(records)))
     if (
         tuning.context_window
@@ -40,7 +42,8 @@ async def embed_records(
         and isinstance(embedder, SpanEmbedder)
         and embedder.pools_spans
     ):
-        left = await _embed_in_windows(embedder, records, contexts, tuning)
+        run = embed_in_stretches if tuning.context_stretch_tokens else _embed_in_windows
+        left = await run(embedder, records, contexts, tuning)
     if left:
         await _embed_as_texts(
             embedder, [records[i] for i in left], [contexts[i] for i in left], tuning
@@ -92,16 +95,8 @@ async def _embed_in_windows(
         placed.append(index)
     pooled = await embedder.embed_spans(texts, spans) if texts else []
     for index, vectors in zip(placed, pooled, strict=True):
-        own, *parts = vectors
-        if own is None:
+        if not set_pooled(records[index], vectors):
             left.append(index)
-            continue
-        record = records[index]
-        record.embedding = own
-        for vector in parts:
-            if vector is not None:
-                record.derivative_embeddings.append(vector)
-                record.derivative_weights.append(1.0)
     return sorted(left)
 
 

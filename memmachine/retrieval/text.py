@@ -23,6 +23,7 @@ from memmachine.indexing.terms import TERM_PATTERN, document_terms
 __all__ = [
     "Said",
     "WindowLayout",
+    "day_text",
     "episode_search_text",
     "indexed_text",
     "window_layout",
@@ -88,5 +89,9 @@ def indexed_text(own: str, before: Sequence[str]) -> str:
     return f"{own}\n{' '.join(extra)}" if extra else own
 
 
-def _day(timestamp: datetime) -> str:
+def day_text(timestamp: datetime) -> str:
+    """The date every search text and window starts with: ``"<day> <Month> <year>"``."""
     return f"{timestamp.day} {timestamp:%B %Y}"
+
+
+_day = day_text
