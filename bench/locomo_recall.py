@@ -36,8 +36,10 @@ first path's.
 
 With ``--twice`` every conversation is also stored twice over (each session's turns again,
 after the first copy's) and searched with the defaults and with duplicate-aware selection
-off, in the same run. The ``CPU ms/q`` column is the bench process's CPU time per search
-(the question's embedding excluded): a latency measure that a busy machine does not inflate.
+off, in the same run; with several ``--paths``, that copy is also searched with the defaults
+through each other path (rows ``stored twice, <path>``) and compared as the first copy is.
+The ``CPU ms/q`` column is the bench process's CPU time per search (the question's embedding
+excluded): a latency measure that a busy machine does not inflate.
 
 Results and the command that produced them: bench/RESULTS.md. Content is the turn text plus
 ``" [shares image: <caption>]"`` when a caption exists.
@@ -128,8 +130,9 @@ WRITE_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
 #: session's turns again, after the first copy's, as a client retry or a re-import would),
 #: searched with the defaults and with duplicate-aware selection off.
 TWICE = "twice"
+TWICE_ROW = "stored twice"
 TWICE_VARIANTS: dict[str, dict[str, Any]] = {
-    "stored twice": {},
+    TWICE_ROW: {},
     "stored twice, duplicates kept (distinct_evidence=false)": {"distinct_evidence": False},
 }
 
@@ -377,22 +380,24 @@ async def run(
                     }
                 manager.retrieval = tuning
                 marker.write_text(json.dumps(fingerprint))
-            variants: dict[str, tuple[RetrievalSettings, int, str]] = {
-                "memmachine": (tuning, args.expand, "")
-            }
+            first = args.paths[0]
+            variants: dict[str, Variant] = {"memmachine": (tuning, args.expand, "", first)}
             paths = await search_paths(manager, args.paths, data_dir)
             for path in args.paths[1:]:
-                variants[f"memmachine, {path}"] = (tuning, args.expand, "")
+                variants[f"memmachine, {path}"] = (tuning, args.expand, "", path)
             if args.ablate:
                 for name, change in ABLATIONS.items():
                     expand = 1 if name.startswith("+ context expansion") else args.expand
-                    variants[name] = (tuning.model_copy(update=change), expand, "")
+                    variants[name] = (tuning.model_copy(update=change), expand, "", first)
             if args.ablate_writes:
                 for name, (suffix, _) in WRITE_ABLATIONS.items():
-                    variants[name] = (tuning, args.expand, suffix)
+                    variants[name] = (tuning, args.expand, suffix, first)
             if args.twice:
                 for name, change in TWICE_VARIANTS.items():
-                    variants[name] = (tuning.model_copy(update=change), args.expand, TWICE)
+                    variants[name] = (tuning.model_copy(update=change), args.expand, TWICE, first)
+                # the twice-stored copy through every other path too, with the defaults
+                for path in args.paths[1:]:
+                    variants[f"{TWICE_ROW}, {path}"] = (tuning, args.expand, TWICE, path)
             results = await score(manager, turns, questions, variants, args, data_dir, paths)
         finally:
             await manager.close()
@@ -491,6 +496,8 @@ def _ingested(marker: Path, fingerprint: dict[str, Any]) -> bool:
 
 #: ``--paths``: which path answers a search (see the module docstring).
 PATHS = ("index", "store", "file")
+#: One searched variant: retrieval settings, expand_context, the copy's user suffix, the path.
+Variant = tuple[RetrievalSettings, int, str, str]
 
 
 async def search_paths(manager: MemoryManager, wanted: Sequence[str], data_dir: Path) -> Any:
@@ -517,7 +524,7 @@ async def score(
     manager: MemoryManager,
     turns: dict[str, list[Turn]],
     questions: list[dict[str, Any]],
-    variants: dict[str, tuple[RetrievalSettings, int, str]],
+    variants: dict[str, Variant],
     args: argparse.Namespace,
     data_dir: Path,
     paths: dict[str, Any],
@@ -599,17 +606,16 @@ async def score(
                 )
                 bar.step()
 
-            for name, (tuning, expand, suffix) in variants.items():
+            for name, (tuning, expand, suffix, path) in variants.items():
                 manager.retrieval = tuning
-                path = name.partition(", ")[2] if name.startswith("memmachine, ") else ""
-                path = path or args.paths[0]
                 manager.episodes = manager.episodic_service.store = paths[path]
+                searched = Scope(user_id=_user(sample_id, suffix)) if suffix else scope
                 if path == "file":  # the user's index out of memory: opened by the search
                     await paths[path].settled()
-                    paths[path].evict(scope)
+                    paths[path].evict(searched)
                 began, cpu = time.perf_counter(), time.process_time()
                 found = await manager.search_episodes(
-                    Scope(user_id=_user(sample_id, suffix)) if suffix else scope,
+                    searched,
                     text,
                     top_k=max(KS),
                     expand_context=expand,
@@ -626,14 +632,15 @@ async def score(
     return results
 
 
-def compare_paths(results: dict[str, Scores], paths: Sequence[str]) -> str:
+def compare_paths(results: dict[str, Scores], paths: Sequence[str], row: str = "memmachine") -> str:
     """memmachine's recall through each search path, and how many questions got the very
-    same ranking as through the first."""
-    names = ["memmachine", *(f"memmachine, {path}" for path in paths[1:])]
-    first = results["memmachine"]
+    same ranking as through the first (``row``: the first path's row, ``memmachine`` or, with
+    ``--twice``, ``stored twice``)."""
+    names = [row, *(f"{row}, {path}" for path in paths[1:])]
+    first = results[row]
     lines = [
         "",
-        "memmachine through each search path (same run, same questions):",
+        f"{row} through each search path (same run, same questions):",
         "",
         "| path | any@1 | any@5 | any@10 | any@20 | all@10 | p50 ms | p95 ms | "
         f"rankings identical to {paths[0]} |",
@@ -895,6 +902,8 @@ def report(
     print(summary_table(results))
     if len(args.paths) > 1:
         print(compare_paths(results, args.paths))
+        if args.twice:
+            print(compare_paths(results, args.paths, TWICE_ROW))
     print("\nmemmachine per category:\n")
     print(category_table(results["memmachine"]))
     if len(results) > 4:
