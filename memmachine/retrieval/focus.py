@@ -88,6 +88,13 @@ class SpeakerFocus:
 
     async def run(self, search: Search) -> None:
         tuning = search.tuning
+        # The deep lists cost two store searches: fetched only when the query names a speaker
+        # of the candidates already found (a question naming nobody pays nothing); whether
+        # it names some but not all speakers is decided below, on the deeper lists too.
+        if not named_speakers(
+            search.query, {e.producer for e in search.candidates() if e.producer}
+        ):
+            return
         depth = max(tuning.speaker_focus_depth, search.depth)
         lexical = search.store.fulltext_search(search.scope, search.query, depth)
         if search.query_vector is not None:
