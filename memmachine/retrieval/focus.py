@@ -72,6 +72,19 @@ def focus_speakers(query: str, speakers: set[str]) -> set[str]:
     return named if named and named != speakers else set()
 
 
+_CAPITALISED = re.compile(r"(?<!^)(?<![.?!]\s)\b(?!I\b)[A-Z]\w*")
+
+
+def _may_name_someone(search: Search) -> bool:
+    """Whether ``search``'s query may name a speaker: it names the producer of a candidate
+    found so far, or holds a capitalised word other than its first and "I" (a speaker none
+    of whose turns are among the candidates). A query naming nobody skips the deep lists."""
+    if _CAPITALISED.search(search.query.strip()):
+        return True
+    producers = {e.producer for e in search.candidates() if e.producer}
+    return bool(named_speakers(search.query, producers))
+
+
 class SpeakerFocus:
     """The named speakers' episodes, searched deeper and fused in (``speaker_focus_weight``,
     ``speaker_focus_depth``)."""
@@ -88,12 +101,10 @@ class SpeakerFocus:
 
     async def run(self, search: Search) -> None:
         tuning = search.tuning
-        # The deep lists cost two store searches: fetched only when the query names a speaker
-        # of the candidates already found (a question naming nobody pays nothing); whether
-        # it names some but not all speakers is decided below, on the deeper lists too.
-        if not named_speakers(
-            search.query, {e.producer for e in search.candidates() if e.producer}
-        ):
+        # The deep lists cost two store searches: a question that cannot name anyone pays
+        # nothing (see _may_name_someone); whether it names some but not all speakers is
+        # decided below, on the deeper lists too.
+        if not _may_name_someone(search):
             return
         depth = max(tuning.speaker_focus_depth, search.depth)
         lexical = search.store.fulltext_search(search.scope, search.query, depth)
