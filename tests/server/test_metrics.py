@@ -176,7 +176,9 @@ def test_metrics_after_real_traffic(
     ingested = metrics["memmachine_ingested_items"]
     assert value(ingested, "memmachine_ingested_items_total", kind="episodes") == 3
     assert value(ingested, "memmachine_ingested_items_total", kind="working_messages") >= 15
-    assert value(metrics["memmachine_embedded_texts"], "memmachine_embedded_texts_total") >= 5
+    # texts run through the model: the add's three messages share one run (a stretch), and
+    # each of the two queries is one
+    assert value(metrics["memmachine_embedded_texts"], "memmachine_embedded_texts_total") >= 3
 
     jobs = metrics["memmachine_jobs_finished"]
     for outcome in ("retry", "dead", "done"):
