@@ -100,7 +100,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "+ second hop 0.3 (words of the best 3 hits)": {"second_hop_weight": 0.3},
     "+ second hop 0.1": {"second_hop_weight": 0.1},
     "- speaker focus (list and inference questions)": {"speaker_focus_weight": 0.0},
-    "speaker focus 1.0 instead of 0.5": {"speaker_focus_weight": 1.0},
+    "speaker focus 0.5 instead of 0.25": {"speaker_focus_weight": 0.5},
     "speaker focus on every question naming a speaker": {"speaker_focus_lists_only": False},
     "+ session diversity 0.1": {"diversity_weight": 0.1},
     "+ session diversity 0.3": {"diversity_weight": 0.3},

@@ -160,11 +160,10 @@ class RetrievalSettings(Section):
     #: "What activities does Melanie ...", or for an inference, "Would Caroline ..."), the
     #: dense and full-text lists fetched ``speaker_focus_depth`` deep, cut to the named
     #: speakers' episodes and fused in, each weighing ``speaker_focus_weight`` for its first;
-    #: 0 turns it off. LoCoMo effect in bench/RESULTS.md (0.5 is the measured best). Off by
-    #: default until every path ranks alike with it: on one question of
-    #: tests/integration/test_search_paths_agree.py the in-memory index and the store's scans
-    #: fuse a deep hit differently (issue 22).
-    speaker_focus_weight: float = Field(default=0.0, ge=0)
+    #: 0 turns it off. LoCoMo effect in bench/RESULTS.md. 0.25 keeps every path's fused
+    #: scores within float32 rounding of each other (the dense list is fused by cosine, and
+    #: a larger weight scales the engines' rounding up with it).
+    speaker_focus_weight: float = Field(default=0.25, ge=0)
     speaker_focus_depth: int = Field(default=200, ge=1)
     speaker_focus_lists_only: bool = True
     #: Diversity (:mod:`memmachine.retrieval.diversity`): a hit's score divided by

@@ -14,12 +14,17 @@ When the query names some, but not all, of the speakers found (see
 "How many ...", "What do they both ...") or for an inference about someone
 (:func:`asks_to_infer`: "Would Caroline ...", "What might John's degree be in?"), the stage
 fetches the dense and the full-text lists once more, ``speaker_focus_depth`` deep, keeps
-only the named speakers' episodes and fuses each list in as one more ranked list weighing
-``speaker_focus_weight`` for its first (``weight * (rrf_k + 1) / (rrf_k + rank)``): among
-one speaker's turns the name no longer separates anything, so they are ranked by the rest
-of the question. The score ceiling grows by ``1 + speaker_focus_weight`` (two lists, each
-at most that weight, beside the two fused ones). Duplicates are collapsed as in the
-candidate lists.
+only the named speakers' episodes and fuses each in as one more list weighing
+``speaker_focus_weight`` for its first: among one speaker's turns the name no longer
+separates anything, so they are ranked by the rest of the question. The full-text list adds
+``weight * (rrf_k + 1) / (rrf_k + rank)``; the dense list adds by score, ``weight * (cosine -
+cut) / (best - cut)`` where ``cut`` is the cosine at the depth the list was cut at
+(:func:`~memmachine.retrieval.hops.add_scaled_list`). Each engine computes cosine in its own
+float32 arithmetic (~1e-6 apart), and a rank jumps whenever two such scores cross, or cross a
+tie tolerance, on one path only, which made the in-memory index and the store's scans fuse a
+deep hit differently; a share by score moves only as much as the score. The score ceiling
+grows by ``1 + speaker_focus_weight`` (two lists, each at most that weight, beside the two
+fused ones). Duplicates are collapsed as in the candidate lists.
 
 Asked of every question naming one speaker, the stage also reorders single-fact questions,
 whose one evidence turn is often found by its words alone, and costs them more than it gains
@@ -32,7 +37,7 @@ import asyncio
 import re
 
 from memmachine.models import Episode
-from memmachine.retrieval.hops import add_list
+from memmachine.retrieval.hops import add_list, add_scaled_list
 from memmachine.retrieval.pipeline import Search
 from memmachine.retrieval.speakers import named_speakers
 
@@ -75,14 +80,12 @@ def focus_speakers(query: str, speakers: set[str]) -> set[str]:
 _CAPITALISED = re.compile(r"(?<!^)(?<![.?!]\s)\b(?!I\b)[A-Z]\w*")
 
 
-def _may_name_someone(search: Search) -> bool:
-    """Whether ``search``'s query may name a speaker: it names the producer of a candidate
-    found so far, or holds a capitalised word other than its first and "I" (a speaker none
-    of whose turns are among the candidates). A query naming nobody skips the deep lists."""
-    if _CAPITALISED.search(search.query.strip()):
-        return True
-    producers = {e.producer for e in search.candidates() if e.producer}
-    return bool(named_speakers(search.query, producers))
+def _may_name_someone(query: str, named: set[str]) -> bool:
+    """Whether ``query`` may name a speaker: it names the producer of a candidate found so
+    far (``named``), or holds a capitalised word other than its first and "I" (a speaker
+    none of whose turns are among the candidates). A query naming nobody skips the deep
+    lists."""
+    return bool(named) or _CAPITALISED.search(query.strip()) is not None
 
 
 class SpeakerFocus:
@@ -103,8 +106,11 @@ class SpeakerFocus:
         tuning = search.tuning
         # The deep lists cost two store searches: a question that cannot name anyone pays
         # nothing (see _may_name_someone); whether it names some but not all speakers is
-        # decided below, on the deeper lists too.
-        if not _may_name_someone(search):
+        # decided below, on the deeper lists too. Each speaker is matched against the query
+        # once: the candidates' producers here, the deep lists' new ones after the fetch.
+        producers = {e.producer for e in search.candidates() if e.producer}
+        named = named_speakers(search.query, producers)
+        if not _may_name_someone(search.query, named):
             return
         depth = max(tuning.speaker_focus_depth, search.depth)
         lexical = search.store.fulltext_search(search.scope, search.query, depth)
@@ -121,15 +127,19 @@ class SpeakerFocus:
         else:
             dense, found = [], await lexical
         # the speakers of the deeper lists: the named one may be missing from the shallow ones
-        seen = [*search.candidates(), *(episode for episode, _ in [*dense, *found])]
-        named = focus_speakers(search.query, {e.producer for e in seen if e.producer})
-        if not named:
+        deeper = {e.producer for e, _ in [*dense, *found] if e.producer} - producers
+        named |= named_speakers(search.query, deeper)
+        if not named or named == producers | deeper:  # nobody, or everyone, singled out
             return
 
         def theirs(ranked: list[tuple[Episode, float]]) -> list[tuple[Episode, float]]:
             return [(episode, score) for episode, score in ranked if episode.producer in named]
 
         weight = tuning.speaker_focus_weight
-        add_list(search, "speaker_vector", theirs(dense), weight)
+        # The dense list by score, from 0 at the depth it was cut at to the weight for its
+        # best: the engines' float32 cosines differ by ~1e-6, and a rank jumps when two of
+        # them cross (see add_scaled_list). Full-text scores agree to ~1e-13: by rank.
+        floor = dense[-1][1] if dense else 0.0
+        add_scaled_list(search, "speaker_vector", theirs(dense), weight, floor)
         add_list(search, "speaker_fulltext", theirs(found), weight)
         search.ceiling *= 1 + weight

@@ -27,7 +27,7 @@ import re
 from memmachine.models import Episode
 from memmachine.retrieval.pipeline import Search
 
-__all__ = ["Decomposition", "SecondHop", "add_list", "clauses"]
+__all__ = ["Decomposition", "SecondHop", "add_list", "add_scaled_list", "clauses"]
 
 _SPLIT = re.compile(r"[,;]|\b(?:and|or|but|as well as)\b", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
@@ -67,6 +67,38 @@ def add_list(
         search.factors.setdefault(episode.id, 1.0)
         ranks = search.ranks.setdefault(episode.id, {})
         ranks[signal] = min(ranks.get(signal, rank), rank)
+
+
+def add_scaled_list(
+    search: Search,
+    signal: str,
+    ranked: list[tuple[Episode, float]],
+    weight: float,
+    floor: float,
+) -> None:
+    """Add one more list to the fused scores by score rather than rank: a hit adds
+    ``weight * (score - floor) / (best - floor)`` (``best`` = the list's highest score), so
+    its first adds ``weight`` and a hit at ``floor`` nothing; ``ranks[signal]`` is its
+    position.
+
+    For lists whose scores differ between the paths by float rounding (the engines compute
+    cosine in their own float32 arithmetic, ~1e-6 apart): a hit's share then moves by about
+    as much as its score, where a rank would jump whenever two scores cross, or cross a tie
+    tolerance, on one path only. With ``floor`` the score at the depth the list was cut at,
+    a hit that one path cuts and another keeps (a tie at the cut) adds next to nothing."""
+    if search.distinct is not None:
+        ranked = search.distinct.collapse(ranked)
+    best = max((score for _, score in ranked), default=floor)
+    span = best - floor
+    for position, (episode, score) in enumerate(ranked, start=1):
+        if not search.admits(episode):
+            continue
+        search.by_id.setdefault(episode.id, episode)
+        share = weight * max(0.0, score - floor) / span if span > 0 else weight
+        search.scores[episode.id] = search.scores.get(episode.id, 0.0) + share
+        search.factors.setdefault(episode.id, 1.0)
+        ranks = search.ranks.setdefault(episode.id, {})
+        ranks[signal] = min(ranks.get(signal, position), position)
 
 
 class Decomposition:
