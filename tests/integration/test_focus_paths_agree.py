@@ -13,15 +13,11 @@ rounding.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
 
-from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 from memmachine.adapters.falkordb.falkordb_episode_store import FalkorDBEpisodeStore
 from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 from memmachine.config import RetrievalSettings
@@ -29,6 +25,7 @@ from memmachine.models import Episode, EpisodeRecord, Scope
 from memmachine.ports import EpisodeStore
 from memmachine.retrieval.focus import SpeakerFocus
 from memmachine.retrieval.pipeline import Search
+from tests.integration.test_indexed_episode_store import graph, server
 
 DIMENSIONS = 384  # MiniLM's: long enough for the engines' float32 sums to round apart
 MODEL = "focus-paths-model"
@@ -42,24 +39,7 @@ GAP = 1e-6
 #: at this depth is ~1e-3.
 ROUNDING = 1e-5
 
-
-@pytest.fixture(scope="module")
-async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
-    async with EmbeddedFalkorDBServer(tmp_path_factory.mktemp("focus-paths")) as embedded:
-        yield embedded.url
-
-
-@pytest.fixture
-async def graph(server: str, unique: str) -> AsyncIterator[str]:
-    name = f"focus-{unique}"
-    yield name
-    client = aioredis.Redis.from_url(server)
-    try:
-        await client.execute_command("GRAPH.DELETE", name)
-    except ResponseError:
-        pass  # never created
-    finally:
-        await client.aclose()
+__all__ = ["graph", "server"]  # the embedded FalkorDB and a graph of its own per test
 
 
 def at_cosine(query: np.ndarray, cosine: float, rng: np.random.Generator) -> list[float]:
