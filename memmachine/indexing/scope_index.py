@@ -53,6 +53,7 @@ from memmachine.indexing.index_columns import (
     quantize,
     unit_vector,
 )
+from memmachine.indexing.joined_rows import JoinedRows
 from memmachine.indexing.page_advice import will_need
 from memmachine.indexing.terms import BM25_B, BM25_K1
 from memmachine.models import Episode, IndexEntry, Scope
@@ -386,10 +387,15 @@ class ScopeIndex:
     ) -> npt.NDArray[np.float64]:
         """Exact best cosine of each of ``rows`` (own vector and its parts among
         ``owners``, the sorted owners of the parts searched)."""
+        first = np.searchsorted(owners, rows, side="left")
+        counts = np.searchsorted(owners, rows, side="right") - first
+        chunks = self._vectors.layout.chunks
+        if len(chunks) == 1 and isinstance(chunks[0], JoinedRows):
+            # an index file's vectors, each beside its sentence vectors: one read apiece
+            inside = rows < len(chunks[0])
+            chunks[0].will_need(rows[inside], counts[inside])
         exact = np.where(has_vector[rows], dot(self._vectors.take(rows), q), -np.inf)
         if len(owners):
-            first = np.searchsorted(owners, rows, side="left")
-            counts = np.searchsorted(owners, rows, side="right") - first
             total = int(counts.sum())
             if total:
                 starts = np.repeat(first - (np.cumsum(counts) - counts), counts)
