@@ -244,6 +244,8 @@ _READ_WHOLE = (
     "has_vector",
     "length",
     "scales",
+    "row_error",
+    "row_error_parts",
     "part_owner",
     "part_scales",
     "part_weights",
