@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memmachine.indexing.joined_rows import JoinedRows
 from memmachine.indexing.page_advice import will_need
 
 try:  # SIMD int8 dot products; without them every search is a float32 scan
@@ -50,6 +51,8 @@ __all__ = [
 Floats = npt.NDArray[np.float32]
 Mask = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.int64]
+#: A matrix's frozen rows: an array, or rows of a joined array (an index file's vectors).
+Chunk = npt.NDArray[Any] | JoinedRows
 
 #: Whether simsimd's int8 kernels are there (the quantised first pass needs them).
 SIMD = _simsimd is not None
@@ -87,7 +90,7 @@ class Column:
 class Layout:
     """Where a matrix's rows are: read-only chunks (rows ``0..frozen``), then ``tail``."""
 
-    chunks: tuple[npt.NDArray[Any], ...]
+    chunks: tuple[Chunk, ...]
     ends: tuple[int, ...]
     frozen: int
     tail: npt.NDArray[Any]
@@ -104,7 +107,7 @@ class Matrix:
         self.layout = Layout((), (), 0, np.zeros((capacity, dimensions), dtype=dtype))
 
     @classmethod
-    def over(cls, frozen: npt.NDArray[Any], dimensions: int, dtype: Any) -> Matrix:
+    def over(cls, frozen: Chunk, dimensions: int, dtype: Any) -> Matrix:
         """A matrix whose first rows are ``frozen`` (kept as it is, not copied)."""
         matrix = cls(dimensions, dtype, 0)
         if len(frozen):
@@ -176,8 +179,8 @@ class Matrix:
             return layout.tail[rows]
         start = 0
         for chunk, end in zip(layout.chunks, layout.ends, strict=True):
-            # pages of a mapped file: start reading every row at once
-            will_need(chunk, rows[(rows >= start) & (rows < end)] - start)
+            if isinstance(chunk, np.ndarray):  # pages of a mapped file: start reading them all
+                will_need(chunk, rows[(rows >= start) & (rows < end)] - start)
             start = end
         if len(layout.chunks) == 1 and len(rows) and int(rows.max()) < layout.frozen:
             return layout.chunks[0][rows]

@@ -15,7 +15,7 @@ This module reads and sets the index's storage directly: it is the other half of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ import numpy.typing as npt
 from memmachine.indexing.episode_payloads import Payloads
 from memmachine.indexing.index_columns import (
     NO_CODE,
+    Chunk,
     Codes,
     Column,
     Ids,
@@ -97,6 +98,8 @@ def snapshot_of(index: ScopeIndex) -> IndexSnapshot:
         "length": index._length.view(n)[keep],
         "has_vector": index._has_vector.view(n)[keep],
         "scales": index._scales.view(n)[keep],
+        "row_error": index._row_error.view(n)[keep],
+        "row_error_parts": index._row_error_parts.view(n)[keep],
         "part_owner": renumber[owners[parts]].astype(np.int32),
         "part_scales": index._part_scales.view(m)[parts],
         "part_weights": index._part_weights.view(m)[parts],
@@ -176,13 +179,14 @@ def snapshot_of(index: ScopeIndex) -> IndexSnapshot:
 
 def index_from_snapshot(
     snapshot: IndexSnapshot,
-    matrices: dict[str, npt.NDArray[Any]],
+    matrices: Mapping[str, Chunk],
     *,
     in_memory: bool = False,
 ) -> ScopeIndex:
     """An index on ``snapshot``'s arrays and the four ``matrices`` (kept as they are,
-    not copied: they may be pages of a mapped file). With ``in_memory`` the matrices
-    become ordinary growable tails instead (the index owns them)."""
+    not copied: they may be pages of a mapped file, or rows of one joined array). With
+    ``in_memory`` the matrices become ordinary growable tails instead (the index owns
+    them)."""
     meta, arrays = snapshot.meta, snapshot.arrays
     index = ScopeIndex(meta["dimensions"], quantized_from=int(meta["quantized_from"]))
     n, m = int(meta["n"]), int(meta["m"])
@@ -200,6 +204,8 @@ def index_from_snapshot(
         ("length", "_length", np.int32),
         ("has_vector", "_has_vector", np.bool_),
         ("scales", "_scales", np.float32),
+        ("row_error", "_row_error", np.float32),
+        ("row_error_parts", "_row_error_parts", np.float32),
         ("part_owner", "_part_owner", np.int32),
         ("part_scales", "_part_scales", np.float32),
         ("part_weights", "_part_weights", np.float32),
@@ -211,7 +217,7 @@ def index_from_snapshot(
         rows = matrices[name]
         if in_memory:
             matrix = Matrix(width, kind, 0)
-            matrix.layout = Layout((), (), 0, np.array(rows, dtype=kind))
+            matrix.layout = Layout((), (), 0, np.array(rows[:], dtype=kind))
         else:
             matrix = Matrix.over(rows, width, kind)
         setattr(index, f"_{name}", matrix)

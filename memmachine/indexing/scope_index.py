@@ -53,6 +53,7 @@ from memmachine.indexing.index_columns import (
     quantize,
     unit_vector,
 )
+from memmachine.indexing.joined_rows import JoinedRows
 from memmachine.indexing.page_advice import will_need
 from memmachine.indexing.terms import BM25_B, BM25_K1
 from memmachine.models import Episode, IndexEntry, Scope
@@ -110,6 +111,11 @@ class ScopeIndex:
         self._scales = Column(np.float32)
         self._part_codes = Matrix(width, np.int8)
         self._part_scales = Column(np.float32)
+        #: Per episode, how far its int8 code can be from its vector (``_row_error``), and
+        #: the largest of that and its sentence vectors' weighted errors
+        #: (``_row_error_parts``): the first pass rescores fewer rows with its own bound.
+        self._row_error = Column(np.float32)
+        self._row_error_parts = Column(np.float32)
         #: How much each sentence / window vector's similarity counts, and the largest.
         self._part_weights = Column(np.float32)
         self._max_weight = 1.0
@@ -139,6 +145,8 @@ class ScopeIndex:
         columns = (
             self._scales,
             self._part_scales,
+            self._row_error,
+            self._row_error_parts,
             self._part_weights,
             self._alive,
             self._session,
@@ -216,6 +224,8 @@ class ScopeIndex:
         self._vectors.reserve(end)
         self._codes.reserve(end)
         self._scales.reserve(end)
+        self._row_error.reserve(end)
+        self._row_error_parts.reserve(end)
         parts = sum(len(entry.derivatives) for entry in batch) if self.dimensions else 0
         if parts:
             for matrix in (self._parts, self._part_codes):
@@ -238,19 +248,22 @@ class ScopeIndex:
                 if entry.embedding is not None:
                     unit = unit_vector(entry.embedding)
                     self._vectors.row(row)[:] = unit
-                    self._scales.data[row] = self._encode(unit, self._codes.row(row))
+                    self._scales.data[row], own = self._encode(unit, self._codes.row(row))
                     self._has_vector.data[row] = True
                 else:
-                    self._scales.data[row] = 1.0  # zero code, never read as a score
+                    self._scales.data[row], own = 1.0, 0.0  # zero code, never read as a score
+                self._row_error.data[row] = worst = own
                 weights = entry.derivative_weights or (1.0,) * len(entry.derivatives)
                 for vector, weight in zip(entry.derivatives, weights, strict=True):
                     unit = unit_vector(vector)
                     self._parts.row(m)[:] = unit
-                    self._part_scales.data[m] = self._encode(unit, self._part_codes.row(m))
+                    self._part_scales.data[m], error = self._encode(unit, self._part_codes.row(m))
+                    worst = max(worst, weight * error)
                     self._part_weights.data[m] = weight
                     self._max_weight = max(self._max_weight, weight)
                     self._part_owner.data[m] = row
                     m += 1
+                self._row_error_parts.data[row] = worst
             self._ids.append(entry.id)
             self._payloads.append(encode_episode(entry.episode))
             self._order.place(session, row, entry.sequence)
@@ -275,12 +288,12 @@ class ScopeIndex:
         self._parts.freeze(self._m, keep)
         self._part_codes.freeze(self._m, keep)
 
-    def _encode(self, unit: Floats, into: npt.NDArray[np.int8]) -> float:
-        """Write the int8 code of ``unit`` into ``into``; returns its scale, and keeps the
-        largest coding error seen."""
+    def _encode(self, unit: Floats, into: npt.NDArray[np.int8]) -> tuple[float, float]:
+        """Write the int8 code of ``unit`` into ``into``; returns its scale and coding error,
+        and keeps the largest coding error seen."""
         scale, error = quantize(unit, into)
         self._max_error = max(self._max_error, error)
-        return scale
+        return scale, error
 
     def remove(self, episode_ids: Iterable[str]) -> list[str]:
         """Drop these episodes (unknown ids ignored); returns the ids dropped."""
@@ -346,24 +359,7 @@ class ScopeIndex:
                 part_scores = self._parts.dot(m, q) * self._part_weights.view(m)
                 np.maximum.at(scores, owners[inside], part_scores[inside])
             return self._best(scores, k, by_time=False)
-        # First pass on int8 codes: every (weighted) score is within ``bound`` of the exact
-        # one. The k best approximate episodes are rescored in float32 first: the lowest of
-        # their exact scores is a floor under the k-th best exact score, so only episodes
-        # whose approximate best reaches the floor minus the bound can be among the best k;
-        # those are rescored too. (Measured at 100k episodes: a quarter of the rows that
-        # the k-th approximate best minus twice the bound let through, and each is a
-        # scattered read when the index's file is not in the page cache.)
-        q_codes = np.zeros(len(q), dtype=np.int8)
-        q_scale, q_error = quantize(q, q_codes)
-        error = self._max_error + (1.0 + self._max_error) * q_error
-        bound = error * max(1.0, self._max_weight if m else 1.0) + _ROUNDING
-        own = self._codes.dot(n, q_codes) / (self._scales.view(n) * q_scale)
-        approx = np.where(has_vector, own, -np.inf)
-        if m:
-            inside = mask[owners]
-            parts = self._part_codes.dot(m, q_codes)
-            parts *= self._part_weights.view(m) / (self._part_scales.view(m) * q_scale)
-            np.maximum.at(approx, owners[inside], parts[inside])
+        approx, bound = self._first_pass(q, mask, has_vector, owners)
         finite = np.flatnonzero(np.isfinite(approx))
         if len(finite) <= k:
             exact = self._rescore(finite, q, has_vector, owners)
@@ -372,10 +368,43 @@ class ScopeIndex:
         first = np.sort(finite[np.argpartition(-values, k - 1)[:k]])
         first_exact = self._rescore(first, q, has_vector, owners)
         floor = float(first_exact.min())
-        rest = np.setdiff1d(finite[values >= floor - bound], first, assume_unique=True)
+        reach = values + bound[finite]
+        rest = np.setdiff1d(finite[reach >= floor], first, assume_unique=True)
         rest_exact = self._rescore(rest, q, has_vector, owners)
         rows = np.concatenate([first, rest])
         return self._best_of(rows, np.concatenate([first_exact, rest_exact]), k, by_time=False)
+
+    def _first_pass(
+        self, q: Floats, mask: Mask, has_vector: Mask, owners: npt.NDArray[np.int32]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Each row's approximate best (weighted) score from the int8 codes (``-inf`` where
+        none), and a bound on how far it can be from the exact one (``owners``: the sorted
+        owners of the sentence vectors searched)."""
+        n, m = len(mask), len(owners)
+        # First pass on int8 codes: every episode's (weighted) best approximate score is
+        # within its own bound of the exact one: its codes' largest (weighted) error, plus
+        # the query code's error times the largest weight (a vector's code is within
+        # ``_max_error`` of it, so its length at most 1 + that). The k best approximate
+        # episodes are rescored in float32 first: the lowest of their exact scores is a
+        # floor under the k-th best exact score, so only episodes whose approximate best
+        # plus their bound reaches the floor can be among the best k; those are rescored
+        # too. (Measured at 100k episodes: a quarter of the rows that the k-th approximate
+        # best minus twice the largest bound let through, and each is a scattered read
+        # when the index's file is not in the page cache.)
+        q_codes = np.zeros(len(q), dtype=np.int8)
+        q_scale, q_error = quantize(q, q_codes)
+        widest = max(1.0, self._max_weight) if m else 1.0
+        slack = (1.0 + self._max_error) * q_error * widest + _ROUNDING
+        errors = (self._row_error_parts if m else self._row_error).view(n)
+        bound: npt.NDArray[np.float64] = errors.astype(np.float64) + slack
+        own = self._codes.dot(n, q_codes) / (self._scales.view(n) * q_scale)
+        approx = np.where(has_vector, own, -np.inf)
+        if m:
+            inside = mask[owners]
+            parts = self._part_codes.dot(m, q_codes)
+            parts *= self._part_weights.view(m) / (self._part_scales.view(m) * q_scale)
+            np.maximum.at(approx, owners[inside], parts[inside])
+        return approx, bound
 
     def _rescore(
         self,
@@ -386,10 +415,15 @@ class ScopeIndex:
     ) -> npt.NDArray[np.float64]:
         """Exact best cosine of each of ``rows`` (own vector and its parts among
         ``owners``, the sorted owners of the parts searched)."""
+        first = np.searchsorted(owners, rows, side="left")
+        counts = np.searchsorted(owners, rows, side="right") - first
+        chunks = self._vectors.layout.chunks
+        if len(chunks) == 1 and isinstance(chunks[0], JoinedRows):
+            # an index file's vectors, each beside its sentence vectors: one read apiece
+            inside = rows < len(chunks[0])
+            chunks[0].will_need(rows[inside], counts[inside])
         exact = np.where(has_vector[rows], dot(self._vectors.take(rows), q), -np.inf)
         if len(owners):
-            first = np.searchsorted(owners, rows, side="left")
-            counts = np.searchsorted(owners, rows, side="right") - first
             total = int(counts.sum())
             if total:
                 starts = np.repeat(first - (np.cumsum(counts) - counts), counts)

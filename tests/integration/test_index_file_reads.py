@@ -15,18 +15,26 @@ import numpy as np
 import pytest
 
 from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
-from memmachine.indexing.index_snapshot import snapshot_of
+from memmachine.indexing.index_snapshot import compacted, snapshot_of
+from memmachine.indexing.joined_rows import JoinedRows
 from memmachine.indexing.page_advice import resident_pages
 from memmachine.indexing.scope_index import ScopeIndex
 from memmachine.models import IndexEntry, Scope
+from tests.unit.indexing.test_scope_index import DIMENSIONS as ENTRY_DIMENSIONS
+from tests.unit.indexing.test_scope_index import entries, with_terms
 
 DIMENSIONS = 64
 USER = Scope(user_id="ann")
 
 
 def _entries(count: int) -> list[IndexEntry]:
+    """Episodes around 16 topics; every other one has sentence vectors (0 to 2)."""
     rng = np.random.default_rng(3)
     centres = rng.standard_normal((16, DIMENSIONS)).astype(np.float32)
+
+    def near(i: int) -> np.ndarray:
+        return (centres[i % 16] + 0.5 * rng.standard_normal(DIMENSIONS)).astype(np.float32)
+
     return [
         IndexEntry(
             id=f"e{i:06d}",
@@ -37,7 +45,9 @@ def _entries(count: int) -> list[IndexEntry]:
             timestamp=1_700_000_000_000_000 + i,
             revision=1,
             terms=("word", f"w{i % 97}"),
-            embedding=(centres[i % 16] + 0.5 * rng.standard_normal(DIMENSIONS)).astype(np.float32),
+            embedding=near(i),
+            derivatives=tuple(near(i + 1) for _ in range(i % 3 if i % 2 else 0)),
+            derivative_weights=tuple(0.9 for _ in range(i % 3 if i % 2 else 0)),
         )
         for i in range(count)
     ]
@@ -81,7 +91,9 @@ def test_a_disk_cold_search_reads_the_codes_and_only_the_vectors_it_rescores(
     opened = files.open(USER.user_key)
     assert opened is not None
     codes = opened._codes.layout.chunks[0]
-    vectors = opened._vectors.layout.chunks[0]
+    joined = opened._vectors.layout.chunks[0]
+    assert isinstance(joined, JoinedRows)  # each vector beside its sentence vectors
+    vectors = joined.joined
     # the codes' reads were started by opening, before any search touched them
     deadline = time.monotonic() + 30
     while _share_cached(codes) < 1.0 and time.monotonic() < deadline:
@@ -97,4 +109,61 @@ def test_a_disk_cold_search_reads_the_codes_and_only_the_vectors_it_rescores(
     assert got == built.vector_top(query, 10, mask)
     # a few rows rescored: a small part of the vectors' pages, not the whole matrix
     assert 0.0 < _share_cached(vectors) < 0.5
+    assert opened.vector_top(query, 10, mask, derivatives=False) == built.vector_top(
+        query, 10, mask, derivatives=False
+    )
     assert opened.bm25_top(["w5"], 10, mask) == built.bm25_top(["w5"], 10, mask)
+
+
+@pytest.mark.parametrize("quantized_from", [0, 10**9])
+def test_a_file_with_each_vector_beside_its_sentence_vectors_answers_as_the_index_it_was_taken_from(
+    tmp_path: Path, quantized_from: int
+) -> None:
+    rng = np.random.default_rng(17)
+    data = with_terms(entries(rng, 3_000), 17)
+    built = ScopeIndex(ENTRY_DIMENSIONS, quantized_from=quantized_from)
+    built.add(data[:2_000])
+    built.remove(["e000010", "e000501"])
+    files = SearchIndexFiles(tmp_path, "falkordb:abc")
+    files.save(USER.user_key, snapshot_of(built))
+    opened = files.open(USER.user_key)
+    assert opened is not None
+    chunk = opened._vectors.layout.chunks[0]
+    # joined only where the int8 first pass rescores a few rows; a float scan reads all
+    assert isinstance(chunk, JoinedRows) == (quantized_from == 0)
+    for index in (built, opened):  # both go on receiving writes and deletions
+        index.add(data[2_000:])
+        index.remove(["e002100", "e000021"])
+    files.save(USER.user_key, snapshot_of(opened))  # an opened index written again
+    reopened = files.open(USER.user_key)
+    assert reopened is not None
+    for scope in (USER, USER.model_copy(update={"agent_id": "bot"}), USER.for_session("s4")):
+        want_mask = built.mask(scope)
+        assert want_mask is not None
+        for index in (opened, reopened, compacted(opened)):
+            mask = index.mask(scope)
+            assert mask is not None
+            for _ in range(6):
+                query = rng.standard_normal(ENTRY_DIMENSIONS).astype(np.float32)
+                for derivatives in (True, False):
+                    for k in (1, 10, 60):
+                        want = built.vector_top(query, k, want_mask, derivatives=derivatives)
+                        got = index.vector_top(query, k, mask, derivatives=derivatives)
+                        assert got == want
+            terms = ["cat", "river"]
+            assert index.bm25_top(terms, 20, mask) == built.bm25_top(terms, 20, want_mask)
+
+
+def test_a_file_of_the_previous_format_is_removed_not_misread(tmp_path: Path) -> None:
+    built = ScopeIndex(DIMENSIONS, quantized_from=0)
+    built.add(_entries(500))
+    files = SearchIndexFiles(tmp_path, "falkordb:abc")
+    files.save(USER.user_key, snapshot_of(built))
+    path = files.path(USER.user_key)
+    data = path.read_bytes()
+    assert data.count(b'"format":3,') == 1
+    # format 2 kept the episode vectors and the sentence vectors apart: read as format 3,
+    # the joined rows would be other vectors
+    path.write_bytes(data.replace(b'"format":3,', b'"format":2,'))
+    assert files.open(USER.user_key) is None
+    assert not path.exists()  # removed, so the caller rebuilds it from the store

@@ -365,6 +365,7 @@ class IndexedEpisodeStore(Lifecycle):
             return await self._inner.neighbours(scope, episode_id, before=before, after=after)
         mask = index.mask(scope)
         around = index.neighbours(episode_id, before, after, mask) if mask is not None else None
+        self._fit_after_reading(index)
         if not around:
             return []
         found = await self._fetch(scope, around, index)
@@ -380,6 +381,7 @@ class IndexedEpisodeStore(Lifecycle):
         if mask is None:
             return {}
         around = index.adjacent(episode_ids, mask)
+        self._fit_after_reading(index)
         found = await self._fetch(scope, [key for keys in around.values() for key in keys], index)
         return {
             key: [found[other] for other in others if other in found]
@@ -654,6 +656,12 @@ class IndexedEpisodeStore(Lifecycle):
             slot.saved = None  # its file was removed: it held what was deleted
             if index.wants_compaction:
                 slot.index = compacted(index)
+
+    def _fit_after_reading(self, index: ScopeIndex) -> None:
+        """An index opened from its file copies a session's order out of the file when a
+        read first needs it, so reads make it hold more: keep the budget."""
+        if index.frozen_rows:
+            self._fit_budget()
 
     def _fit_budget(self) -> None:
         """Drop the least recently searched indexes until all fit the budget."""

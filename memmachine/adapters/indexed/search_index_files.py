@@ -13,7 +13,10 @@ graph or database by its identity (a random id the store keeps in its settings n
 another store, or the same one recreated, never sees these files) and ``<user>`` is a hash of
 ``tenant/org/project/user``. A file is an 8-byte magic, the length of a JSON header, the
 header (format, user, store, analyser version, the snapshot's meta, and each array's
-dtype, shape and offset), then the arrays, each aligned to 64 bytes.
+dtype, shape and offset), then the arrays, each aligned to 64 bytes. From format 3 on, an
+index large enough for the int8 first pass stores each episode's float32 vector beside its
+sentence vectors (one read per rescored episode); a file of another format is removed and
+the index rebuilt.
 
 A file is written whole to a temporary name, flushed to disk and renamed over the old one,
 so a reader (this process or another sharing the directory) sees either the old snapshot
@@ -37,7 +40,7 @@ import mmap
 import os
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +48,9 @@ import numpy as np
 import numpy.typing as npt
 
 from memmachine.errors import StoreError
+from memmachine.indexing.index_columns import SIMD
 from memmachine.indexing.index_snapshot import IndexSnapshot, index_from_snapshot
+from memmachine.indexing.joined_rows import JoinedRows, joined_blocks
 from memmachine.indexing.page_advice import random_access, will_need
 from memmachine.indexing.scope_index import ScopeIndex
 from memmachine.indexing.terms import ANALYSER_VERSION
@@ -55,7 +60,7 @@ __all__ = ["SearchIndexFiles"]
 logger = logging.getLogger(__name__)
 
 _MAGIC = b"MMSIDX01"
-_FORMAT = 2
+_FORMAT = 3  # 3: episode vectors joined with their sentence vectors
 _ALIGN = 64
 _SUFFIX = ".idx"
 
@@ -111,7 +116,12 @@ class SearchIndexFiles:
             self.remove(user_key)
             return None
         _advise_reads(arrays)
-        matrices = {name: arrays.pop(name) for name, _, _ in IndexSnapshot.MATRICES}
+        matrices: dict[str, Any] = {}
+        if "joined" in arrays:
+            joined, owners = arrays.pop("joined"), arrays["part_owner"]
+            matrices["vectors"] = JoinedRows(joined, owners, parts=False)
+            matrices["parts"] = JoinedRows(joined, owners, parts=True)
+        matrices.update({name: arrays.pop(name) for name in _names(matrices)})
         return index_from_snapshot(IndexSnapshot(header["meta"], arrays), matrices)
 
     def users(self) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -143,8 +153,9 @@ class SearchIndexFiles:
         for name, values in snapshot.arrays.items():
             entries.append(_entry(name, values.dtype, values.shape, offset))
             offset = _aligned(offset + values.nbytes)
-        for name, dtype, rows in IndexSnapshot.MATRICES:
-            shape = (int(meta[rows]), width)
+        matrices = _matrices(snapshot)
+        for name, dtype, count, _ in matrices:
+            shape = (count, width)
             entries.append(_entry(name, np.dtype(dtype), shape, offset))
             offset = _aligned(offset + shape[0] * shape[1] * np.dtype(dtype).itemsize)
         header = json.dumps(
@@ -169,10 +180,8 @@ class SearchIndexFiles:
                 file.write(b"\0" * (start - len(prefix)))
                 for name, values in snapshot.arrays.items():
                     _write_at(file, start, entries, name, [np.ascontiguousarray(values)])
-                for name, dtype, _ in IndexSnapshot.MATRICES:
-                    blocks = (
-                        block.astype(dtype, copy=False) for block in snapshot.matrices[name]()
-                    )
+                for name, dtype, _, produce in matrices:
+                    blocks = (block.astype(dtype, copy=False) for block in produce())
                     _write_at(file, start, entries, name, blocks)
                 file.truncate(start + offset)
                 file.flush()
@@ -235,6 +244,8 @@ _READ_WHOLE = (
     "has_vector",
     "length",
     "scales",
+    "row_error",
+    "row_error_parts",
     "part_owner",
     "part_scales",
     "part_weights",
@@ -250,6 +261,35 @@ _READ_WHOLE = (
     "codes",
     "part_codes",
 )
+
+
+def _matrices(
+    snapshot: IndexSnapshot,
+) -> list[tuple[str, Any, int, Callable[[], Iterator[npt.NDArray[Any]]]]]:
+    """The matrices a file holds: ``(name, dtype, rows, blocks)``. An index searched with
+    the int8 first pass stores each episode's float32 vector beside its sentence vectors
+    (``joined``: one read per rescored episode, :mod:`memmachine.indexing.joined_rows`); a
+    smaller one, scanned whole in float32, keeps the two matrices apart."""
+    meta, produce = snapshot.meta, snapshot.matrices
+    n, m = int(meta["n"]), int(meta["m"])
+    out = [
+        (name, dtype, n if rows == "n" else m, produce[name])
+        for name, dtype, rows in IndexSnapshot.MATRICES
+    ]
+    if not (SIMD and n + m >= int(meta["quantized_from"])):
+        return out
+    width, owners = int(meta["dimensions"] or 1), snapshot.arrays["part_owner"]
+
+    def joined() -> Iterator[npt.NDArray[Any]]:
+        return joined_blocks(produce["vectors"](), produce["parts"](), owners, width)
+
+    kept = [entry for entry in out if entry[0] not in ("vectors", "parts")]
+    return [("joined", np.float32, n + m, joined), *kept]
+
+
+def _names(matrices: dict[str, Any]) -> list[str]:
+    """The matrices of :class:`IndexSnapshot` not in ``matrices`` yet."""
+    return [name for name, _, _ in IndexSnapshot.MATRICES if name not in matrices]
 
 
 def _advise_reads(arrays: dict[str, npt.NDArray[Any]]) -> None:

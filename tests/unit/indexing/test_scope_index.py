@@ -3,6 +3,8 @@ checked in ``tests/integration/test_indexed_episode_store.py`` and the contract 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -197,3 +199,77 @@ def replace_id(entry: IndexEntry, new_id: str) -> IndexEntry:
 
     episode = entry.episode.model_copy(update={"id": new_id}) if entry.episode else None
     return replace(entry, id=new_id, episode=episode)
+
+
+@pytest.mark.parametrize("derivatives", [True, False])
+def test_rows_whose_codes_are_coarser_are_still_ranked_exactly(derivatives: bool) -> None:
+    # a vector with one large component gets a coarse int8 code (its step is set by that
+    # component): each episode's bound is its own, so such rows must still be rescored
+    rng = np.random.default_rng(23)
+    data = entries(rng, 3_000)
+    spiky = []
+    for i, entry in enumerate(data):
+        if i % 5 == 0 and entry.embedding is not None:
+            vector = entry.embedding.copy()
+            vector[i % DIMENSIONS] += 12.0 * float(np.abs(vector).max())
+            entry = replace(entry, embedding=vector)
+        spiky.append(entry)
+    exact = ScopeIndex(DIMENSIONS, quantized_from=10**9)
+    fast = ScopeIndex(DIMENSIONS, quantized_from=0)
+    for index in (exact, fast):
+        index.add(spiky)
+    assert fast._row_error.view(len(spiky)).max() > 3 * np.median(fast._row_error.view(3_000))
+    mask = exact.mask(USER)
+    assert mask is not None
+    bases = [entry.embedding for entry in spiky[::35] if entry.embedding is not None]
+    for base in bases[:40]:  # near spiky rows and ordinary ones
+        query = (base + 0.2 * rng.standard_normal(DIMENSIONS)).astype(np.float32)
+        for k in (1, 10, 60):
+            want = exact.vector_top(query, k, mask, derivatives=derivatives)
+            got = fast.vector_top(query, k, mask, derivatives=derivatives)
+            assert [key for key, _ in got] == [key for key, _ in want]
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
+
+
+@pytest.mark.parametrize("derivatives", [True, False])
+def test_each_rows_first_pass_bound_holds_and_is_tighter_than_the_largest(
+    derivatives: bool,
+) -> None:
+    # the proof behind the first pass: no row's exact score is above its approximation
+    # plus its bound, so a row whose approximation plus bound is below the floor (an exact
+    # score of k rows) cannot be among the k best
+    rng = np.random.default_rng(29)
+    data = entries(rng, 2_000)
+    for i, entry in enumerate(data):
+        if i % 7 == 0 and entry.embedding is not None:
+            vector = entry.embedding.copy()
+            vector[i % DIMENSIONS] += 10.0 * float(np.abs(vector).max())
+            data[i] = replace(entry, embedding=vector)
+    index = ScopeIndex(DIMENSIONS, quantized_from=0)
+    index.add(data)
+    everything = ScopeIndex(DIMENSIONS, quantized_from=10**9)
+    everything.add(data)
+    mask = index.mask(USER)
+    assert mask is not None
+    m = index._m if derivatives else 0
+    owners = index._part_owner.view(m)
+    has_vector = mask & index._has_vector.view(len(mask))
+    # random queries, and queries along a coarse row's own coding error (its worst case)
+    queries = [rng.standard_normal(DIMENSIONS).astype(np.float32) for _ in range(6)]
+    for row in (21, 42, 63, 84):  # coarse, without sentence vectors
+        error = index._vectors.take(np.array([row]))[0]
+        error -= index._codes.take(np.array([row]))[0] / index._scales.data[row]
+        queries.append(error.astype(np.float32))
+    widest = 0.0
+    for query in queries:
+        q = query / np.linalg.norm(query)
+        approx, bound = index._first_pass(q, mask, has_vector, owners)
+        exact = dict(everything.vector_top(query, 2_000, mask, derivatives=derivatives))
+        rows = np.flatnonzero(np.isfinite(approx))
+        assert len(rows) == len(exact)
+        truth = np.array([exact[index._ids[row]] for row in rows.tolist()])
+        gap = np.abs(truth - approx[rows])
+        assert np.all(gap <= bound[rows])
+        widest = max(widest, float((gap - bound[rows].min()).max()))
+    # the coarse rows need their larger bound: the smallest would not hold for them
+    assert widest > 0
