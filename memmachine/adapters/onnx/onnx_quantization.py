@@ -25,7 +25,7 @@ from pathlib import Path
 
 from memmachine.errors import ConfigurationError
 
-__all__ = ["INT8_RECIPE", "int8_model"]
+__all__ = ["INT8_RECIPE", "int8_model", "source_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def int8_model(source: Path, cache_dir: Path) -> Path:
     is not writable.
     """
     try:
-        digest = _sha256(source)
+        digest = source_digest(source)
     except OSError as exc:
         raise ConfigurationError(f"cannot read embedding model {source}: {exc}") from exc
     target_dir = cache_dir.expanduser() / "int8" / f"{source.stem}-{digest[:16]}"
@@ -98,7 +98,8 @@ def int8_model(source: Path, cache_dir: Path) -> Path:
     return target
 
 
-def _sha256(path: Path) -> str:
+def source_digest(path: Path) -> str:
+    """The SHA-256 of a model file (hex): cached copies are keyed by it."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         while chunk := fh.read(_CHUNK):

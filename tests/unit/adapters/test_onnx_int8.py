@@ -70,7 +70,7 @@ async def test_batch_neighbours_barely_move_an_int8_vector(int8: OnnxEmbedder) -
 def test_the_copy_is_made_once_into_the_cache(
     model_dir: Path, cache: Path, int8: OnnxEmbedder, caplog: pytest.LogCaptureFixture
 ) -> None:
-    made = sorted(cache.rglob("*.onnx"))
+    made = sorted((cache / "int8").rglob("*.onnx"))
     assert len(made) == 1
     assert made[0].name == f"model.{INT8_RECIPE}.onnx"
     assert made[0].stat().st_size < (model_dir / "onnx/model.onnx").stat().st_size
@@ -78,7 +78,7 @@ def test_the_copy_is_made_once_into_the_cache(
     with caplog.at_level(logging.INFO, logger="memmachine.adapters.onnx.onnx_quantization"):
         again = OnnxEmbedder(model_dir, quantize="int8", cache_dir=cache)
         again.load()
-    assert sorted(cache.rglob("*.onnx")) == made
+    assert sorted((cache / "int8").rglob("*.onnx")) == made
     assert not any("quantised" in r.getMessage() for r in caplog.records)
 
 
