@@ -554,7 +554,9 @@ def graph_server(kind: str, workdir: Path) -> Iterator[GraphServer]:
     if kind == "neo4j":
         neo4j = found.Neo4jServer()
         try:
-            neo4j.start()
+            # On a loaded machine the JVM may take minutes to come up; a timed-out attempt is
+            # shut down and another started, which only adds to the load, so wait longer.
+            neo4j.start(timeout=600)
             assert neo4j.process is not None
             yield GraphServer(
                 "Neo4j", neo4j.url, neo4j.process.pid, neo4j.root, neo4j.user, neo4j.password

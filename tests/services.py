@@ -104,6 +104,16 @@ def _stop(process: subprocess.Popen[bytes], sig: signal.Signals, timeout: float)
             process.wait()
 
 
+def _output_since(path: Path, offset: int) -> str:
+    """What was written to ``path`` after its first ``offset`` bytes ("" if unreadable)."""
+    try:
+        with path.open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _tail(path: Path, size: int = 2000) -> str:
     try:
         return path.read_text(errors="replace")[-size:]
@@ -558,6 +568,11 @@ class Neo4jServer:
         for attempt in range(1 if port is not None else 3):
             self.port = port if port is not None else free_port()
             home = self.root / f"home-{attempt}"
+            # The log is appended to by every attempt: only this attempt's lines count, or an
+            # earlier attempt that printed ``ready`` after its timeout would make this one look
+            # ready as soon as Bolt listens, before the password is set (the client then gets
+            # AuthError, then AuthenticationRateLimit).
+            since = self.log.stat().st_size if self.log.exists() else 0
             self.process = subprocess.Popen(
                 [
                     java, *_JVM_FLAGS,
@@ -574,16 +589,18 @@ class Neo4jServer:
                 },
                 preexec_fn=die_with_parent(),
             )  # fmt: skip
-            if self._wait_ready(timeout):
+            if self._wait_ready(timeout, since=since):
                 return self
             self._shutdown()
         raise RuntimeError(f"Neo4j did not start: {_tail(self.log)}")
 
-    def _wait_ready(self, timeout: float) -> bool:
+    def _wait_ready(self, timeout: float, *, since: int = 0) -> bool:
+        """Whether the launcher started at log offset ``since`` printed ``ready`` (it does so
+        once the password is set) and Bolt listens, within ``timeout`` seconds."""
         assert self.process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.poll() is None:
-            if "ready" in _tail(self.log).splitlines() and _listening(self.port):
+            if "ready" in _output_since(self.log, since).splitlines() and _listening(self.port):
                 return True
             time.sleep(0.2)
         return False
