@@ -99,6 +99,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "+ question decomposition 0.5 (clauses)": {"decomposition_weight": 0.5},
     "+ second hop 0.3 (words of the best 3 hits)": {"second_hop_weight": 0.3},
     "+ second hop 0.1": {"second_hop_weight": 0.1},
+    "+ feedback 0.3 (question + words the best 5 hits share)": {"feedback_weight": 0.3},
     "- speaker focus (list and inference questions)": {"speaker_focus_weight": 0.0},
     "speaker focus 1.0 instead of 0.5": {"speaker_focus_weight": 1.0},
     "speaker focus on every question naming a speaker": {"speaker_focus_lists_only": False},
