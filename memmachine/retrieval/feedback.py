@@ -6,9 +6,10 @@ Chihuahua mixes") but often shares one with the evidence that was found. The sta
 best ``feedback_sources`` fused hits, keeps the ``feedback_terms`` words over-represented in
 them against the whole candidate pool (a term's share of the sources minus its share of the
 pool: words every turn uses, "great", "thanks", the speakers' names, cancel out), and
-searches the question with those words added in full text once more (RM3-style expansion;
-the contrast with the pool stands in for the collection statistics the store port does not
-expose). That list is fused in like a candidate list, ``feedback_weight`` for its first.
+searches those words in full text once more (feedback terms as in RM3, the contrast with
+the pool standing in for the collection statistics the store port does not expose; the
+question's own words are left out of that query: with them, LoCoMo any@10 fell). That list is
+fused in like a candidate list, ``feedback_weight`` for its first.
 
 Everything it reads is what the candidate lists returned and everything it asks is a
 ``fulltext_search``, so it ranks alike on every search path. Duplicates are collapsed as in
@@ -76,7 +77,7 @@ def feedback_terms(query: str, sources: list[str], pool: list[str], count: int) 
 
 
 class Feedback:
-    """The question searched again with the words the best hits share (``feedback_weight``,
+    """The words the best hits share searched in full text (``feedback_weight``,
     ``feedback_sources``, ``feedback_terms``)."""
 
     name = "feedback"

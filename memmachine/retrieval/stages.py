@@ -17,8 +17,8 @@
    multi-clause query lifted by ``decomposition_weight`` times the best fused score, and
    the words of the best ``second_hop_sources`` hits searched in full text once more, that
    list adding ``second_hop_weight * (rrf_k + 1) / (rrf_k + rank)`` to a hit's score;
-   ``feedback`` (off by default; see :mod:`memmachine.retrieval.feedback`): the question
-   searched again in full text with the words the best hits share, fused in at
+   ``feedback`` (off by default; see :mod:`memmachine.retrieval.feedback`): the words the
+   best hits share more than the other candidates searched in full text, fused in at
    ``feedback_weight``;
    ``speaker_focus`` (see :mod:`memmachine.retrieval.focus`): for a query that names one
    speaker and asks for several things or for an inference, the dense and full-text lists fetched
