@@ -99,6 +99,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "+ question decomposition 0.5 (clauses)": {"decomposition_weight": 0.5},
     "+ second hop 0.3 (words of the best 3 hits)": {"second_hop_weight": 0.3},
     "+ second hop 0.1": {"second_hop_weight": 0.1},
+    "+ feedback 0.1 (20 words the best 5 hits share)": {"feedback_weight": 0.1},
+    "+ feedback 0.3": {"feedback_weight": 0.3},
     "- speaker focus (list and inference questions)": {"speaker_focus_weight": 0.0},
     "speaker focus 0.5 instead of 0.25": {"speaker_focus_weight": 0.5},
     "speaker focus on every question naming a speaker": {"speaker_focus_lists_only": False},
@@ -216,7 +218,13 @@ class Scores:
             "p50_ms": round(self.percentile(0.5), 2),
             "p95_ms": round(self.percentile(0.95), 2),
             "cpu_ms_per_question": round(self.cpu_ms(), 3),
+            "cpu_p95_ms": round(self.cpu_percentile(0.95), 3),
         }
+
+    def cpu_percentile(self, share: float) -> float:
+        """CPU milliseconds per question at ``share`` (0.95: the p95)."""
+        ordered = sorted(self.cpu)
+        return ordered[round(share * (len(ordered) - 1))] * 1000 if ordered else 0.0
 
     def cpu_ms(self) -> float:
         """Mean CPU milliseconds per question."""

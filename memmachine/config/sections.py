@@ -155,6 +155,13 @@ class RetrievalSettings(Section):
     decomposition_weight: float = Field(default=0.0, ge=0)
     second_hop_weight: float = Field(default=0.0, ge=0)
     second_hop_sources: int = Field(default=3, ge=1)
+    #: Pseudo-relevance feedback (:mod:`memmachine.retrieval.feedback`): the ``feedback_terms``
+    #: words the best ``feedback_sources`` hits share more than the other candidates do,
+    #: searched in full text, that list weighing ``feedback_weight`` for its first hit; 0 (the
+    #: default) turns it off. LoCoMo effect in bench/RESULTS.md (0.1 is the measured best).
+    feedback_weight: float = Field(default=0.0, ge=0)
+    feedback_sources: int = Field(default=5, ge=2)
+    feedback_terms: int = Field(default=20, ge=1)
     #: Speaker focus (:mod:`memmachine.retrieval.focus`): for a query naming some but not all
     #: of the speakers (with ``speaker_focus_lists_only``: and asking for several things,
     #: "What activities does Melanie ...", or for an inference, "Would Caroline ..."), the

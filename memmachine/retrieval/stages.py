@@ -17,6 +17,9 @@
    multi-clause query lifted by ``decomposition_weight`` times the best fused score, and
    the words of the best ``second_hop_sources`` hits searched in full text once more, that
    list adding ``second_hop_weight * (rrf_k + 1) / (rrf_k + rank)`` to a hit's score;
+   ``feedback`` (off by default; see :mod:`memmachine.retrieval.feedback`): the words the
+   best hits share more than the other candidates searched in full text, fused in at
+   ``feedback_weight``;
    ``speaker_focus`` (see :mod:`memmachine.retrieval.focus`): for a query that names one
    speaker and asks for several things or for an inference, the dense and full-text lists fetched
    ``speaker_focus_depth`` deep, cut to that speaker's episodes and fused in at
@@ -63,6 +66,7 @@ from memmachine.indexing.fusion import reciprocal_rank_fusion, score_fusion
 from memmachine.models import Episode, EpisodeHit, utc_now
 from memmachine.retrieval.diversity import Diversity
 from memmachine.retrieval.duplicates import Duplicates
+from memmachine.retrieval.feedback import Feedback
 from memmachine.retrieval.focus import SpeakerFocus
 from memmachine.retrieval.hops import Decomposition, SecondHop
 from memmachine.retrieval.pipeline import Search, SearchPipeline, Stage
@@ -78,6 +82,7 @@ __all__ = [
     "Diversity",
     "Duplicates",
     "Expansion",
+    "Feedback",
     "Fusion",
     "ImportanceBoost",
     "Neighbourhood",
@@ -408,6 +413,7 @@ STAGES: tuple[Callable[[], Stage], ...] = (
     Fusion,
     Decomposition,
     SecondHop,
+    Feedback,
     SpeakerFocus,
     SpeakerBoost,
     TimeRangeBoost,
