@@ -33,47 +33,64 @@ __all__ = ["Feedback", "feedback_terms"]
 _MIN_CHARS = 3
 
 
-def _surface(text: str, stemmer: Stemmer.Stemmer) -> dict[str, str]:
-    """Each stem of ``text`` with the first word that gave it (a query is analysed again,
-    so it is given words, not stems); the analyser's stems, letters-only words only."""
-    words = [
+def _words(text: str) -> list[str]:
+    """The words of ``text`` worth a query slot, in order: the analyser's tokens that are
+    letters only, at least :data:`_MIN_CHARS` long and not stopwords."""
+    return [
         token
         for token in TERM_PATTERN.findall(unicodedata.normalize("NFKC", text).casefold())
         if len(token) >= _MIN_CHARS and token not in STOPWORDS and token.isalpha()
     ]
-    stems = [stemmer.stemWord(word) if word.isascii() else word for word in words]
-    out: dict[str, str] = {}
-    for stem, word in zip(stems, words, strict=True):
-        out.setdefault(stem, word)
-    return out
+
+
+class _Stems:
+    """The analyser's stem of each word, each distinct word stemmed once per search (the
+    candidates repeat most of their words; the stemmer's own cache is off, as the
+    analyser's)."""
+
+    def __init__(self) -> None:
+        self._stemmer = Stemmer.Stemmer("english", 0)  # as the analyser: not shared
+        self._known: dict[str, str] = {}
+
+    def __call__(self, word: str) -> str:
+        stem = self._known.get(word)
+        if stem is None:
+            stem = self._stemmer.stemWord(word) if word.isascii() else word
+            self._known[word] = stem
+        return stem
 
 
 def feedback_terms(query: str, sources: list[str], pool: list[str], count: int) -> list[str]:
     """Up to ``count`` words of ``sources`` (the best hits' texts) that are more frequent
     there than in ``pool`` (every candidate's text), best first: in at least two sources,
     not in the query, ranked by share of the sources minus share of the pool (ties: the
-    word seen first)."""
+    word seen first). A query is analysed again, so words are returned, not stems: for
+    each stem the first word of the sources that gave it."""
     asked = set(query_terms(query))
-    stemmer = Stemmer.Stemmer("english", 0)  # as the analyser: one per call, not shared
+    stem = _Stems()
     seen: dict[str, str] = {}
     in_sources: Counter[str] = Counter()
     for text in sources:
-        words = _surface(text, stemmer)
-        in_sources.update(words.keys())
-        for stem, word in words.items():
-            seen.setdefault(stem, word)
+        stems: set[str] = set()
+        for word in _words(text):
+            key = stem(word)
+            stems.add(key)
+            seen.setdefault(key, word)
+        in_sources.update(stems)
+    wanted = {key for key in seen if in_sources[key] >= 2 and key not in asked}
+    if not wanted:
+        return []
+    # the pool is only counted for the stems that can still be chosen
     in_pool: Counter[str] = Counter()
     for text in pool:
-        in_pool.update(_surface(text, stemmer).keys())
-    order = {stem: position for position, stem in enumerate(seen)}
+        in_pool.update({stem(word) for word in set(_words(text))} & wanted)
+    order = {key: position for position, key in enumerate(seen)}
     scored = [
-        (in_sources[stem] / len(sources) - in_pool[stem] / max(len(pool), 1), stem)
-        for stem in seen
-        if in_sources[stem] >= 2 and stem not in asked
+        (in_sources[key] / len(sources) - in_pool[key] / max(len(pool), 1), key) for key in wanted
     ]
-    scored = [(share, stem) for share, stem in scored if share > 0]
+    scored = [(share, key) for share, key in scored if share > 0]
     scored.sort(key=lambda item: (-item[0], order[item[1]]))
-    return [seen[stem] for _, stem in scored[:count]]
+    return [seen[key] for _, key in scored[:count]]
 
 
 class Feedback:
