@@ -407,6 +407,8 @@ async def run(
                 for path in args.paths[1:]:
                     variants[f"{TWICE_ROW}, {path}"] = (tuning, args.expand, TWICE, path)
             results = await score(manager, turns, questions, variants, args, data_dir, paths)
+            if args.rankings:
+                dump_rankings(args.rankings, turns, questions, results)
         finally:
             await manager.close()
     meta = {
@@ -437,6 +439,29 @@ WRITE_SETTINGS = {
     "context_stretch_tokens",
     "lexical_context",
 }
+
+
+def dump_rankings(
+    path: Path,
+    turns: dict[str, list[Turn]],
+    questions: list[dict[str, Any]],
+    results: dict[str, Scores],
+) -> None:
+    """``--rankings``: every question with each method's returned dia_ids, in the order
+    :func:`score` asked them, so two runs or two rows can be compared question by question."""
+    asked = [q for sample in turns for q in questions if q["sample_id"] == sample]
+    rows = [
+        {
+            "sample_id": q["sample_id"],
+            "category": q["category"],
+            "question": q["question"],
+            "evidence": q["evidence"],
+            "rankings": {name: list(s.rankings[i]) for name, s in results.items()},
+        }
+        for i, q in enumerate(asked)
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=1))
 
 
 def _user(sample_id: str, suffix: str) -> str:
@@ -786,6 +811,9 @@ def main() -> None:
         "--reuse", action="store_true", help="skip ingestion when --data-dir holds the same data"
     )
     parser.add_argument("--json", type=Path, help="also write every number here")
+    parser.add_argument(
+        "--rankings", type=Path, help="also write each question's ranked dia_ids per method here"
+    )
     parser.add_argument(
         "--twice",
         action="store_true",

@@ -11,9 +11,9 @@ __all__ = ["Duplicates"]
 
 class Duplicates:
     """The candidate lists collapsed to distinct evidence (``distinct_evidence``): each
-    piece of evidence once, at its best rank, as the episode stored first; a full list that
-    held duplicates is fetched once more, twice as deep, so it keeps ``depth`` distinct
-    candidates."""
+    piece of evidence once, as the episode stored first at its own rank (a copy is dropped,
+    never stands in for it); a full list that held duplicates is fetched once more, twice as
+    deep, so it keeps ``depth`` distinct candidates."""
 
     name = "duplicates"
 

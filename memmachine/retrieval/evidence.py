@@ -80,12 +80,17 @@ class DistinctEvidence:
         return len({self.key(episode) for episode, _ in ranked})
 
     def collapse(self, ranked: Ranked) -> Ranked:
-        """``ranked`` with each piece of evidence once, at its best rank, as its owner."""
-        seen: set[str] = set()
-        out: Ranked = []
-        for episode, score in ranked:
-            owner = self.owner(episode)
-            if owner.id not in seen:
-                seen.add(owner.id)
-                out.append((owner, score))
-        return out
+        """``ranked`` with each piece of evidence once, as its owner at the owner's own rank
+        and score: a copy is dropped, never stands in for its owner, so copies that rank
+        differently (indexed with other context) move nothing. A piece not yet owned is
+        owned by its first-stored episode in ``ranked``."""
+        fresh: dict[str, Episode] = {}
+        for episode, _ in ranked:
+            key = self.key(episode)
+            if key in self._owner:
+                continue
+            held = fresh.get(key)
+            if held is None or _first_stored(episode) < _first_stored(held):
+                fresh[key] = episode
+        self._owner.update(fresh)
+        return [(e, score) for e, score in ranked if self._owner[self.key(e)].id == e.id]
