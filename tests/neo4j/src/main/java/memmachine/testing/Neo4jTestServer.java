@@ -10,6 +10,7 @@ import org.neo4j.configuration.connectors.BoltConnector;
 import org.neo4j.configuration.helpers.SocketAddress;
 import org.neo4j.dbms.api.DatabaseManagementService;
 import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
+import org.neo4j.graphdb.GraphDatabaseService;
 import org.neo4j.io.ByteUnit;
 
 /**
@@ -47,9 +48,21 @@ public final class Neo4jTestServer {
         Runtime.getRuntime().addShutdownHook(new Thread(dbms::shutdown, "neo4j-test-shutdown"));
 
         if (auth) {
-            dbms.database(GraphDatabaseSettings.SYSTEM_DATABASE_NAME).executeTransactionally(
-                    "ALTER USER neo4j SET PASSWORD $password CHANGE NOT REQUIRED",
-                    Map.of("password", password));
+            // A restart over the same home (a test killing the server) finds the password
+            // already set, and Neo4j refuses to set a password to itself: set it only while
+            // the initial one still asks to be changed.
+            GraphDatabaseService system = dbms.database(GraphDatabaseSettings.SYSTEM_DATABASE_NAME);
+            boolean initial = system.executeTransactionally(
+                    "SHOW USERS YIELD user, passwordChangeRequired "
+                            + "WHERE user = 'neo4j' RETURN passwordChangeRequired",
+                    Map.of(),
+                    result -> result.hasNext()
+                            && Boolean.TRUE.equals(result.next().get("passwordChangeRequired")));
+            if (initial) {
+                system.executeTransactionally(
+                        "ALTER USER neo4j SET PASSWORD $password CHANGE NOT REQUIRED",
+                        Map.of("password", password));
+            }
         }
         System.out.println("ready");
         System.out.flush();
