@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 import Stemmer
 
@@ -25,6 +26,8 @@ __all__ = [
     "TERM_PATTERN",
     "document_terms",
     "query_terms",
+    "stems",
+    "tokens",
 ]
 
 #: The analyser's version: 1 folded plurals only (Harman's S-stemmer), 2 stems with Snowball.
@@ -57,21 +60,27 @@ STOPWORDS = frozenset(
 )
 
 
-def document_terms(text: str) -> list[str]:
-    """Every indexable term of ``text`` in order, repeats kept (term frequency counts them).
+def tokens(text: str) -> list[str]:
+    """The analyser's tokens of ``text`` in order, nothing dropped: ``text`` NFKC-normalised
+    and case-folded, cut into runs of letters/digits (:data:`TERM_PATTERN`)."""
+    return TERM_PATTERN.findall(unicodedata.normalize("NFKC", text).casefold())
 
-    Text is NFKC-normalised and case-folded; a term is a run of letters/digits of at most
-    :data:`MAX_TERM_CHARS` characters that is not a stopword. ASCII words are reduced to
-    their Snowball English stem ("painting" → "paint", "parties" → "parti"); digits and
-    words in other scripts are kept as they are.
-    """
-    stemmer = Stemmer.Stemmer("english", 0)  # cheap (~3 µs); a Stemmer is not thread-safe
-    terms: list[str] = []
-    for token in TERM_PATTERN.findall(unicodedata.normalize("NFKC", text).casefold()):
-        if len(token) > MAX_TERM_CHARS or token in STOPWORDS:
-            continue
-        terms.append(stemmer.stemWord(token) if token.isascii() and token.isalpha() else token)
-    return terms
+
+def stems(tokens: Iterable[str]) -> list[str]:
+    """The analyser's term of each of ``tokens`` (from :func:`tokens`), in order: an ASCII
+    word's Snowball English stem ("painting" → "paint", "parties" → "parti"); digits and
+    words in other scripts as they are."""
+    stem = Stemmer.Stemmer("english", 0).stemWord  # cheap (<1 µs); not thread-safe; no cache
+    return [stem(token) if token.isascii() and token.isalpha() else token for token in tokens]
+
+
+def document_terms(text: str) -> list[str]:
+    """Every indexable term of ``text`` in order, repeats kept (term frequency counts them):
+    the :func:`stems` of its :func:`tokens` of at most :data:`MAX_TERM_CHARS` characters
+    that are not stopwords."""
+    return stems(
+        [token for token in tokens(text) if len(token) <= MAX_TERM_CHARS and token not in STOPWORDS]
+    )
 
 
 def query_terms(text: str) -> list[str]:

@@ -84,13 +84,14 @@ class DistinctEvidence:
         and score: a copy is dropped, never stands in for its owner, so copies that rank
         differently (indexed with other context) move nothing. A piece not yet owned is
         owned by its first-stored episode in ``ranked``."""
+        keys = [self.key(episode) for episode, _ in ranked]
         fresh: dict[str, Episode] = {}
-        for episode, _ in ranked:
-            key = self.key(episode)
+        for key, (episode, _) in zip(keys, ranked, strict=True):
             if key in self._owner:
                 continue
             held = fresh.get(key)
             if held is None or _first_stored(episode) < _first_stored(held):
                 fresh[key] = episode
         self._owner.update(fresh)
-        return [(e, score) for e, score in ranked if self._owner[self.key(e)].id == e.id]
+        owner = self._owner
+        return [hit for key, hit in zip(keys, ranked, strict=True) if owner[key].id == hit[0].id]

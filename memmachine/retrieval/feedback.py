@@ -18,12 +18,10 @@ the candidate lists when ``distinct_evidence`` is on.
 
 from __future__ import annotations
 
-import unicodedata
 from collections import Counter
+from collections.abc import Iterable
 
-import Stemmer
-
-from memmachine.indexing.terms import STOPWORDS, TERM_PATTERN, query_terms
+from memmachine.indexing.terms import STOPWORDS, query_terms, stems, tokens
 from memmachine.retrieval.hops import add_list
 from memmachine.retrieval.pipeline import Search
 
@@ -38,26 +36,16 @@ def _words(text: str) -> list[str]:
     letters only, at least :data:`_MIN_CHARS` long and not stopwords."""
     return [
         token
-        for token in TERM_PATTERN.findall(unicodedata.normalize("NFKC", text).casefold())
+        for token in tokens(text)
         if len(token) >= _MIN_CHARS and token not in STOPWORDS and token.isalpha()
     ]
 
 
-class _Stems:
-    """The analyser's stem of each word, each distinct word stemmed once per search (the
-    candidates repeat most of their words; the stemmer's own cache is off, as the
-    analyser's)."""
-
-    def __init__(self) -> None:
-        self._stemmer = Stemmer.Stemmer("english", 0)  # as the analyser: not shared
-        self._known: dict[str, str] = {}
-
-    def __call__(self, word: str) -> str:
-        stem = self._known.get(word)
-        if stem is None:
-            stem = self._stemmer.stemWord(word) if word.isascii() else word
-            self._known[word] = stem
-        return stem
+def _learn(known: dict[str, str], texts: Iterable[Iterable[str]]) -> None:
+    """Add the analyser's stem of each word of ``texts`` that ``known`` lacks: each distinct
+    word is stemmed once per search (the candidates repeat most of their words)."""
+    new = list(dict.fromkeys(word for words in texts for word in words if word not in known))
+    known.update(zip(new, stems(new), strict=True))
 
 
 def feedback_terms(query: str, sources: list[str], pool: list[str], count: int) -> list[str]:
@@ -67,23 +55,24 @@ def feedback_terms(query: str, sources: list[str], pool: list[str], count: int) 
     word seen first). A query is analysed again, so words are returned, not stems: for
     each stem the first word of the sources that gave it."""
     asked = set(query_terms(query))
-    stem = _Stems()
+    stem: dict[str, str] = {}  # word -> its stem
+    source_words = [_words(text) for text in sources]
+    _learn(stem, source_words)
     seen: dict[str, str] = {}
     in_sources: Counter[str] = Counter()
-    for text in sources:
-        stems: set[str] = set()
-        for word in _words(text):
-            key = stem(word)
-            stems.add(key)
-            seen.setdefault(key, word)
-        in_sources.update(stems)
+    for words in source_words:
+        for word in words:
+            seen.setdefault(stem[word], word)
+        in_sources.update({stem[word] for word in words})
     wanted = {key for key in seen if in_sources[key] >= 2 and key not in asked}
     if not wanted:
         return []
     # the pool is only counted for the stems that can still be chosen
+    pool_words = [set(_words(text)) for text in pool]
+    _learn(stem, pool_words)
     in_pool: Counter[str] = Counter()
-    for text in pool:
-        in_pool.update({stem(word) for word in set(_words(text))} & wanted)
+    for distinct in pool_words:
+        in_pool.update({stem[word] for word in distinct} & wanted)
     order = {key: position for position, key in enumerate(seen)}
     scored = [
         (in_sources[key] / len(sources) - in_pool[key] / max(len(pool), 1), key) for key in wanted

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Iterator
 
 from memmachine.models import Episode
 from memmachine.retrieval.pipeline import Search
@@ -47,26 +48,21 @@ def add_list(
 ) -> None:
     """Add one more ranked list to the fused scores, ``weight`` for its first; a hit's
     ``ranks[signal]`` is its best rank in the lists of that signal."""
-    if search.distinct is not None:
-        # owners already chosen stay; a new piece of evidence is owned by its first copy here
-        ranked = search.distinct.collapse(ranked)
     k = search.tuning.rrf_k
-    rank, previous = 0, None
-    for position, (episode, score) in enumerate(ranked, start=1):
-        # Hits whose scores are equal up to float rounding share the first one's rank: the
-        # stores compute cosine and BM25 in their own arithmetic, which orders such ties
-        # differently, and on deep lists a swapped tie would change a hit's fused score.
-        if previous is None or not math.isclose(score, previous, rel_tol=_TIE, abs_tol=_TIE):
-            rank = position
-        previous = score
-        if not search.admits(episode):
-            continue
-        search.by_id.setdefault(episode.id, episode)
-        share = weight * (k + 1) / (k + rank)
-        search.scores[episode.id] = search.scores.get(episode.id, 0.0) + share
-        search.factors.setdefault(episode.id, 1.0)
-        ranks = search.ranks.setdefault(episode.id, {})
-        ranks[signal] = min(ranks.get(signal, rank), rank)
+
+    def shares(hits: list[tuple[Episode, float]]) -> Iterator[tuple[int, float]]:
+        rank, previous = 0, None
+        for position, (_, score) in enumerate(hits, start=1):
+            # Hits whose scores are equal up to float rounding share the first one's rank:
+            # the stores compute cosine and BM25 in their own arithmetic, which orders such
+            # ties differently, and on deep lists a swapped tie would change a hit's fused
+            # score.
+            if previous is None or not math.isclose(score, previous, rel_tol=_TIE, abs_tol=_TIE):
+                rank = position
+            previous = score
+            yield rank, weight * (k + 1) / (k + rank)
+
+    _fuse(search, signal, ranked, shares)
 
 
 def add_scaled_list(
@@ -86,19 +82,36 @@ def add_scaled_list(
     as much as its score, where a rank would jump whenever two scores cross, or cross a tie
     tolerance, on one path only. With ``floor`` the score at the depth the list was cut at,
     a hit that one path cuts and another keeps (a tie at the cut) adds next to nothing."""
+
+    def shares(hits: list[tuple[Episode, float]]) -> Iterator[tuple[int, float]]:
+        best = max((score for _, score in hits), default=floor)
+        span = best - floor
+        for position, (_, score) in enumerate(hits, start=1):
+            yield position, weight * max(0.0, score - floor) / span if span > 0 else weight
+
+    _fuse(search, signal, ranked, shares)
+
+
+def _fuse(
+    search: Search,
+    signal: str,
+    ranked: list[tuple[Episode, float]],
+    shares: Callable[[list[tuple[Episode, float]]], Iterable[tuple[int, float]]],
+) -> None:
+    """Add ``ranked`` (duplicates collapsed first when ``distinct_evidence`` is on) to the
+    fused scores: ``shares`` gives each hit of the collapsed list its rank and the share it
+    adds, in order; a hit the results do not admit adds nothing but keeps its place."""
     if search.distinct is not None:
+        # owners already chosen stay; a new piece of evidence is owned by its first copy here
         ranked = search.distinct.collapse(ranked)
-    best = max((score for _, score in ranked), default=floor)
-    span = best - floor
-    for position, (episode, score) in enumerate(ranked, start=1):
+    for (episode, _), (rank, share) in zip(ranked, shares(ranked), strict=True):
         if not search.admits(episode):
             continue
         search.by_id.setdefault(episode.id, episode)
-        share = weight * max(0.0, score - floor) / span if span > 0 else weight
         search.scores[episode.id] = search.scores.get(episode.id, 0.0) + share
         search.factors.setdefault(episode.id, 1.0)
         ranks = search.ranks.setdefault(episode.id, {})
-        ranks[signal] = min(ranks.get(signal, position), position)
+        ranks[signal] = min(ranks.get(signal, rank), rank)
 
 
 class Decomposition:

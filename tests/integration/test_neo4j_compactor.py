@@ -77,3 +77,43 @@ async def test_filler_left_by_a_cut_short_run_is_invisible_and_deleted_by_the_ne
         assert compactor.last["deleted_bytes"] == 0
     finally:
         await store.close()
+
+
+def text_chars(target: Neo4jTarget, ids: list[str]) -> int:
+    """Every character of every string property of the episodes ``ids``, read apart from the
+    store (the text a compaction must scrub)."""
+    auth = (target.user or "neo4j", target.password) if target.password else None
+    with GraphDatabase.driver(target.url, auth=auth) as driver:
+        rows = driver.execute_query(
+            "MATCH (e:Episode) WHERE e.id IN $ids AND e.tenant = 'sized' RETURN properties(e)",
+            ids=ids,
+        ).records
+    assert len(rows) == len(ids)
+    return sum(len(v) for row in rows for v in row[0].values() if isinstance(v, str))
+
+
+async def test_the_compaction_is_sized_by_every_character_the_deletes_took(
+    neo4j_database: Neo4jTarget,
+) -> None:
+    target = neo4j_database
+    store = Neo4jEpisodeStore(target.url, user=target.user, password=target.password)
+    await store.start()
+    try:
+        one = Scope(tenant="sized", org_id="o", project_id="p", user_id="u", session_id="s1")
+        other = Scope(tenant="sized", org_id="o", project_id="p", user_id="u", session_id="s2")
+        await store.add_episodes(one, [record("a", "the red drawer"), record("b", "a blue box")])
+        await store.add_episodes(
+            other, [record(f"c{n}", f"turn {n} of the other session " * n) for n in range(1, 4)]
+        )
+        taken = text_chars(target, ["a"]) + text_chars(target, ["c1", "c2", "c3"])
+        assert taken > len("the red drawer") + 3 * len("turn 1 of the other session ")
+
+        assert await store.delete_episode(one, "a") is True
+        assert await store.delete_episode(one, "a") is False  # gone: nothing more counted
+        assert await store.delete_episodes(other) == 3
+        compactor = store.compactor()
+        await compactor.compact()
+        assert compactor.last["deleted_bytes"] == taken
+        assert [e.id for e in await store.list_episodes(one)] == ["b"]
+    finally:
+        await store.close()

@@ -148,6 +148,10 @@ class CypherEpisodeStore(Lifecycle):
 
     name = _STORE
     kind: str
+    #: The characters of text of episode ``e`` as a Cypher expression: the deletes read it
+    #: in the statement that deletes ``e`` and hand the sum to :meth:`_text_deleted`. ``0``:
+    #: this engine does not count.
+    _text_chars = "0"
 
     def __init__(
         self,
@@ -307,24 +311,26 @@ class CypherEpisodeStore(Lifecycle):
             MATCH (s:Session)-[:HAS_EPISODE]->(e:Episode)
             WHERE e.id = $episode_id AND {where}
             SET l.deletions = l.deletions + 1, l.episodes = l.episodes - 1
-            WITH s, e
+            WITH s, e, {self._text_chars} AS chars
             OPTIONAL MATCH (p:Episode)-[:NEXT]->(e)
             OPTIONAL MATCH (e)-[:NEXT]->(n:Episode)
             OPTIONAL MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative)
-            WITH s, e, p, n, collect(x) AS parts
+            WITH s, e, chars, p, n, collect(x) AS parts
             FOREACH (y IN parts | DETACH DELETE y)
             DETACH DELETE e
-            WITH s, p, n
+            WITH s, chars, p, n
             FOREACH (a IN CASE WHEN p IS NULL OR n IS NULL THEN [] ELSE [p] END |
                 CREATE (a)-[:NEXT]->(n))
-            WITH s
+            WITH s, chars
             OPTIONAL MATCH (s)-[:HAS_EPISODE]->(rest:Episode)
-            WITH s, count(rest) AS remaining
+            WITH s, chars, count(rest) AS remaining
             FOREACH (x IN CASE WHEN remaining = 0 THEN [s] ELSE [] END | DELETE x)
-            RETURN 1
+            RETURN chars
             """,
             {**params, **_ledger_params(scope), "episode_id": episode_id},
         )
+        if result:
+            self._text_deleted(int(result[0][0] or 0))
         return bool(result)
 
     async def delete_episodes(self, scope: Scope) -> int:
@@ -340,24 +346,31 @@ class CypherEpisodeStore(Lifecycle):
             OPTIONAL MATCH (e)-[:HAS_DERIVATIVE]->(x:Derivative)
             WITH l, s, e, collect(x) AS parts
             FOREACH (y IN parts | DETACH DELETE y)
-            WITH l, s, collect(e) AS doomed
+            WITH l, s, collect(e) AS doomed, sum({self._text_chars}) AS chars
             FOREACH (x IN doomed | DETACH DELETE x)
-            WITH l, s, size(doomed) AS deleted
+            WITH l, s, size(doomed) AS deleted, chars
             OPTIONAL MATCH (s)-[:HAS_EPISODE]->(r:Episode)
-            WITH l, s, deleted, r ORDER BY r.sequence
-            WITH l, s, deleted, collect(r) AS rest
+            WITH l, s, deleted, chars, r ORDER BY r.sequence
+            WITH l, s, deleted, chars, collect(r) AS rest
             FOREACH (i IN range(0, size(rest) - 2) |
                 FOREACH (a IN [rest[i]] | FOREACH (b IN [rest[i + 1]] |
                     MERGE (a)-[:NEXT]->(b))))
             FOREACH (x IN CASE WHEN size(rest) = 0 THEN [s] ELSE [] END | DELETE x)
-            WITH l, sum(deleted) AS total
+            WITH l, sum(deleted) AS total, sum(chars) AS chars
             SET l.episodes = l.episodes - total,
                 l.deletions = l.deletions + CASE WHEN total > 0 THEN 1 ELSE 0 END
-            RETURN total
+            RETURN total, chars
             """,
             {**params, **_ledger_params(scope)},
         )
-        return int(result[0][0]) if result and result[0][0] is not None else 0
+        if not result or result[0][0] is None:
+            return 0
+        self._text_deleted(int(result[0][1] or 0))
+        return int(result[0][0])
+
+    def _text_deleted(self, chars: int) -> None:
+        """A delete took episodes holding ``chars`` characters of text (:attr:`_text_chars`);
+        a store that scrubs its files after a forget counts them here."""
 
     # ------------------------------------------------------------------ reads
 

@@ -45,7 +45,7 @@ from typing import Any
 
 from memmachine.errors import StoreError
 
-__all__ = ["FILLER_LABEL", "Neo4jCompactor"]
+__all__ = ["DEFAULT_MAX_SCRUB_BYTES", "FILLER_LABEL", "Neo4jCompactor"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,8 @@ _CHUNK_UUIDS = 28
 _CHUNK_CHARS = 36 * _CHUNK_UUIDS
 _PROPERTIES = ("a", "b", "c", "d")
 _NODE_BYTES = _CHUNK_CHARS * len(_PROPERTIES)
+#: The most filler a run writes per round, by default.
+DEFAULT_MAX_SCRUB_BYTES = 64 << 20
 #: Filler nodes per transaction (about 400 KB of text: well inside a query's timeout).
 _BATCH_NODES = 100
 #: The settings a compaction needs to reach the files, and the values it needs.
@@ -85,7 +87,7 @@ class Neo4jCompactor:
         deleted_bytes: Callable[[], int],
         reset: Callable[[int], None],
         min_scrub_bytes: int = 1 << 20,
-        max_scrub_bytes: int = 64 << 20,
+        max_scrub_bytes: int = DEFAULT_MAX_SCRUB_BYTES,
         rounds: int = 2,
         settle_seconds: float = 2.5,
         fulltext: tuple[str, str] | None = None,

@@ -52,7 +52,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -66,10 +66,10 @@ from neo4j import (
 )
 from neo4j import exceptions as neo4j_errors
 
-from memmachine.adapters.cypher.cypher_dialect import Neo4jDialect, scope_predicate
+from memmachine.adapters.cypher.cypher_dialect import Neo4jDialect
 from memmachine.adapters.cypher.cypher_episode_store import FULLTEXT_INDEX, CypherEpisodeStore
 from memmachine.adapters.health import health_of
-from memmachine.adapters.neo4j.neo4j_compactor import Neo4jCompactor
+from memmachine.adapters.neo4j.neo4j_compactor import DEFAULT_MAX_SCRUB_BYTES, Neo4jCompactor
 from memmachine.errors import (
     ConfigurationError,
     ConflictError,
@@ -95,11 +95,14 @@ DEFAULT_TIMEOUT_SECONDS = 10.0
 _GRACE_SECONDS = 1.0
 #: The bound of each schema statement and check ``start()`` runs (index builds included).
 _START_TIMEOUT = _INDEX_WAIT_SECONDS + 60.0
-#: The characters of text (every string property) of the episodes a delete is about to take.
-_TEXT_SIZE = (
-    "RETURN sum(reduce(n = 0, k IN keys(e) | "
-    "n + CASE WHEN e[k] IS :: STRING THEN size(e[k]) ELSE 0 END))"
+#: The characters of text (every string property) of an episode ``e``, read by the
+#: statement that deletes it.
+_TEXT_CHARS = (
+    "reduce(n = 0, k IN keys(e) | n + CASE WHEN e[k] IS :: STRING THEN size(e[k]) ELSE 0 END)"
 )
+#: What a delete of unknown outcome counts (it may have taken any amount of text): enough
+#: for the compactor's largest scrub.
+_UNKNOWN_CHARS = DEFAULT_MAX_SCRUB_BYTES // 2
 _COMPONENTS = "CALL dbms.components() YIELD name, versions, edition RETURN name, versions, edition"
 
 
@@ -211,22 +214,29 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
             fulltext=("Episode", "search_terms"),
         )
 
+    _text_chars = _TEXT_CHARS
+
+    def _text_deleted(self, chars: int) -> None:
+        self._deleted_chars += chars
+
     async def delete_episode(self, scope: Scope, episode_id: str) -> bool:
-        where, params = scope_predicate("e", scope)
-        await self._count_text(
-            f"MATCH (e:Episode) WHERE e.id = $episode_id AND {where} {_TEXT_SIZE}",
-            {**params, "episode_id": episode_id},
-        )
-        return await super().delete_episode(scope, episode_id)
+        with self._unknown_counted():
+            return await super().delete_episode(scope, episode_id)
 
     async def delete_episodes(self, scope: Scope) -> int:
-        where, params = scope_predicate("e", scope)
-        await self._count_text(f"MATCH (e:Episode) WHERE {where} {_TEXT_SIZE}", params)
-        return await super().delete_episodes(scope)
+        with self._unknown_counted():
+            return await super().delete_episodes(scope)
 
-    async def _count_text(self, cypher: str, params: Mapping[str, object]) -> None:
-        rows = await self._run(cypher, params, read_only=True)
-        self._deleted_chars += int(rows[0][0] or 0) if rows else 0
+    @contextlib.contextmanager
+    def _unknown_counted(self) -> Iterator[None]:
+        """A delete whose outcome is unknown (no answer; a commit cut off) did not report
+        the text it took: count :data:`_UNKNOWN_CHARS`, so the next compaction scrubs its
+        most rather than too little."""
+        try:
+            yield
+        except WriteOutcomeUnknownError:
+            self._deleted_chars += _UNKNOWN_CHARS
+            raise
 
     # ------------------------------------------------------------------ lifecycle
 
