@@ -23,7 +23,7 @@ the file's pages were dropped (``posix_fadvise(DONTNEED)``), interleaved in shuf
 
 With ``--index`` the region is the span of the file's ``codes`` and ``part_codes`` arrays;
 otherwise ``--mb`` megabytes from ``--offset`` of ``--file`` (e.g. a scratch file written
-with ``--make``). ``--rows N`` adds N scattered 2-page reads past the region (the rows a
+with ``--make``). ``--rows N`` adds N scattered 2-page reads outside the region (the rows a
 rescoring reads), read one by one, announced each then touched (as today), and from threads.
 Linux only.
 
@@ -166,14 +166,15 @@ class Region:
 
 
 class Scattered:
-    """``count`` spans of ``width`` bytes at random page-aligned offsets of ``path`` past
-    ``skip`` (the rows a rescoring reads: about 230 at 100k episodes, 2 pages each)."""
+    """``count`` spans of ``width`` bytes at random page-aligned offsets of ``path`` in
+    ``[begin, end)`` (the rows a rescoring reads: about 230 at 100k episodes, 2 pages each)."""
 
-    def __init__(self, path: Path, skip: int, count: int, width: int, seed: int) -> None:
-        pages = (path.stat().st_size - skip - width) // _PAGE
-        rng = random.Random(seed)
+    def __init__(self, path: Path, span: tuple[int, int], count: int, width: int) -> None:
+        begin, end = span
+        rng = random.Random(7)
         self.path, self.width = path, width
-        self.offsets = sorted(skip + rng.randrange(pages) * _PAGE for _ in range(count))
+        pages = (end - begin - width) // _PAGE
+        self.offsets = sorted(begin + rng.randrange(pages) * _PAGE for _ in range(count))
 
     def fault(self, advise: bool) -> None:
         fd = os.open(self.path, os.O_RDONLY)
@@ -256,8 +257,10 @@ def main() -> None:
         region = Region(args.file, args.offset, args.mb * _MB)
     every = methods(region)
     if args.rows:
-        skip = region.offset + region.length
-        every |= scattered_methods(Scattered(region.path, skip, args.rows, 2 * _PAGE, 7))
+        # the larger part of the file before or after the region
+        after = (region.offset + region.length, region.path.stat().st_size)
+        span = max((0, region.offset), after, key=lambda s: s[1] - s[0])
+        every |= scattered_methods(Scattered(region.path, span, args.rows, 2 * _PAGE))
     chosen = {k: v for k, v in every.items() if k not in args.skip.split(";")}
     times: dict[str, list[float]] = {name: [] for name in chosen}
     read: dict[str, float] = {}
