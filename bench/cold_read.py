@@ -140,20 +140,12 @@ class Region:
         os.close(fd)
 
     def pread(self, threads: int, direct: bool) -> None:
-        fd = os.open(self.path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
-        local = threading.local()
-
-        def read(at: int) -> None:
-            if not hasattr(local, "buffer"):
-                local.buffer = mmap.mmap(-1, _MB)  # page-aligned, as O_DIRECT needs
-            os.preadv(fd, [local.buffer], at)
-
-        self._each(read, self._pieces(_MB), threads)
+        preads(self.path, self._pieces(_MB), _MB, threads, direct)
         if not direct:
-            mapped = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+            fd, mapped = self._mapped(False)
             self._touch(mapped)
             mapped.close()
-        os.close(fd)
+            os.close(fd)
 
     @staticmethod
     def _each(call: Callable[[int], None], pieces: list[int], threads: int) -> None:
@@ -191,16 +183,22 @@ class Scattered:
         os.close(fd)
 
     def pread(self, threads: int, direct: bool) -> None:
-        fd = os.open(self.path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
-        local = threading.local()
+        preads(self.path, self.offsets, self.width, threads, direct)
 
-        def read(at: int) -> None:
-            if not hasattr(local, "buffer"):
-                local.buffer = mmap.mmap(-1, self.width)
-            os.preadv(fd, [local.buffer], at)
 
-        Region._each(read, self.offsets, threads)
-        os.close(fd)
+def preads(path: Path, offsets: list[int], width: int, threads: int, direct: bool) -> None:
+    """``width`` bytes at each of ``offsets`` read with ``preadv`` from ``threads`` threads,
+    with ``direct`` past the page cache (``O_DIRECT``)."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+    local = threading.local()
+
+    def read(at: int) -> None:
+        if not hasattr(local, "buffer"):
+            local.buffer = mmap.mmap(-1, width)  # page-aligned, as O_DIRECT needs
+        os.preadv(fd, [local.buffer], at)
+
+    Region._each(read, offsets, threads)
+    os.close(fd)
 
 
 def scattered_methods(rows: Scattered) -> dict[str, Callable[[], None]]:
