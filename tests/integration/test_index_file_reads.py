@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
+from memmachine.indexing import page_advice
 from memmachine.indexing.index_snapshot import compacted, snapshot_of
 from memmachine.indexing.joined_rows import JoinedRows
 from memmachine.indexing.page_advice import resident_pages
@@ -167,3 +168,30 @@ def test_a_file_of_the_previous_format_is_removed_not_misread(tmp_path: Path) ->
     path.write_bytes(data.replace(b'"format":3,', b'"format":2,'))
     assert files.open(USER.user_key) is None
     assert not path.exists()  # removed, so the caller rebuilds it from the store
+
+
+def _answers(index: ScopeIndex) -> list[object]:
+    mask = index.mask(USER)
+    assert mask is not None
+    queries = [entry.embedding for entry in _entries(3)]
+    return [
+        *(index.vector_top(query, 10, mask) for query in queries if query is not None),
+        index.bm25_top(["w5", "word"], 10, mask),
+    ]
+
+
+@pytest.mark.parametrize("refusal", ["advice the kernel refuses", "no madvise"])
+def test_a_read_ahead_that_fails_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: str
+) -> None:
+    built = ScopeIndex(DIMENSIONS, quantized_from=0)
+    built.add(_entries(3_000))
+    files = SearchIndexFiles(tmp_path, "falkordb:abc")
+    files.save(USER.user_key, snapshot_of(built))
+    _drop_cached_pages(files.path(USER.user_key))
+    # an advice number no kernel knows: madvise fails with EINVAL on every call
+    monkeypatch.setattr(page_advice, "_WILLNEED", 0x7FFF if refusal != "no madvise" else None)
+    monkeypatch.setattr(page_advice, "_RANDOM", 0x7FFE if refusal != "no madvise" else None)
+    opened = files.open(USER.user_key)
+    assert opened is not None
+    assert _answers(opened) == _answers(built)
