@@ -133,7 +133,7 @@ class SpeakerFocus:
         depth = max(tuning.speaker_focus_depth, search.depth)
         dense, found, phrased = await _deep_lists(search, named, depth)
         # the speakers of the deeper lists: the named one may be missing from the shallow ones
-        deeper = {e.producer for e, _ in [*dense, *found] if e.producer} - producers
+        deeper = {e.producer for e, _ in [*dense, *found, *phrased] if e.producer} - producers
         named |= named_speakers(search.query, deeper)
         if not named or named == producers | deeper:  # nobody, or everyone, singled out
             return
