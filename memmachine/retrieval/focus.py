@@ -29,6 +29,15 @@ fused ones). Duplicates are collapsed as in the candidate lists.
 Asked of every question naming one speaker, the stage also reorders single-fact questions,
 whose one evidence turn is often found by its words alone, and costs them more than it gains
 (bench/RESULTS.md); hence the question-type gate.
+
+Two more dense lists are opt-in, each costing one more model run on focused questions (which
+put LoCoMo's CPU p95 more than 5 ms up, bench/RESULTS.md): with ``speaker_focus_unnamed`` the
+deep dense list is asked with the named speakers' names taken out of the query (among one
+speaker's turns the name only pulls toward the turns that say it), and with
+``speaker_focus_phrase_weight`` the phrase a list question asks for (:func:`asked_for`,
+"activities") is embedded alone, searched as deep, cut to the named speakers' turns and fused
+by cosine like the dense list: "Went swimming with the kids" paraphrases "activities" and
+shares no word with the question.
 """
 
 from __future__ import annotations
