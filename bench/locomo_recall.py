@@ -104,6 +104,14 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "- speaker focus (list and inference questions)": {"speaker_focus_weight": 0.0},
     "speaker focus 0.5 instead of 0.25": {"speaker_focus_weight": 0.5},
     "speaker focus on every question naming a speaker": {"speaker_focus_lists_only": False},
+    "+ speaker focus without the names (dense list)": {"speaker_focus_unnamed": True},
+    "+ speaker focus phrase 0.25 (what a list question asks for)": {
+        "speaker_focus_phrase_weight": 0.25
+    },
+    "+ speaker focus phrase 0.25 and without the names": {
+        "speaker_focus_phrase_weight": 0.25,
+        "speaker_focus_unnamed": True,
+    },
     "+ session diversity 0.1": {"diversity_weight": 0.1},
     "+ session diversity 0.3": {"diversity_weight": 0.3},
     "speaker boost 1.0 instead of 0.5": {"speaker_boost": 1.0},

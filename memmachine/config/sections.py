@@ -173,6 +173,13 @@ class RetrievalSettings(Section):
     speaker_focus_weight: float = Field(default=0.25, ge=0)
     speaker_focus_depth: int = Field(default=200, ge=1)
     speaker_focus_lists_only: bool = True
+    #: The focus stage's dense list asked with the named speakers' names taken out of the
+    #: query (``speaker_focus_unnamed``); and for a list question, the phrase it asks for
+    #: ("activities") embedded alone and searched among the named speakers' turns, weighing
+    #: ``speaker_focus_phrase_weight`` for its first (0: off). Both off by default: each
+    #: costs a query embedding on focused questions (bench/RESULTS.md).
+    speaker_focus_unnamed: bool = False
+    speaker_focus_phrase_weight: float = Field(default=0.0, ge=0)
     #: Diversity (:mod:`memmachine.retrieval.diversity`): a hit's score divided by
     #: ``1 + diversity_weight * n``, ``n`` being the better hits of its session, so the
     #: slots spread over sessions; 0 (the default) turns it off.

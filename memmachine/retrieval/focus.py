@@ -29,19 +29,29 @@ fused ones). Duplicates are collapsed as in the candidate lists.
 Asked of every question naming one speaker, the stage also reorders single-fact questions,
 whose one evidence turn is often found by its words alone, and costs them more than it gains
 (bench/RESULTS.md); hence the question-type gate.
+
+Two more dense lists are opt-in, each costing one more model run on focused questions (which
+put LoCoMo's CPU p95 more than 5 ms up, bench/RESULTS.md): with ``speaker_focus_unnamed`` the
+deep dense list is asked with the named speakers' names taken out of the query (among one
+speaker's turns the name only pulls toward the turns that say it), and with
+``speaker_focus_phrase_weight`` the phrase a list question asks for (:func:`asked_for`,
+"activities") is embedded alone, searched as deep, cut to the named speakers' turns and fused
+by cosine like the dense list: "Went swimming with the kids" paraphrases "activities" and
+shares no word with the question.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 
 from memmachine.models import Episode
 from memmachine.retrieval.hops import add_list, add_scaled_list
 from memmachine.retrieval.pipeline import Search
-from memmachine.retrieval.speakers import named_speakers
+from memmachine.retrieval.speakers import named_speakers, without_names
 
-__all__ = ["SpeakerFocus", "asks_for_several", "asks_to_infer", "focus_speakers"]
+__all__ = ["SpeakerFocus", "asked_for", "asks_for_several", "asks_to_infer", "focus_speakers"]
 
 #: A question that asks for several things: "What activities ...", "Which books has ...",
 #: "What do X and Y both ...", "How many ...". "What is ..." / "What does ..." do not count.
@@ -68,6 +78,23 @@ def asks_to_infer(query: str) -> bool:
     """Whether ``query`` asks for an inference about someone ("Would Caroline ...?"): its
     answer rests on what that person said anywhere, not on one turn."""
     return _INFER.search(query) is not None
+
+
+_AUX = r"(?:does|do|did|has|have|had|is|are|was|were|would|could|can|might|will|should)"
+#: The thing a list question asks for: "What (kind of) activities does ...", "Which US cities
+#: has ...", "How many turtles does ..." (not "How many times").
+_ASKED_FOR = re.compile(
+    r"^\W*(?:(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?|how\s+many\s+(?!times\b))"
+    r"((?:[\w'-]+\s+){0,2}?[\w'-]+)\s+" + _AUX + r"\b",
+    re.IGNORECASE,
+)
+
+
+def asked_for(query: str) -> str | None:
+    """The noun phrase a list question asks for ("activities" in "What activities does
+    Melanie partake in?"), or None."""
+    match = _ASKED_FOR.search(query)
+    return match.group(1) if match else None
 
 
 def focus_speakers(query: str, speakers: set[str]) -> set[str]:
@@ -113,33 +140,65 @@ class SpeakerFocus:
         if not _may_name_someone(search.query, named):
             return
         depth = max(tuning.speaker_focus_depth, search.depth)
-        lexical = search.store.fulltext_search(search.scope, search.query, depth)
-        if search.query_vector is not None:
-            dense, found = await asyncio.gather(
-                search.store.vector_search(
-                    search.scope,
-                    search.query_vector,
-                    depth,
-                    derivatives=tuning.sentence_derivatives,
-                ),
-                lexical,
-            )
-        else:
-            dense, found = [], await lexical
+        dense, found, phrased = await _deep_lists(search, named, depth)
         # the speakers of the deeper lists: the named one may be missing from the shallow ones
-        deeper = {e.producer for e, _ in [*dense, *found] if e.producer} - producers
+        deeper = {e.producer for e, _ in [*dense, *found, *phrased] if e.producer} - producers
         named |= named_speakers(search.query, deeper)
         if not named or named == producers | deeper:  # nobody, or everyone, singled out
             return
 
-        def theirs(ranked: list[tuple[Episode, float]]) -> list[tuple[Episode, float]]:
+        def theirs(ranked: Ranked) -> Ranked:
             return [(episode, score) for episode, score in ranked if episode.producer in named]
 
         weight = tuning.speaker_focus_weight
-        # The dense list by score, from 0 at the depth it was cut at to the weight for its
-        # best: the engines' float32 cosines differ by ~1e-6, and a rank jumps when two of
-        # them cross (see add_scaled_list). Full-text scores agree to ~1e-13: by rank.
-        floor = dense[-1][1] if dense else 0.0
-        add_scaled_list(search, "speaker_vector", theirs(dense), weight, floor)
+        # The dense lists by score, from 0 at the depth they were cut at to the weight for
+        # their best: the engines' float32 cosines differ by ~1e-6, and a rank jumps when two
+        # of them cross (see add_scaled_list). Full-text scores agree to ~1e-13: by rank.
+        add_scaled_list(search, "speaker_vector", theirs(dense), weight, _cut(dense))
         add_list(search, "speaker_fulltext", theirs(found), weight)
         search.ceiling *= 1 + weight
+        if phrased:
+            share = tuning.speaker_focus_phrase_weight
+            add_scaled_list(search, "speaker_phrase", theirs(phrased), share, _cut(phrased))
+            search.ceiling *= 1 + share / (2 + 2 * weight)
+
+
+Ranked = list[tuple[Episode, float]]
+
+
+def _cut(ranked: Ranked) -> float:
+    """The score at the depth ``ranked`` was cut at (0 for an empty list)."""
+    return ranked[-1][1] if ranked else 0.0
+
+
+async def _deep_lists(search: Search, named: set[str], depth: int) -> tuple[Ranked, Ranked, Ranked]:
+    """The dense and full-text lists ``depth`` deep, and the dense list of the phrase the
+    query asks for (:func:`asked_for`, with ``speaker_focus_phrase_weight``; else empty).
+
+    With ``speaker_focus_unnamed`` the dense list is asked with the ``named`` speakers'
+    names taken out of the query (:func:`~memmachine.retrieval.speakers.without_names`).
+    The texts that need a vector are embedded in one model run, while the full-text search
+    runs."""
+    tuning, store, scope = search.tuning, search.store, search.scope
+    lexical = asyncio.ensure_future(store.fulltext_search(scope, search.query, depth))
+    if search.query_vector is None:
+        return [], await lexical, []
+    unnamed = without_names(search.query, named) if tuning.speaker_focus_unnamed else ""
+    unnamed = unnamed if any(ch.isalnum() for ch in unnamed) else ""
+    phrase = asked_for(search.query) if tuning.speaker_focus_phrase_weight > 0 else None
+    texts = [text for text in (unnamed, phrase) if text]
+    vectors: list[Sequence[float]] = [search.query_vector]
+    if texts and search.embedder is not None:
+        try:
+            embedded = iter(await search.embedder.embed(texts))
+        except BaseException:
+            lexical.cancel()
+            await asyncio.gather(lexical, return_exceptions=True)
+            raise
+        vectors = [next(embedded) if unnamed else search.query_vector, *embedded]
+    derivatives = tuning.sentence_derivatives
+    *dense, found = await asyncio.gather(
+        *(store.vector_search(scope, vector, depth, derivatives=derivatives) for vector in vectors),
+        lexical,
+    )
+    return dense[0], found, dense[1] if len(dense) > 1 else []

@@ -23,7 +23,9 @@
    ``speaker_focus`` (see :mod:`memmachine.retrieval.focus`): for a query that names one
    speaker and asks for several things or for an inference, the dense and full-text lists fetched
    ``speaker_focus_depth`` deep, cut to that speaker's episodes and fused in at
-   ``speaker_focus_weight``.
+   ``speaker_focus_weight`` (opt-in: the dense list asked without the names,
+   ``speaker_focus_unnamed``, and a dense list of the phrase a list question asks for,
+   ``speaker_focus_phrase_weight``).
 5. Boosts, each a factor on a hit's fused score: ``speaker_boost`` (hits said by a speaker
    the query names), ``time_ranges`` (``time_boost``: hits inside a time range the query
    names, relative ranges resolved against the newest candidate or now, whichever is
