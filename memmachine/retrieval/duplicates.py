@@ -12,8 +12,9 @@ __all__ = ["Duplicates"]
 class Duplicates:
     """The candidate lists collapsed to distinct evidence (``distinct_evidence``): each
     piece of evidence once, as the episode stored first at its own rank (a copy is dropped,
-    never stands in for it); a full list that held duplicates is fetched once more, twice as
-    deep, so it keeps ``depth`` distinct candidates."""
+    never stands in for it); a full list that held duplicates is read on, twice as deep, so
+    it keeps ``depth`` distinct candidates. The candidates stage fetched that depth at once
+    (``Search.fetch_depth``), so no signal is searched twice."""
 
     name = "duplicates"
 
@@ -29,15 +30,10 @@ class Duplicates:
             # a full list in which duplicates took some of the depth
             return len(ranked) >= depth and distinct.distinct(ranked) < len(ranked)
 
-        if short(dense) and search.query_vector is not None:
-            dense = await search.store.vector_search(
-                search.scope,
-                search.query_vector,
-                2 * depth,
-                derivatives=search.tuning.sentence_derivatives,
-            )
+        if short(dense):
+            dense = dense + search.dense_reserve
         if short(fulltext):
-            fulltext = await search.store.fulltext_search(search.scope, search.query, 2 * depth)
+            fulltext = fulltext + search.fulltext_reserve
         distinct.register([episode for episode, _ in [*dense, *fulltext]])
         search.distinct = distinct
         search.dense = distinct.collapse(dense)[:depth]

@@ -67,12 +67,22 @@ class Search:
     ceiling: float = 1.0
     distinct: DistinctEvidence | None = None
     hits: list[EpisodeHit] = field(default_factory=list)
+    #: The hits each candidate list holds past ``depth``, when the candidates were fetched
+    #: deeper for the ``duplicates`` stage (each signal's search is asked once).
+    dense_reserve: list[tuple[Episode, float]] = field(default_factory=list)
+    fulltext_reserve: list[tuple[Episode, float]] = field(default_factory=list)
 
     @property
     def depth(self) -> int:
         """How many candidates each signal contributes."""
         tuning = self.tuning
         return max(tuning.min_candidates, self.top_k * tuning.candidates_per_result)
+
+    @property
+    def fetch_depth(self) -> int:
+        """How deep each signal is searched: twice ``depth`` when duplicates are collapsed,
+        so that a list in which duplicates took some of the depth needs no second search."""
+        return 2 * self.depth if self.tuning.distinct_evidence else self.depth
 
     def candidates(self) -> list[Episode]:
         """The scored candidates, in the order of ``scores``."""

@@ -110,7 +110,7 @@ class Candidates:
         return True
 
     async def run(self, search: Search) -> None:
-        store, depth = search.store, search.depth
+        store, depth = search.store, search.fetch_depth
         lexical = asyncio.ensure_future(store.fulltext_search(search.scope, search.query, depth))
         if search.query_vector is None and search.embedder is not None:
             try:
@@ -131,6 +131,10 @@ class Candidates:
             )
         else:
             search.dense, search.fulltext = [], await lexical
+        # past ``depth`` only for the duplicates stage: every other stage sees ``depth`` hits
+        cut = search.depth
+        search.dense, search.dense_reserve = search.dense[:cut], search.dense[cut:]
+        search.fulltext, search.fulltext_reserve = search.fulltext[:cut], search.fulltext[cut:]
         for episode, _ in [*search.dense, *search.fulltext]:
             search.by_id.setdefault(episode.id, episode)
 
