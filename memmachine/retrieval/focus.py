@@ -46,9 +46,9 @@ import asyncio
 import re
 from collections.abc import Sequence
 
-from memmachine.models import Episode
+from memmachine.retrieval.evidence import Ranked
 from memmachine.retrieval.hops import add_list, add_scaled_list
-from memmachine.retrieval.pipeline import Search
+from memmachine.retrieval.pipeline import Search, embed_beside
 from memmachine.retrieval.speakers import named_speakers, without_names
 
 __all__ = ["SpeakerFocus", "asked_for", "asks_for_several", "asks_to_infer", "focus_speakers"]
@@ -163,9 +163,6 @@ class SpeakerFocus:
             search.ceiling *= 1 + share / (2 + 2 * weight)
 
 
-Ranked = list[tuple[Episode, float]]
-
-
 def _cut(ranked: Ranked) -> float:
     """The score at the depth ``ranked`` was cut at (0 for an empty list)."""
     return ranked[-1][1] if ranked else 0.0
@@ -189,12 +186,7 @@ async def _deep_lists(search: Search, named: set[str], depth: int) -> tuple[Rank
     texts = [text for text in (unnamed, phrase) if text]
     vectors: list[Sequence[float]] = [search.query_vector]
     if texts and search.embedder is not None:
-        try:
-            embedded = iter(await search.embedder.embed(texts))
-        except BaseException:
-            lexical.cancel()
-            await asyncio.gather(lexical, return_exceptions=True)
-            raise
+        embedded = iter(await embed_beside(search.embedder, texts, lexical))
         vectors = [next(embedded) if unnamed else search.query_vector, *embedded]
     derivatives = tuning.sentence_derivatives
     *dense, found = await asyncio.gather(

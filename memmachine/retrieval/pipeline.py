@@ -22,10 +22,11 @@ fusion, the ranking) cannot be switched off: there would be no hits without it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from memmachine.config import RetrievalSettings
 from memmachine.errors import InvalidInputError
@@ -35,7 +36,21 @@ from memmachine.retrieval.evidence import DistinctEvidence
 from memmachine.retrieval.explain import StageControl
 from memmachine.stage_observer import StageObserver
 
-__all__ = ["Search", "SearchPipeline", "Stage"]
+__all__ = ["Search", "SearchPipeline", "Stage", "embed_beside"]
+
+
+async def embed_beside(
+    embedder: Embedder, texts: Sequence[str], pending: asyncio.Future[Any]
+) -> list[list[float]]:
+    """``embedder.embed(texts)`` while ``pending`` (a store search already started) runs on;
+    when embedding fails, ``pending`` is cancelled and awaited before the error goes up, so
+    no search is left running for a request that has failed."""
+    try:
+        return await embedder.embed(texts)
+    except BaseException:
+        pending.cancel()
+        await asyncio.gather(pending, return_exceptions=True)
+        raise
 
 
 @dataclass

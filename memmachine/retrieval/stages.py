@@ -71,7 +71,7 @@ from memmachine.retrieval.duplicates import Duplicates
 from memmachine.retrieval.feedback import Feedback
 from memmachine.retrieval.focus import SpeakerFocus
 from memmachine.retrieval.hops import Decomposition, SecondHop
-from memmachine.retrieval.pipeline import Search, SearchPipeline, Stage
+from memmachine.retrieval.pipeline import Search, SearchPipeline, Stage, embed_beside
 from memmachine.retrieval.speakers import named_speakers
 from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
 from memmachine.retrieval.text import episode_search_text
@@ -113,12 +113,7 @@ class Candidates:
         store, depth = search.store, search.fetch_depth
         lexical = asyncio.ensure_future(store.fulltext_search(search.scope, search.query, depth))
         if search.query_vector is None and search.embedder is not None:
-            try:
-                search.query_vector = (await search.embedder.embed([search.query]))[0]
-            except BaseException:
-                lexical.cancel()
-                await asyncio.gather(lexical, return_exceptions=True)
-                raise
+            search.query_vector = (await embed_beside(search.embedder, [search.query], lexical))[0]
         if search.query_vector is not None:
             search.dense, search.fulltext = await asyncio.gather(
                 store.vector_search(
