@@ -34,12 +34,11 @@ Linux only.
 from __future__ import annotations
 
 import argparse
-import json
 import mmap
 import os
 import random
 import statistics
-import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -48,41 +47,29 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale
+from page_residency import array_spans
+
 _PAGE = mmap.PAGESIZE
 _MB = 1 << 20
 
 
 def index_region(path: Path) -> tuple[int, int]:
     """``(offset, length)`` of the span of ``codes`` and ``part_codes`` in an index file."""
-    with path.open("rb") as file:
-        head = file.read(16)
-        (length,) = struct.unpack("<Q", head[8:16])
-        header = json.loads(file.read(length))
-    start = -(-(16 + length) // 64) * 64
-    spans = []
-    for entry in header["arrays"]:
-        if entry["name"] in ("codes", "part_codes"):
-            size = int(np.prod(entry["shape"])) * np.dtype(entry["dtype"]).itemsize
-            spans.append((start + int(entry["offset"]), start + int(entry["offset"]) + size))
+    spans = [
+        (begin, begin + size)
+        for name, (begin, size) in array_spans(path).items()
+        if name in ("codes", "part_codes")
+    ]
     if not spans:
         raise SystemExit(f"{path}: no int8 codes (an index under the int8 threshold)")
     begin, end = min(s for s, _ in spans), max(e for _, e in spans)
     return begin, end - begin
 
 
-def drop(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def read_bytes() -> int:
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("read_bytes"):
-            return int(line.split()[1])
-    return 0
+    return scale.io_counters()[1]
 
 
 class Region:
@@ -267,7 +254,7 @@ def main() -> None:
         order = list(chosen)
         random.shuffle(order)
         for name in order:
-            drop(region.path)
+            scale.drop_page_cache(region.path)
             time.sleep(0.05)
             before, clock = read_bytes(), time.perf_counter()
             chosen[name]()

@@ -17,30 +17,38 @@ import numpy as np
 
 from memmachine.indexing.page_advice import resident_pages
 
-__all__ = ["resident_by_array"]
+__all__ = ["array_spans", "resident_by_array"]
 
 _ALIGN = 64
 
 
-def resident_by_array(path: Path) -> dict[str, tuple[int, int]]:
-    """``{array name: (bytes of its pages in the page cache, its size in bytes)}`` for a
-    search index file (see ``memmachine.adapters.indexed.search_index_files``), with
-    ``"header"`` for the bytes before the first array. Empty where ``mincore`` is missing."""
+def array_spans(path: Path) -> dict[str, tuple[int, int]]:
+    """``{array name: (offset of its first byte, its size in bytes)}`` for a search index
+    file (see ``memmachine.adapters.indexed.search_index_files``), with ``"header"`` for the
+    bytes before the first array."""
     with path.open("rb") as file:
         head = file.read(16)
         (length,) = struct.unpack("<Q", head[8:16])
         header = json.loads(file.read(length))
     start = -(-(16 + length) // _ALIGN) * _ALIGN
+    spans = {"header": (0, start)}
+    for entry in header["arrays"]:
+        size = int(np.prod(entry["shape"])) * np.dtype(entry["dtype"]).itemsize
+        spans[entry["name"]] = (start + int(entry["offset"]), size)
+    return spans
+
+
+def resident_by_array(path: Path) -> dict[str, tuple[int, int]]:
+    """``{array name: (bytes of its pages in the page cache, its size in bytes)}`` for each
+    span of :func:`array_spans`. Empty where ``mincore`` is missing."""
     resident = _resident_pages(path)
     if resident is None:
         return {}
     page = mmap.PAGESIZE
-    out = {"header": (_cached(resident, 0, start, page), start)}
-    for entry in header["arrays"]:
-        size = int(np.prod(entry["shape"])) * np.dtype(entry["dtype"]).itemsize
-        begin = start + int(entry["offset"])
-        out[entry["name"]] = (_cached(resident, begin, begin + size, page), size)
-    return out
+    return {
+        name: (_cached(resident, begin, begin + size, page), size)
+        for name, (begin, size) in array_spans(path).items()
+    }
 
 
 def _cached(resident: np.ndarray, begin: int, end: int, page: int) -> int:
