@@ -62,11 +62,12 @@ async def test_a_retried_message_takes_one_slot_and_the_original_is_kept(
 ) -> None:
     question = "Where did Ann hike with her dog?"
     first = say("Ann", "I hiked Mount Tam with my dog Biscuit.")
-    retry = say("Ann", "I hiked Mount Tam with my dog Biscuit.")
+    # a client retry stamped when it was sent again: another message to the write path
+    retry = say("Ann", "I hiked Mount Tam with my dog Biscuit.", 3)
     others = [say("Ann", "My dog loves the beach.", 1), say("Bo", "I hiked alone last year.", 2)]
     async with open_memory() as memory:
         await store(memory, "u", "s1", first, *others)
-        await store(memory, "u", "s1", retry)  # a client retry, stored again
+        await store(memory, "u", "s1", retry)
         on = await memory.search_episodes(Scope(user_id="u"), question, top_k=3)
         memory.retrieval = memory.retrieval.model_copy(update={"distinct_evidence": False})
         off = await memory.search_episodes(Scope(user_id="u"), question, top_k=3)
