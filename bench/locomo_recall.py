@@ -403,11 +403,12 @@ async def run(
                         await manager.forget_user(Scope(user_id=_user(sample_id, suffix)))
                     manager.retrieval = tuning.model_copy(update=change)
                     wall, cpu = time.perf_counter(), time.process_time()
-                    shifts = [timedelta(0), SHIFT] if suffix == TWICE_SHIFTED else [timedelta(0)]
-                    for shift in shifts * (2 if suffix == TWICE else 1):
+                    shifts = {TWICE: [timedelta(0)] * 2, TWICE_SHIFTED: [timedelta(0), SHIFT]}
+                    passes = shifts.get(suffix, [timedelta(0)])
+                    for shift in passes:
                         await ingest(manager, turns, suffix, shift)
                     ingest_costs[suffix or "defaults"] = {
-                        "turns": sum(len(t) for t in turns.values()) * len(shifts),
+                        "turns": sum(len(t) for t in turns.values()) * len(passes),
                         "episodes": await _stored(manager, turns, suffix),
                         "wall_s": round(time.perf_counter() - wall, 1),
                         "bench_cpu_s": round(time.process_time() - cpu, 1),
