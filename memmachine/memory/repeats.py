@@ -12,7 +12,8 @@ once per user, checked inside its write, keeps it so under concurrent writers an
 restarts; deleting or forgetting the episode frees the id, so the message can be stored
 again. A message without a timestamp gets a fresh id: two "ok"s sent at different times
 are two messages. The expiry asked for (``expires_at``, ``ttl_seconds``) is not part of
-what a message is: a repeat keeps the stored episode's expiry.
+what a message is: a repeat keeps the stored episode's expiry, and an expired episode the
+retention sweep has not removed yet still holds its message until the sweep removes it.
 """
 
 from __future__ import annotations
