@@ -562,7 +562,7 @@ class IndexedEpisodeStore(Lifecycle):
             if slot.index is not None:
                 return slot.index, False
             forgets = self._forgets.get(key, 0)
-            index = await self._in_thread(lambda: files.open(key))
+            index = await self._in_thread(files, key)
             if index is None:
                 return None, False
             if self._slots.get(key) is not slot or self._forgets.get(key, 0) != forgets:
@@ -580,11 +580,11 @@ class IndexedEpisodeStore(Lifecycle):
         self._fit_budget()
         return index, True
 
-    async def _in_thread(self, open_file: Callable[[], ScopeIndex | None]) -> ScopeIndex | None:
-        """``open_file()`` in a worker thread; it runs to its end even when the caller is
-        cancelled, and :meth:`close` waits for it (no mapping is made after the store
+    async def _in_thread(self, files: SearchIndexFiles, key: str) -> ScopeIndex | None:
+        """``files.open(key)`` in a worker thread; it runs to its end even when the caller
+        is cancelled, and :meth:`close` waits for it (no mapping is made after the store
         closed)."""
-        task = asyncio.ensure_future(asyncio.to_thread(open_file))
+        task = asyncio.ensure_future(asyncio.to_thread(files.open, key))
         self._opens.add(task)
         task.add_done_callback(self._opens.discard)
         return await asyncio.shield(task)
@@ -772,7 +772,7 @@ class IndexedEpisodeStore(Lifecycle):
         if (index.revision, index.deletions, index.rows) == state:
             # nothing changed while writing: answer from the mapped file, which holds the
             # vectors outside the process heap (and frees what a large build spilled)
-            opened = await self._in_thread(lambda: files.open(key))
+            opened = await self._in_thread(files, key)
             if (
                 opened is not None
                 and self._slots.get(key) is slot
