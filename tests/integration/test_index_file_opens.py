@@ -22,17 +22,11 @@ from typing import Any
 
 import pytest
 
+from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
-from tests.integration.test_indexed_episode_store import (
-    ANN,
-    WORDS,
-    fill,
-    plain,
-    ranked,
-    records,
-    server,
-    vector,
-)
+from memmachine.models import Episode
+from tests.integration import test_indexed_episode_store as base
+from tests.integration.test_indexed_episode_store import ANN, WORDS, plain, ranked, server
 from tests.integration.test_search_index_files import graph, on_disk, plain_identity
 
 __all__ = ["graph", "server"]  # fixtures shared with those files
@@ -99,21 +93,36 @@ async def pool() -> AsyncIterator[HeldOpens]:
         held.shutdown(wait=True)
 
 
-async def written(server: str, graph: str, directory: Path, rng: random.Random) -> None:
-    """Ann's and Bob's episodes stored, and Ann's index file written."""
-    async with on_disk(server, graph, directory) as store:
-        await fill(store, rng)
+@pytest.fixture
+async def rng(server: str, graph: str, tmp_path: Path) -> random.Random:
+    """Ann's and Bob's episodes stored and Ann's index file written in ``tmp_path``; the
+    random numbers that made them, for more."""
+    rng = random.Random(40)
+    async with on_disk(server, graph, tmp_path) as store:
+        await base.fill(store, rng)
         assert await store.warm(ANN)
         await store.settled()
     gc.collect()  # what that store mapped is unmapped once collected
+    return rng
+
+
+async def cold_search(
+    fast: IndexedEpisodeStore, pool: HeldOpens, k: int = 500
+) -> asyncio.Task[list[tuple[Episode, float]]]:
+    """A full-text search of Ann's every word, started once the pool holds opens, and
+    under way in the open of her file when returned."""
+    pool.hold()
+    search = asyncio.create_task(fast.fulltext_search(ANN.user_scope(), EVERY_WORD, k))
+    await pool.until_opening(search)
+    assert pool.opens == 1
+    assert not search.done()
+    return search
 
 
 async def test_concurrent_first_searches_of_a_cold_user_open_the_file_once(
-    server: str, graph: str, tmp_path: Path, pool: HeldOpens
+    server: str, graph: str, tmp_path: Path, pool: HeldOpens, rng: random.Random
 ) -> None:
-    rng = random.Random(41)
-    await written(server, graph, tmp_path, rng)
-    query = vector(rng)
+    query = base.vector(rng)
     async with plain(server, graph) as truth, on_disk(server, graph, tmp_path) as fast:
         want = ranked(await truth.vector_search(ANN.user_scope(), query, 9))
         pool.hold()
@@ -136,16 +145,12 @@ async def test_concurrent_first_searches_of_a_cold_user_open_the_file_once(
 
 
 async def test_another_user_is_served_while_a_cold_file_opens(
-    server: str, graph: str, tmp_path: Path, pool: HeldOpens
+    server: str, graph: str, tmp_path: Path, pool: HeldOpens, rng: random.Random
 ) -> None:
-    rng = random.Random(42)
-    await written(server, graph, tmp_path, rng)
     async with plain(server, graph) as truth, on_disk(server, graph, tmp_path) as fast:
         assert await fast.warm(BOB)  # from the store: Bob has no file yet
         await fast.settled()
-        pool.hold()
-        cold = asyncio.create_task(fast.fulltext_search(ANN.user_scope(), EVERY_WORD, 50))
-        await pool.until_opening(cold)
+        cold = await cold_search(fast, pool, 50)
         # Bob is answered on the event loop while Ann's file is still opening
         hot = await fast.fulltext_search(BOB, EVERY_WORD, 50)
         assert not cold.done()
@@ -157,19 +162,13 @@ async def test_another_user_is_served_while_a_cold_file_opens(
 
 
 async def test_a_forget_while_the_file_opens_is_never_answered_from_it(
-    server: str, graph: str, tmp_path: Path, pool: HeldOpens
+    server: str, graph: str, tmp_path: Path, pool: HeldOpens, rng: random.Random
 ) -> None:
-    rng = random.Random(43)
-    await written(server, graph, tmp_path, rng)
     async with on_disk(server, graph, tmp_path) as fast:
         path = fast.index_file(ANN)
         assert path is not None
         assert path.exists()
-        pool.hold()
-        search = asyncio.create_task(fast.fulltext_search(ANN.user_scope(), EVERY_WORD, 500))
-        await pool.until_opening(search)
-        assert pool.opens == 1
-        assert not search.done()
+        search = await cold_search(fast, pool)
         assert await fast.delete_episodes(ANN.user_scope()) > 0  # Ann is forgotten
         pool.release()
         assert await search == []  # answered after the forget: nothing of Ann's
@@ -180,15 +179,11 @@ async def test_a_forget_while_the_file_opens_is_never_answered_from_it(
 
 
 async def test_a_write_while_the_file_opens_is_seen_by_the_next_search(
-    server: str, graph: str, tmp_path: Path, pool: HeldOpens
+    server: str, graph: str, tmp_path: Path, pool: HeldOpens, rng: random.Random
 ) -> None:
-    rng = random.Random(44)
-    await written(server, graph, tmp_path, rng)
     async with plain(server, graph) as truth, on_disk(server, graph, tmp_path) as fast:
-        pool.hold()
-        first = asyncio.create_task(fast.fulltext_search(ANN.user_scope(), EVERY_WORD, 500))
-        await pool.until_opening(first)
-        await fast.add_episodes(ANN.for_session("late"), records(rng, "late", 7))
+        first = await cold_search(fast, pool)
+        await fast.add_episodes(ANN.for_session("late"), base.records(rng, "late", 7))
         after = asyncio.create_task(fast.fulltext_search(ANN.user_scope(), EVERY_WORD, 500))
         pool.release()
         await first
@@ -205,16 +200,12 @@ def mapped(path: Path) -> bool:
 
 
 async def test_closing_the_store_while_the_file_opens_leaves_nothing_mapped(
-    server: str, graph: str, tmp_path: Path, pool: HeldOpens
+    server: str, graph: str, tmp_path: Path, pool: HeldOpens, rng: random.Random
 ) -> None:
-    rng = random.Random(45)
-    await written(server, graph, tmp_path, rng)
     fast = on_disk(server, graph, tmp_path)
     await fast.start()
     path = SearchIndexFiles(tmp_path, plain_identity(fast)).path(ANN.user_key)
-    pool.hold()
-    search = asyncio.create_task(fast.fulltext_search(ANN.user_scope(), EVERY_WORD, 500))
-    await pool.until_opening(search)
+    search = await cold_search(fast, pool)
     assert mapped(path)  # the thread has mapped it
     closing = asyncio.create_task(fast.close())
     for _ in range(20):
