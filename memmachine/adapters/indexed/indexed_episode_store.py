@@ -43,9 +43,9 @@ user whose index is not in memory (dropped for the budget, after a restart, or l
 another process sharing the directory) is opened from their file in milliseconds, its
 vectors mapped rather than read, and brought up to date as above. The open runs in a worker
 thread, so the event loop serves other requests meanwhile; concurrent searches of the user
-wait for that one open. A file is written after
-an index is loaded from the store, when an index leaves memory with writes the file lacks,
-and when a user's in-memory rows have grown by a quarter since their file. Building an
+wait for that one open. A file is written after an index is loaded from the store, when an
+index leaves memory with writes the file lacks, and when a user's in-memory rows have grown
+by a quarter since their file. Building an
 index larger than ``spill_rows`` writes its vectors out as it goes, so even the first load
 of a large user holds little in memory. Files hold derived personal data: a deletion
 through this store removes the user's file at once, a file found out of step with the
