@@ -23,12 +23,19 @@ loop). Linux only; the index file is built once into ``--dir`` (random vectors: 
 bytes matter).
 
     uv run python bench/advice_stall.py --episodes 100000 --rounds 10
+
+With ``--store BEFORE``, the cold search goes through ``IndexedEpisodeStore.vector_search``
+instead (a fresh store per round, whose wrapped store only tells the file's state), two ways
+alternated: this checkout's store and the one in the file ``BEFORE`` (another version of
+indexed_episode_store.py, e.g. ``git show main:memmachine/adapters/indexed/
+indexed_episode_store.py``), loaded beside it; open = cold there.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import random
 import statistics
 import sys
@@ -42,13 +49,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale
 
+from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
 from memmachine.indexing import page_advice
 from memmachine.indexing.index_snapshot import snapshot_of
 from memmachine.indexing.scope_index import ScopeIndex
-from memmachine.models import IndexEntry, Scope
+from memmachine.models import Episode, IndexEntry, IndexState, Scope
 
 DIMENSIONS = 384
+IDENTITY = "bench:advice-stall"
 COLD, HOT = Scope(user_id="cold"), Scope(user_id="hot")
 
 
@@ -91,6 +100,56 @@ class MmapAdvice(page_advice._Advice):
             self.mapping.madvise(self.option, begin, length)
 
 
+class FileState:
+    """The store an ``IndexedEpisodeStore`` wraps here: it tells the cold user's state (that
+    of their file) and holds no episodes."""
+
+    name, kind, identity, embedding_dimensions = "bench", "bench", IDENTITY, DIMENSIONS
+
+    def __init__(self, state: IndexState) -> None:
+        self.state = state
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def index_state(self, scope: Scope) -> IndexState:
+        return self.state
+
+    async def get_episodes(self, scope: Scope, episode_ids: Any) -> list[Episode]:
+        return []
+
+
+def store_search(kind: Any, directory: Path, state: IndexState) -> Any:
+    """A cold search through a fresh store of ``kind``: open and first search."""
+
+    async def search(query: list[float]) -> float:
+        store = kind(FileState(state), index_dir=directory, sweep_seconds=0)
+        await store.start()
+        try:
+            began = time.perf_counter()
+            await store.vector_search(COLD, query, 10)
+            assert store.paths.opened == 1
+            return time.perf_counter() - began
+        finally:
+            await store.close()
+
+    return search
+
+
+def loaded(path: Path) -> Any:
+    """``IndexedEpisodeStore`` of another version of its module, loaded beside this one."""
+    spec = importlib.util.spec_from_file_location("indexed_episode_store_before", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.IndexedEpisodeStore
+
+
 class Worker:
     """A thread that wakes every 0.5 ms for a moment of Python work (as a worker thread
     handing back an embedding does): how late it got to run (the GIL) inside a window."""
@@ -120,6 +179,7 @@ async def one_round(
     every: float,
     worker: Worker,
     threaded: bool,
+    store: Any = None,
 ) -> tuple[float, float, list[float], float, int]:
     path = files.path(COLD.user_key)
     scale.drop_page_cache(path)
@@ -139,19 +199,22 @@ async def one_round(
     await asyncio.sleep(max(0.0, cold_at - time.perf_counter()))
     read_before = scale.io_counters()[1]
     began = time.perf_counter()
-    if threaded:
-        opened = await asyncio.to_thread(files.open, COLD.user_key)
+    if store is not None:
+        opening = await store(query)
     else:
-        opened = files.open(COLD.user_key)
-    opening = time.perf_counter() - began
-    assert opened is not None
-    mask = opened.mask(COLD)
-    assert mask is not None
-    opened.vector_top(query, 10, mask)
+        if threaded:
+            opened = await asyncio.to_thread(files.open, COLD.user_key)
+        else:
+            opened = files.open(COLD.user_key)
+        opening = time.perf_counter() - began
+        assert opened is not None
+        mask = opened.mask(COLD)
+        assert mask is not None
+        opened.vector_top(query, 10, mask)
+        del opened, mask
     ended = time.perf_counter()
     read = scale.io_counters()[1] - read_before
     await asyncio.gather(*searches)
-    del opened, mask
     # the searches that were waiting while the cold one ran
     overlapped = [wait for arrival, wait in zip(arrivals, waits, strict=False) if arrival <= ended]
     return ended - began, opening, overlapped, worker.longest(began, ended), read
@@ -168,11 +231,16 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--every", type=float, default=0.002, help="seconds between hot ones")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/advice_stall"))
+    parser.add_argument("--store", type=Path, help="indexed_episode_store.py to compare with")
     args = parser.parse_args()
-    files = SearchIndexFiles(args.dir, "bench:advice-stall")
+    files = SearchIndexFiles(args.dir, IDENTITY)
     if files.open(COLD.user_key) is None:
         print(f"building a {args.episodes}-episode index file ...", flush=True)
         files.save(COLD.user_key, snapshot_of(built(args.episodes, 1)))
+    opened = files.open(COLD.user_key)
+    assert opened is not None
+    state = IndexState(opened.revision, opened.deletions, len(opened))
+    del opened
     hot = built(5_000, 7)
     query = np.random.default_rng(9).standard_normal(DIMENSIONS).astype(np.float32).tolist()
     libc = page_advice._Advice
@@ -182,6 +250,11 @@ async def main() -> None:
         "mmap, open in a thread": (MmapAdvice, True),
         "ctypes, open in a thread": (libc, True),
     }
+    stores: dict[str, Any] = {}
+    if args.store is not None:
+        variants = {"store before": (libc, False), "store now": (libc, False)}
+        stores["store before"] = store_search(loaded(args.store), args.dir, state)
+        stores["store now"] = store_search(IndexedEpisodeStore, args.dir, state)
     worker = Worker()
     worker.thread.start()
     results: dict[str, tuple[list[float], list[float], list[float], list[float], list[int]]] = {
@@ -195,7 +268,7 @@ async def main() -> None:
                 advise, threaded = variants[name]
                 page_advice._Advice = advise  # type: ignore[misc]
                 cold, opening, waits, late, read = await one_round(
-                    files, hot, query, args.every, worker, threaded
+                    files, hot, query, args.every, worker, threaded, stores.get(name)
                 )
                 results[name][0].append(cold)
                 results[name][1].append(opening)
