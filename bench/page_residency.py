@@ -7,30 +7,23 @@ of its pages are cached again tells, array by array, what that search read from 
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
-import struct
 from pathlib import Path
 
 import numpy as np
 
+from memmachine.adapters.indexed.search_index_files import read_header
 from memmachine.indexing.page_advice import resident_pages
 
 __all__ = ["array_spans", "resident_by_array"]
-
-_ALIGN = 64
 
 
 def array_spans(path: Path) -> dict[str, tuple[int, int]]:
     """``{array name: (offset of its first byte, its size in bytes)}`` for a search index
     file (see ``memmachine.adapters.indexed.search_index_files``), with ``"header"`` for the
     bytes before the first array."""
-    with path.open("rb") as file:
-        head = file.read(16)
-        (length,) = struct.unpack("<Q", head[8:16])
-        header = json.loads(file.read(length))
-    start = -(-(16 + length) // _ALIGN) * _ALIGN
+    header, start = read_header(path)
     spans = {"header": (0, start)}
     for entry in header["arrays"]:
         size = int(np.prod(entry["shape"])) * np.dtype(entry["dtype"]).itemsize

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -50,11 +51,12 @@ def will_need(
     if where is None or array.size == 0:
         return
     mapping, offset, address = where
+    advise = _Advice(mapping, address, _WILLNEED)
     if rows is None:
         # one advice per megabyte: the kernel reads at most its read-ahead size (or the
         # device's largest request) per advice, and drops the rest
         for begin in range(offset, offset + array.nbytes, _WHOLE_CHUNK):
-            _advise(mapping, _WILLNEED, begin, min(begin + _WHOLE_CHUNK, offset + array.nbytes))
+            advise(begin, min(begin + _WHOLE_CHUNK, offset + array.nbytes))
         return
     stride = int(array.strides[0])
     begins = np.asarray(rows, dtype=np.int64)
@@ -87,7 +89,7 @@ def will_need(
     for page, final in zip(
         run_first[:_MAX_RUNS].tolist(), run_last[:_MAX_RUNS].tolist(), strict=True
     ):
-        _advise(mapping, _WILLNEED, page * _PAGE, (final + 1) * _PAGE)
+        advise(page * _PAGE, (final + 1) * _PAGE)
 
 
 def random_access(array: npt.NDArray[Any]) -> None:
@@ -95,8 +97,8 @@ def random_access(array: npt.NDArray[Any]) -> None:
     scattered rows at a time, each announced by :func:`will_need`."""
     where = _mapping(array)
     if where is not None and array.size:
-        mapping, offset, _ = where
-        _advise(mapping, _RANDOM, offset, offset + array.nbytes)
+        mapping, offset, address = where
+        _Advice(mapping, address, _RANDOM)(offset, offset + array.nbytes)
 
 
 def resident_pages(array: npt.NDArray[Any]) -> npt.NDArray[np.bool_] | None:
@@ -141,14 +143,54 @@ def _missing_pages(address: int, first: int, end: int) -> npt.NDArray[np.bool_] 
     return missing
 
 
-def _advise(mapping: mmap.mmap, option: int | None, begin: int, end: int) -> None:
-    """``madvise`` over the pages of ``[begin, end)`` (widened to whole pages)."""
-    if option is None or not hasattr(mapping, "madvise"):
-        return
-    begin = begin // _PAGE * _PAGE
-    try:
-        end = min(end, len(mapping))
+class _Advice:
+    """One kind of advice (``option``; ``None``: none) over the pages of a mapping at
+    ``address``, given through libc's ``madvise`` by ctypes, which releases the GIL for the
+    call: the kernel allocates the pages and queues their reads inside it (tens of ms for a
+    cold index's codes), and ``mmap.madvise`` would hold the GIL all that time, stalling
+    every other thread of the process (bench/RESULTS.md, "Read-ahead advice without the
+    GIL"). libc is looked up at the first advice given, not for hints that give none."""
+
+    def __init__(self, mapping: mmap.mmap, address: int, option: int | None) -> None:
+        self.mapping, self.address, self.option = mapping, address, option
+        self._madvise: Callable[[int, int, int], int] | None = None
+
+    def __call__(self, begin: int, end: int) -> None:
+        """Advise the pages of ``[begin, end)`` bytes into the mapping (widened to whole
+        pages). A refusal (a closed mapping, advice the kernel does not know) is ignored:
+        it is a hint."""
+        if self.option is None:
+            return
+        begin = begin // _PAGE * _PAGE
+        try:
+            end = min(end, len(self.mapping))
+        except ValueError:  # closed
+            return
         if end > begin:
-            mapping.madvise(option, begin, end - begin)
-    except (OSError, ValueError):  # a closed mapping, or advice the kernel refuses
-        return
+            self._send(begin, end - begin)
+
+    def _send(self, begin: int, length: int) -> None:
+        madvise = self._madvise or _libc_madvise()
+        if madvise is None or self.option is None:
+            self.option = None
+            return
+        self._madvise = madvise
+        madvise(self.address + begin, length, self.option)  # -1 (refused) is ignored too
+
+
+def _libc_madvise() -> Callable[[int, int, int], int] | None:
+    """libc's ``madvise(address, length, advice)``, called without the GIL; ``None`` where
+    there is none. It is found among the process's own symbols (``ctypes.pythonapi`` is a
+    handle on them, already open: 4 µs where opening libc again takes 30) and called
+    through a ``CFUNCTYPE`` prototype, which releases the GIL (``pythonapi``'s own calls
+    keep it)."""
+    try:
+        address = ctypes.cast(ctypes.pythonapi.madvise, ctypes.c_void_p).value
+    except AttributeError:
+        return None
+    if address is None:
+        return None
+    prototype = ctypes.CFUNCTYPE(
+        ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, use_errno=True
+    )
+    return cast(Callable[[int, int, int], int], prototype(address))

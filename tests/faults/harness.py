@@ -85,7 +85,8 @@ def postgres_processes(postgres: PostgresServer) -> list[int]:
 class WireTap:
     """A TCP proxy on a free port of 127.0.0.1 in front of ``127.0.0.1:target_port`` that
     keeps what clients send, so a test can count how often a command went out
-    (:meth:`count`) however the server fared. Used as a context manager."""
+    (:meth:`count`) however the server fared, and can lose the server's answer to one
+    message (:meth:`lose_answer_to`). Used as a context manager."""
 
     def __init__(self, target_port: int) -> None:
         self._target = target_port
@@ -95,6 +96,17 @@ class WireTap:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._closed = threading.Event()
+        self._lose: bytes | None = None
+        #: Set once an answer was lost and its connection cut (:meth:`lose_answer_to`).
+        self.answer_lost = threading.Event()
+
+    def lose_answer_to(self, message: bytes) -> None:
+        """Once: the next time a client sends ``message`` it reaches the server, and the
+        server's answer is thrown away and the connection cut (both ways) when it comes, so
+        the client sees its connection drop after the server did what it asked."""
+        with self._lock:
+            self._lose = message
+        self.answer_lost.clear()
 
     def __enter__(self) -> WireTap:
         threading.Thread(target=self._accept, daemon=True).start()
@@ -123,15 +135,30 @@ class WireTap:
             with self._lock:
                 self._sent.append(sent)
                 self._sockets += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, sent), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, None), daemon=True).start()
+            muted = threading.Event()  # the server's next answer on this connection is lost
+            for source, sink, kept in ((client, server, sent), (server, client, None)):
+                threading.Thread(
+                    target=self._pump, args=(source, sink, kept, muted), daemon=True
+                ).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, kept: bytearray | None) -> None:
+    def _pump(
+        self,
+        source: socket.socket,
+        sink: socket.socket,
+        kept: bytearray | None,
+        muted: threading.Event,
+    ) -> None:
         try:
             while chunk := source.recv(65536):
+                if kept is None and muted.is_set():
+                    self.answer_lost.set()
+                    return  # the answer goes nowhere; ``finally`` cuts both ways
                 if kept is not None:
                     with self._lock:
                         kept.extend(chunk)
+                        if self._lose is not None and self._lose in chunk:
+                            self._lose = None
+                            muted.set()  # before it is sent: the answer cannot come first
                 sink.sendall(chunk)
         except OSError:
             pass

@@ -41,9 +41,11 @@ With ``index_dir`` (and a store that tells its identity), indexes are also kept 
 one file per user (:class:`~memmachine.adapters.indexed.search_index_files.SearchIndexFiles`): a
 user whose index is not in memory (dropped for the budget, after a restart, or loaded by
 another process sharing the directory) is opened from their file in milliseconds, its
-vectors mapped rather than read, and brought up to date as above. A file is written after
-an index is loaded from the store, when an index leaves memory with writes the file lacks,
-and when a user's in-memory rows have grown by a quarter since their file. Building an
+vectors mapped rather than read, and brought up to date as above. The open runs in a worker
+thread, so the event loop serves other requests meanwhile; concurrent searches of the user
+wait for that one open. A file is written after an index is loaded from the store, when an
+index leaves memory with writes the file lacks, and when a user's in-memory rows have grown
+by a quarter since their file. Building an
 index larger than ``spill_rows`` writes its vectors out as it goes, so even the first load
 of a large user holds little in memory. Files hold derived personal data: a deletion
 through this store removes the user's file at once, a file found out of step with the
@@ -191,6 +193,8 @@ class IndexedEpisodeStore(Lifecycle):
         self._sweep_seconds = sweep_seconds
         self._sweeper: asyncio.Task[None] | None = None
         self._saves: set[asyncio.Task[None]] = set()
+        #: Index files being opened in worker threads (see :meth:`_open`).
+        self._opens: set[asyncio.Future[ScopeIndex | None]] = set()
         #: Per user: how many deletions this process made (a file written from an index
         #: read before one of them is removed again).
         self._forgets: dict[str, int] = {}
@@ -227,9 +231,11 @@ class IndexedEpisodeStore(Lifecycle):
         for task in loads:
             with contextlib.suppress(asyncio.CancelledError, MemMachineError):
                 await task
-        while self._saves:  # a write under way finishes: no half-written file is left
-            await asyncio.gather(*self._saves, return_exceptions=True)
+        # slots go first: a write or an open finishing below finds its slot gone and
+        # keeps nothing mapped
         self._slots.clear()
+        while self._saves or self._opens:  # a write under way finishes: no half-written file
+            await asyncio.gather(*self._saves, *self._opens, return_exceptions=True)
         self._episodes.clear()
         await self._inner.close()
 
@@ -425,7 +431,7 @@ class IndexedEpisodeStore(Lifecycle):
         slot.failed_at = None
         index = slot.index
         if index is None:
-            index = self._open(scope, slot, state)
+            index, _ = await self._open(scope, slot, state)
         if index is None or index.deletions != state.deletions:
             async with slot.lock:
                 slot.index = await self._read_all(scope)
@@ -508,8 +514,8 @@ class IndexedEpisodeStore(Lifecycle):
         # applied, and additions caught up to the state's revision.
         index = slot.index
         if index is None:
-            index = self._open(scope, slot, state)
-            opened += [index] if index is not None else []
+            index, fresh = await self._open(scope, slot, state)
+            opened += [index] if fresh and index is not None else []
         if index is None or index.deletions < state.deletions:
             index = await self._load(scope, slot, state)
             if index is None:
@@ -534,28 +540,54 @@ class IndexedEpisodeStore(Lifecycle):
             return 2 * dimensions + _BYTES_PER_EPISODE
         return 4 * dimensions + _BYTES_PER_EPISODE
 
-    def _open(self, scope: Scope, slot: _Slot, state: IndexState) -> ScopeIndex | None:
+    async def _open(
+        self, scope: Scope, slot: _Slot, state: IndexState
+    ) -> tuple[ScopeIndex | None, bool]:
         """The user's index from their file, when it is one the store's ``state`` can be
         reached from by additions only; a file that is not (deletions made elsewhere, or
-        a store that went back) is removed."""
-        if self._files is None:
-            return None
+        a store that went back) is removed. Returns the index and whether this call opened
+        it (``False``: a concurrent search opened or loaded it first).
+
+        The file is mapped and the index built on its pages in a worker thread (a cold
+        file's read-ahead advice and header take tens of milliseconds at 100k episodes),
+        under the slot's lock: concurrent first searches of the user wait for one open.
+        Whatever happened meanwhile is checked once the thread returns: an open is dropped
+        when the slot left (the store closed) or episodes of the user were deleted through
+        this store (the file may hold them; it was removed)."""
+        files = self._files
+        if files is None:
+            return None, False
         key = scope.user_key
-        index = self._files.open(key)
-        if index is None:
-            return None
-        if (
-            index.deletions != state.deletions
-            or index.revision > state.revision
-            or (index.revision == state.revision and len(index) != state.episodes)
-        ):
-            self._files.remove(key)
-            return None
-        slot.index = index
-        slot.saved = (index.revision, index.deletions, index.rows)
+        async with slot.lock:
+            if slot.index is not None:
+                return slot.index, False
+            forgets = self._forgets.get(key, 0)
+            index = await self._in_thread(files, key)
+            if index is None:
+                return None, False
+            if self._slots.get(key) is not slot or self._forgets.get(key, 0) != forgets:
+                return None, False
+            if (
+                index.deletions != state.deletions
+                or index.revision > state.revision
+                or (index.revision == state.revision and len(index) != state.episodes)
+            ):
+                files.remove(key)
+                return None, False
+            slot.index = index
+            slot.saved = (index.revision, index.deletions, index.rows)
         self._forget_episodes(key)
         self._fit_budget()
-        return slot.index
+        return index, True
+
+    async def _in_thread(self, files: SearchIndexFiles, key: str) -> ScopeIndex | None:
+        """``files.open(key)`` in a worker thread; it runs to its end even when the caller
+        is cancelled, and :meth:`close` waits for it (no mapping is made after the store
+        closed)."""
+        task = asyncio.ensure_future(asyncio.to_thread(files.open, key))
+        self._opens.add(task)
+        task.add_done_callback(self._opens.discard)
+        return await asyncio.shield(task)
 
     async def _load(self, scope: Scope, slot: _Slot, state: IndexState) -> ScopeIndex | None:
         """Load the user's index from scratch: now when small, else in the background."""
@@ -740,10 +772,14 @@ class IndexedEpisodeStore(Lifecycle):
         if (index.revision, index.deletions, index.rows) == state:
             # nothing changed while writing: answer from the mapped file, which holds the
             # vectors outside the process heap (and frees what a large build spilled)
-            opened = files.open(key)
-            if opened is not None and (opened.revision, len(opened)) == (
-                index.revision,
-                len(index),
+            opened = await self._in_thread(files, key)
+            if (
+                opened is not None
+                and self._slots.get(key) is slot
+                and slot.index is index
+                and self._forgets.get(key, 0) == forgets
+                and (index.revision, index.deletions, index.rows) == state
+                and (opened.revision, len(opened)) == (index.revision, len(index))
             ):
                 slot.index = opened
                 slot.saved = (opened.revision, opened.deletions, opened.rows)
