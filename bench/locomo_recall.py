@@ -38,6 +38,11 @@ With ``--twice`` every conversation is also stored twice over (each session's tu
 after the first copy's) and searched with the defaults and with duplicate-aware selection
 off, in the same run; with several ``--paths``, that copy is also searched with the defaults
 through each other path (rows ``stored twice, <path>``) and compared as the first copy is.
+The copy repeats every message exactly (same scope, speaker, timestamp, text, metadata), so
+the write path recognises it (memmachine/memory/repeats.py) and stores nothing new. To keep
+the search-time duplicate handling measured, ``--twice`` also stores one more copy whose
+repeated turns carry timestamps one second later (rows ``stored twice, copies 1 s later``):
+those are stored and must be collapsed by the ``duplicates`` stage.
 The ``CPU ms/q`` column is the bench process's CPU time per search (the question's embedding
 excluded): a latency measure that a busy machine does not inflate.
 
@@ -144,6 +149,16 @@ TWICE_ROW = "stored twice"
 TWICE_VARIANTS: dict[str, dict[str, Any]] = {
     TWICE_ROW: {},
     "stored twice, duplicates kept (distinct_evidence=false)": {"distinct_evidence": False},
+}
+#: With ``--twice``: one more copy whose second send of every turn is one second later (not
+#: a repeat of the message, so it is stored), under ``<sample_id>~twice-shifted``.
+TWICE_SHIFTED = "twice-shifted"
+SHIFT = timedelta(seconds=1)
+TWICE_SHIFTED_VARIANTS: dict[str, dict[str, Any]] = {
+    "stored twice, copies 1 s later": {},
+    "stored twice, copies 1 s later, duplicates kept (distinct_evidence=false)": {
+        "distinct_evidence": False
+    },
 }
 
 
@@ -370,6 +385,7 @@ async def run(
                 copies.update(WRITE_ABLATIONS.values())
             if args.twice:
                 copies[TWICE] = {}
+                copies[TWICE_SHIFTED] = {}
             fingerprint = {
                 "conversations": list(turns),
                 "model": [str(args.model), args.onnx_file, args.quantize],
@@ -387,10 +403,13 @@ async def run(
                         await manager.forget_user(Scope(user_id=_user(sample_id, suffix)))
                     manager.retrieval = tuning.model_copy(update=change)
                     wall, cpu = time.perf_counter(), time.process_time()
-                    for _ in range(2 if suffix == TWICE else 1):
-                        await ingest(manager, turns, suffix)
+                    shifts = {TWICE: [timedelta(0)] * 2, TWICE_SHIFTED: [timedelta(0), SHIFT]}
+                    passes = shifts.get(suffix, [timedelta(0)])
+                    for shift in passes:
+                        await ingest(manager, turns, suffix, shift)
                     ingest_costs[suffix or "defaults"] = {
-                        "turns": sum(len(t) for t in turns.values()),
+                        "turns": sum(len(t) for t in turns.values()) * len(passes),
+                        "episodes": await _stored(manager, turns, suffix),
                         "wall_s": round(time.perf_counter() - wall, 1),
                         "bench_cpu_s": round(time.process_time() - cpu, 1),
                     }
@@ -411,6 +430,9 @@ async def run(
             if args.twice:
                 for name, change in TWICE_VARIANTS.items():
                     variants[name] = (tuning.model_copy(update=change), args.expand, TWICE, first)
+                for name, change in TWICE_SHIFTED_VARIANTS.items():
+                    shifted = (tuning.model_copy(update=change), args.expand, TWICE_SHIFTED, first)
+                    variants[name] = shifted
                 # the twice-stored copy through every other path too, with the defaults
                 for path in args.paths[1:]:
                     variants[f"{TWICE_ROW}, {path}"] = (tuning, args.expand, TWICE, path)
@@ -434,6 +456,7 @@ async def run(
             **{name: ABLATIONS[name] for name in results if name in ABLATIONS},
             **{name: WRITE_ABLATIONS[name][1] for name in results if name in WRITE_ABLATIONS},
             **{name: TWICE_VARIANTS[name] for name in results if name in TWICE_VARIANTS},
+            **{n: TWICE_SHIFTED_VARIANTS[n] for n in results if n in TWICE_SHIFTED_VARIANTS},
         },
     }
     return results, meta
@@ -476,9 +499,15 @@ def _user(sample_id: str, suffix: str) -> str:
     return f"{sample_id}~{suffix}" if suffix else sample_id
 
 
-async def ingest(manager: MemoryManager, turns: dict[str, list[Turn]], suffix: str = "") -> None:
+async def ingest(
+    manager: MemoryManager,
+    turns: dict[str, list[Turn]],
+    suffix: str = "",
+    shift: timedelta = timedelta(0),
+) -> None:
     """Every turn, one message each, session by session in batches of 32, under the user
-    ``sample_id`` (``<sample_id>~<suffix>`` for a write-time variant)."""
+    ``sample_id`` (``<sample_id>~<suffix>`` for a write-time variant), each turn's timestamp
+    ``shift`` later than LoCoMo's."""
     label = f"ingest (memmachine{', ' + suffix if suffix else ''})"
     bar = Progress(label, sum(len(t) for t in turns.values()))
     for sample_id, conversation in turns.items():
@@ -493,7 +522,7 @@ async def ingest(manager: MemoryManager, turns: dict[str, list[Turn]], suffix: s
                     NewMessage(
                         content=turn.content,
                         producer=turn.speaker,
-                        timestamp=turn.timestamp,
+                        timestamp=turn.timestamp + shift,
                         metadata={
                             "dia_id": turn.dia_id,
                             "speaker": turn.speaker,
@@ -504,6 +533,15 @@ async def ingest(manager: MemoryManager, turns: dict[str, list[Turn]], suffix: s
                 ]
                 await manager.add_messages(scope, messages, working=False)
                 bar.step(len(batch))
+
+
+async def _stored(manager: MemoryManager, turns: dict[str, list[Turn]], suffix: str) -> int:
+    """How many episodes the copy ``suffix`` holds."""
+    total = 0
+    for sample_id in turns:
+        _, count = await manager.list_episodes(Scope(user_id=_user(sample_id, suffix)), limit=1)
+        total += count
+    return total
 
 
 async def embed_cached(
@@ -957,7 +995,7 @@ def report(
         rate = cost["turns"] / cost["wall_s"] if cost["wall_s"] else float("nan")
         print(
             f"\ningest ({copy}): {cost['turns']} turns in {cost['wall_s']} s ({rate:.1f}/s), "
-            f"{cost['bench_cpu_s']} CPU s in the bench process",
+            f"{cost['bench_cpu_s']} CPU s in the bench process, {cost['episodes']} episodes",
             end="",
         )
     print()

@@ -6,6 +6,10 @@ removed again and the add fails with nothing applied (503); when that removal fa
 what is stored is no longer known to be nothing, so the add is "outcome unknown" (504).
 An append whose own outcome is unknown is a 504 as well.
 
+A message sent again without ids (:mod:`memmachine.memory.repeats`) is answered with the
+episode already stored; only the episodes the add stored go to working memory and to
+extraction, and only they are removed when the append fails.
+
 An add with ids of its own (the REST and MCP interfaces derive them from the caller's
 idempotency key, :func:`~memmachine.memory.idempotency.episode_ids_for`) can be sent
 again after any of those answers: when every id is already stored, that is the earlier
@@ -53,19 +57,22 @@ class MessageAdder:
         extract: bool = True,
     ) -> list[Episode]:
         """Store ``messages`` as episodes of ``scope.session_id`` and, with ``working``,
-        in its working memory; without ``extract`` no extraction job is queued."""
+        in its working memory; without ``extract`` no extraction job is queued. A message
+        already stored (:mod:`memmachine.memory.repeats`) is answered with its episode and
+        neither appended nor extracted again."""
         retried = False
         try:
-            stored = await self._episodic.add(scope, messages, ids=ids)
+            added = await self._episodic.add_new(scope, messages, ids=ids)
+            stored, new = added.episodes, added.new
         except ConflictError:
             earlier = await self._stored(scope, ids)
             if earlier is None:
                 raise
-            stored, retried = earlier, True
-        if working and stored:
-            await self._append(scope, stored, retried=retried)
+            stored, new, retried = earlier, earlier, True
+        if working and new:
+            await self._append(scope, new, retried=retried)
         if extract:
-            await self._scheduler.extract_later(scope, stored)
+            await self._scheduler.extract_later(scope, new)
         return stored
 
     async def _stored(self, scope: Scope, ids: Sequence[str] | None) -> list[Episode] | None:

@@ -9,10 +9,11 @@ import uuid
 from collections.abc import Sequence
 
 from memmachine.config import RetrievalSettings
-from memmachine.errors import InvalidInputError, NotFoundError
+from memmachine.errors import ConflictError, InvalidInputError, NotFoundError
 from memmachine.memory.common import require_session
 from memmachine.memory.embedding import embed_records
 from memmachine.memory.expiry import kept_expiry, live_episodes, live_hits, stamped
+from memmachine.memory.repeats import Added, known_repeats, message_ids
 from memmachine.models import (
     ID_PATTERN,
     Episode,
@@ -88,10 +89,22 @@ class EpisodicService:
     async def add(
         self, scope: Scope, messages: Sequence[NewMessage], *, ids: Sequence[str] | None = None
     ) -> list[Episode]:
+        """The episodes of :meth:`add_new`, one per message in input order."""
+        return (await self.add_new(scope, messages, ids=ids)).episodes
+
+    async def add_new(
+        self, scope: Scope, messages: Sequence[NewMessage], *, ids: Sequence[str] | None = None
+    ) -> Added:
         """Store messages as episodes of ``scope.session_id``, in order (the session is
         required). ``ids`` gives the episodes' ids (one per message, each matching
         ``ID_PATTERN``; an id the user already has raises ``ConflictError`` and stores
-        nothing) instead of fresh ones.
+        nothing) instead of ids of their own.
+
+        Without ``ids``, a message with a timestamp that is already stored in the scope
+        (same role, producer, timestamp, content and metadata, see
+        :mod:`memmachine.memory.repeats`), or that comes earlier in the same batch, is not
+        stored again: the answer gives the stored episode in its place, and ``new`` lists
+        only what this call stored.
 
         Each message passes the write gate before it is embedded: content and metadata
         string values redacted with ``metadata["redacted"]`` counting what was replaced,
@@ -99,14 +112,23 @@ class EpisodicService:
         ``metadata["suspected_injection"]`` giving the reason, so extraction can skip it."""
         scope = require_session(scope)
         self._gate.check_messages(messages)
-        episode_ids = _episode_ids(ids, len(messages))
+        given = None if ids is None else _episode_ids(ids, len(messages))
         messages = self._gate.messages(messages)
+        derived: dict[str, NewMessage] = {}
+        if given is None:
+            given, derived = message_ids(scope, messages)
+        said, known = await asyncio.gather(
+            self._said_before(scope), known_repeats(self._store, scope, derived)
+        )
         now = self.clock.now()
-        said = await self._said_before(scope) if messages else []
         lexical = self.retrieval.lexical_context
         records = []
         contexts: list[list[Said]] = []
-        for index, (episode_id, message) in enumerate(zip(episode_ids, messages, strict=True)):
+        seen: set[str] = set(known)
+        for index, (episode_id, message) in enumerate(zip(given, messages, strict=True)):
+            if episode_id in seen and episode_id in derived:
+                continue  # stored already, or earlier in this batch
+            seen.add(episode_id)
             timestamp = as_utc(message.timestamp) if message.timestamp else now
             end = stamped(
                 message.metadata, message.expires_at, message.ttl_seconds, now, f"messages.{index}"
@@ -130,12 +152,36 @@ class EpisodicService:
             said.append((message.producer or message.role, message.content))
         if self.embedder is not None and records:
             await embed_records(self.embedder, records, contexts, self.retrieval)
-        stored = await self._store.add_episodes(scope, self._gate.episodes(records))
+        stored = await self._store_new(scope, records, derived, known)
         try:
-            return kept_expiry(records, stored)
+            stored = kept_expiry([r for r in records if r.id not in known], stored)
         except InvalidInputError:
             await self.remove(scope, stored)
             raise
+        by_id = {**known, **{episode.id: episode for episode in stored}}
+        return Added(episodes=[by_id[episode_id] for episode_id in given], new=stored)
+
+    async def _store_new(
+        self,
+        scope: Scope,
+        records: list[EpisodeRecord],
+        derived: dict[str, NewMessage],
+        known: dict[str, Episode],
+    ) -> list[Episode]:
+        """Store ``records`` (through the write gate); those a concurrent add of the same
+        message stored first (a conflict on a derived id) go into ``known`` instead."""
+        while True:
+            try:
+                if not records:
+                    return []
+                return await self._store.add_episodes(scope, self._gate.episodes(records))
+            except ConflictError:
+                wanted = {r.id: derived[r.id] for r in records if r.id in derived}
+                found = await known_repeats(self._store, scope, wanted)
+                if not found:
+                    raise
+                known.update(found)
+                records = [record for record in records if record.id not in found]
 
     async def _said_before(self, session_scope: Scope) -> list[Said]:
         """The last messages of the session, oldest first, as many as the context window or

@@ -89,6 +89,12 @@ class EpisodeStore(Protocol):
       and does not conflict (a conflict must not reveal what another scope holds). A
       repeated id inside the batch raises ``ConflictError``; a vector of the wrong size,
       non-finite or all zeros raises ``InvalidInputError``; in both cases nothing is stored.
+      The id check is part of the write: of concurrent adds of the same id (from any number
+      of store instances, before or after a restart) exactly one stores it and the others
+      raise ``ConflictError``, until the episode is deleted and the id is free again. The
+      episodic service relies on this to store a message sent twice once: it derives a
+      timestamped message's id from its scope, role, producer, timestamp, content and
+      metadata (:mod:`memmachine.memory.repeats`).
     * ``get_episode`` returns the episode only when it lies inside ``scope``, else ``None``.
     * ``list_episodes`` returns episodes in scope ordered by (timestamp, sequence), oldest
       first, or newest first with ``newest_first``; ``limit``/``offset`` page through them.

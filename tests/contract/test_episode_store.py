@@ -201,6 +201,20 @@ async def test_concurrent_adds_to_one_session_all_land_in_order(
     assert sorted(e.sequence for e in stored) == list(range(1, 25))
 
 
+async def test_of_concurrent_adds_of_one_id_exactly_one_stores_it(
+    open_episode_store: OpenEpisodeStore, ann: Scope
+) -> None:
+    stores = [await open_episode_store() for _ in range(2)]
+    adds = [store.add_episodes(ann, [record("same", "hello")]) for store in stores * 3]
+    results = await asyncio.gather(*adds, return_exceptions=True)
+    stored = [result for result in results if isinstance(result, list)]
+    assert len(stored) == 1
+    assert all(isinstance(result, ConflictError) for result in results if result not in stored)
+    assert await stores[0].count_episodes(ann) == 1
+    assert await stores[0].delete_episode(ann, "same")
+    assert ids(await stores[1].add_episodes(ann, [record("same", "hello")])) == ["same"]
+
+
 # ---------------------------------------------------------------------- round trips
 
 

@@ -62,11 +62,12 @@ async def test_a_retried_message_takes_one_slot_and_the_original_is_kept(
 ) -> None:
     question = "Where did Ann hike with her dog?"
     first = say("Ann", "I hiked Mount Tam with my dog Biscuit.")
-    retry = say("Ann", "I hiked Mount Tam with my dog Biscuit.")
+    # a client retry stamped when it was sent again: another message to the write path
+    retry = say("Ann", "I hiked Mount Tam with my dog Biscuit.", 3)
     others = [say("Ann", "My dog loves the beach.", 1), say("Bo", "I hiked alone last year.", 2)]
     async with open_memory() as memory:
         await store(memory, "u", "s1", first, *others)
-        await store(memory, "u", "s1", retry)  # a client retry, stored again
+        await store(memory, "u", "s1", retry)
         on = await memory.search_episodes(Scope(user_id="u"), question, top_k=3)
         memory.retrieval = memory.retrieval.model_copy(update={"distinct_evidence": False})
         off = await memory.search_episodes(Scope(user_id="u"), question, top_k=3)
@@ -127,18 +128,25 @@ QUESTIONS = [
 ]
 
 
-# a re-import into other sessions, and a retry of the whole session into the same session,
-# after the first copy: there the copy's first turns are indexed with the first copy's last
-# turns as their context, so they rank otherwise than their originals, and a copy must never
-# stand in for its original at the copy's rank
-@pytest.mark.parametrize("again", ["s1-again", "s1"])
+# a re-import into other sessions, and a retry of the whole session into the same session
+# stamped a minute later, after the first copy: there the copy's first turns are indexed
+# with the first copy's last turns as their context, so they rank otherwise than their
+# originals, and a copy must never stand in for its original at the copy's rank; an exact
+# retry (same timestamps) is not stored at all (memmachine/memory/repeats.py)
+@pytest.mark.parametrize(
+    ("again", "later"), [("s1-again", 0), ("s1", 60), ("s1", 0)], ids=["import", "later", "exact"]
+)
 async def test_a_conversation_stored_twice_ranks_as_stored_once(
-    open_memory: Open, model_dir: Path, again: str
+    open_memory: Open, model_dir: Path, again: str, later: int
 ) -> None:
+    # CONVERSATION's turns are one second apart
+    copy = [say(m.producer or "", m.content, n + later) for n, m in enumerate(CONVERSATION)]
     async with open_memory(model_dir) as memory:
         await store(memory, "once", "s1", *CONVERSATION)
         await store(memory, "twice", "s1", *CONVERSATION)
-        await store(memory, "twice", again, *CONVERSATION)
+        await store(memory, "twice", again, *copy)
+        _, stored = await memory.list_episodes(Scope(user_id="twice"), limit=1)
+        assert stored == (10 if (again, later) == ("s1", 0) else 20)
         for question in QUESTIONS:
             once = await memory.search_episodes(Scope(user_id="once"), question, top_k=6)
             twice = await memory.search_episodes(Scope(user_id="twice"), question, top_k=6)

@@ -17,8 +17,13 @@ def add(api: TestClient, user: str, session: str, *days: int, **extra: Any) -> l
             "user_id": user,
             "session_id": session,
             "messages": [
-                {"role": "user", "content": f"note from day {day}", "timestamp": T.format(day=day)}
-                for day in days
+                # a note number each: the same message twice in one add is stored once
+                {
+                    "role": "user",
+                    "content": f"note {n} from day {day}",
+                    "timestamp": T.format(day=day),
+                }
+                for n, day in enumerate(days)
             ],
             **extra,
         },

@@ -1,0 +1,75 @@
+"""A client that POSTs the same messages again without an idempotency key (a retry after a
+timeout, a conversation imported twice) gets the same answer and stores nothing twice."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from memmachine.config import JobSettings, LlmSettings
+from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
+from tests.fakes.llm_server import ScriptedChatServer
+from tests.server.conftest import AppFactory
+
+
+def post(api: TestClient, user: str, messages: list[dict[str, Any]]) -> list[str]:
+    response = api.post(
+        "/v1/memories", json={"user_id": user, "session_id": "s1", "messages": messages}
+    )
+    assert response.status_code == 201, response.text
+    ids: list[str] = response.json()["episode_ids"]
+    return ids
+
+
+def stored(api: TestClient, user: str) -> list[str]:
+    page = api.get("/v1/memories", params={"user_id": user}).json()
+    assert page["total"] == len(page["episodes"])
+    return [episode["content"] for episode in page["episodes"]]
+
+
+def test_the_same_messages_posted_again_answer_the_same_ids_and_store_nothing(
+    api: TestClient,
+) -> None:
+    conversation = [
+        {"content": "we moved to Lisbon", "producer": "ann", "timestamp": "2024-05-01T10:00:00Z"},
+        {"content": "with the cat", "producer": "ann", "timestamp": "2024-05-01T10:01:00Z"},
+    ]
+    first = post(api, "ann-repeat", conversation)
+    assert post(api, "ann-repeat", conversation) == first
+    assert stored(api, "ann-repeat") == ["we moved to Lisbon", "with the cat"]
+    working = api.get("/v1/sessions/s1/working", params={"user_id": "ann-repeat"}).json()
+    assert [m["content"] for m in working["messages"]] == ["we moved to Lisbon", "with the cat"]
+
+    # One new message among the repeated ones is the only one stored.
+    longer = [*conversation, {**conversation[1], "content": "and the piano"}]
+    assert post(api, "ann-repeat", longer)[:2] == first
+    assert stored(api, "ann-repeat") == ["we moved to Lisbon", "with the cat", "and the piano"]
+
+
+def test_messages_without_a_timestamp_are_new_messages_each_time(api: TestClient) -> None:
+    first = post(api, "bob-repeat", [{"content": "ok"}])
+    second = post(api, "bob-repeat", [{"content": "ok"}])
+    assert first != second
+    assert stored(api, "bob-repeat") == ["ok", "ok"]
+
+
+def test_a_repeated_message_queues_no_second_extraction(
+    app_factory: AppFactory,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    api = app_factory(
+        llm=LlmSettings(base_url=llm_server.base_url, model="x", max_retries=0),
+        jobs=JobSettings(poll_interval_seconds=0.02, max_attempts=1),
+    )
+    llm_server.reply(json.dumps({"facts": []}), json.dumps({"facts": []}))
+    message = {"content": "I love black coffee", "timestamp": "2024-05-01T08:00:00Z"}
+    later = {"content": "and green tea", "timestamp": "2024-05-01T08:01:00Z"}
+    [first] = post(api, "cy-repeat", [message])
+    assert post(api, "cy-repeat", [message]) == [first]
+    again, second = post(api, "cy-repeat", [message, later])
+    assert again == first
+    jobs = api.get("/v1/jobs", params={"user_id": "cy-repeat"}).json()["jobs"]
+    extracted = [job["payload"]["episode_ids"] for job in jobs if job["kind"] == "extract"]
+    assert sorted(extracted) == sorted([[first], [second]])
