@@ -19,17 +19,22 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["random_access", "resident_pages", "will_need"]
+__all__ = ["random_access", "resident_pages", "wait_read", "will_need"]
 
 _PAGE = mmap.PAGESIZE
 _WILLNEED: int | None = getattr(mmap, "MADV_WILLNEED", None)
 _RANDOM: int | None = getattr(mmap, "MADV_RANDOM", None)
+#: Linux 5.14+ (Python 3.11's mmap lacks the name); older kernels refuse it (EINVAL).
+_POPULATE_READ: int | None = getattr(
+    mmap, "MADV_POPULATE_READ", 22 if sys.platform == "linux" else None
+)
 #: Start the reads of at most this many separate page runs per call: past it, the syscalls
 #: cost more than the reads they overlap (the pages are then read as they are touched).
 _MAX_RUNS = 4096
@@ -99,6 +104,18 @@ def random_access(array: npt.NDArray[Any]) -> None:
     if where is not None and array.size:
         mapping, offset, address = where
         _Advice(mapping, address, _RANDOM)(offset, offset + array.nbytes)
+
+
+def wait_read(array: npt.NDArray[Any]) -> None:
+    """Return once the pages of ``array`` are read from its file and mapped (reads already
+    started by :func:`will_need` are waited for, the others made), the GIL released
+    meanwhile: a touch of them afterwards, on any thread, finds them in memory. Call it in
+    a worker thread. A hint like the others: where the kernel refuses (before Linux 5.14)
+    it returns at once, and the pages are read when touched."""
+    where = _mapping(array)
+    if where is not None and array.size:
+        mapping, offset, address = where
+        _Advice(mapping, address, _POPULATE_READ)(offset, offset + array.nbytes)
 
 
 def resident_pages(array: npt.NDArray[Any]) -> npt.NDArray[np.bool_] | None:

@@ -22,11 +22,14 @@ from typing import Any
 
 import pytest
 
+from memmachine.adapters.indexed import search_index_files
 from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStore
 from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
 from memmachine.errors import StoreError
+from memmachine.indexing.page_advice import resident_pages
 from memmachine.models import Episode
 from tests.integration import test_indexed_episode_store as base
+from tests.integration.test_index_file_reads import drop_cached_pages
 from tests.integration.test_indexed_episode_store import ANN, WORDS, plain, ranked, server
 from tests.integration.test_search_index_files import graph, on_disk, plain_identity
 
@@ -221,3 +224,61 @@ async def test_closing_the_store_while_the_file_opens_leaves_nothing_mapped(
     del search
     gc.collect()
     assert not mapped(path)
+
+
+async def test_a_cold_users_pages_are_read_in_the_worker_thread_while_another_user_is_served(
+    server: str,
+    graph: str,
+    tmp_path: Path,
+    rng: random.Random,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the pages of Ann's file are waited for where the file is opened, held here before
+    # they are: the loop serves Bob meanwhile, and Ann's first search then finds every page
+    # the open waited for in memory (it does not wait for the disk on the loop)
+    loop, loop_thread = asyncio.get_running_loop(), threading.get_ident()
+    reading, gate = asyncio.Event(), threading.Event()
+    holding: list[bool] = []
+    waits: list[tuple[bool, bool]] = []  # (on the loop's thread, all pages read after)
+    wait_for_reads = search_index_files._wait_for_reads
+
+    def held(arrays: dict[str, Any]) -> None:
+        if not holding:  # Bob's file, written and mapped again by the warm below
+            wait_for_reads(arrays)
+            return
+        loop.call_soon_threadsafe(reading.set)
+        gate.wait()
+        wait_for_reads(arrays)
+        read_whole = [arrays[name] for name in search_index_files._READ_WHOLE if name in arrays]
+        pages = [resident_pages(array) for array in read_whole if array.size]
+        waits.append(
+            (
+                threading.get_ident() == loop_thread,
+                all(cached is not None and bool(cached.all()) for cached in pages),
+            )
+        )
+
+    monkeypatch.setattr(search_index_files, "_wait_for_reads", held)
+    query = base.vector(rng)
+    async with plain(server, graph) as truth, on_disk(server, graph, tmp_path) as fast:
+        assert await fast.warm(BOB)  # from the store: Bob has no file yet
+        await fast.settled()
+        path = fast.index_file(ANN)
+        assert path is not None
+        if not drop_cached_pages(path):
+            gate.set()
+            pytest.skip("this file system keeps the pages (tmpfs?): nothing is read from disk")
+        holding.append(True)
+        cold = asyncio.create_task(fast.vector_search(ANN.user_scope(), query, 9))
+        waiting = asyncio.ensure_future(reading.wait())
+        await asyncio.wait([waiting, cold], return_when=asyncio.FIRST_COMPLETED)
+        assert waiting.done()
+        assert not cold.done()
+        # Bob is answered on the event loop while Ann's pages are still being read
+        hot = await fast.vector_search(BOB, query, 9)
+        assert not cold.done()
+        assert ranked(hot) == ranked(await truth.vector_search(BOB, query, 9))
+        gate.set()
+        assert ranked(await cold) == ranked(await truth.vector_search(ANN.user_scope(), query, 9))
+        assert waits == [(False, True)]  # one wait, in a worker thread, every page read
+        assert fast.paths.opened == 1

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memmachine.adapters.indexed import search_index_files
 from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
 from memmachine.indexing import page_advice
 from memmachine.indexing.index_snapshot import compacted, snapshot_of
@@ -54,7 +55,7 @@ def _entries(count: int) -> list[IndexEntry]:
     ]
 
 
-def _drop_cached_pages(path: Path) -> bool:
+def drop_cached_pages(path: Path) -> bool:
     """Drop the file's pages from the page cache; whether the kernel did (not on tmpfs)."""
     with path.open("rb") as file:
         os.fsync(file.fileno())
@@ -86,7 +87,7 @@ def test_a_disk_cold_search_reads_the_codes_and_only_the_vectors_it_rescores(
     files = SearchIndexFiles(tmp_path, "falkordb:abc")
     files.save(USER.user_key, snapshot_of(built))
     path = files.path(USER.user_key)
-    if not _drop_cached_pages(path):
+    if not drop_cached_pages(path):
         pytest.skip("this file system keeps the pages (tmpfs?): nothing is read from disk")
 
     opened = files.open(USER.user_key)
@@ -114,6 +115,36 @@ def test_a_disk_cold_search_reads_the_codes_and_only_the_vectors_it_rescores(
         query, 10, mask, derivatives=False
     )
     assert opened.bm25_top(["w5"], 10, mask) == built.bm25_top(["w5"], 10, mask)
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise")
+def test_an_open_that_waits_returns_with_the_codes_read_and_the_vectors_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what the index store does in its worker thread: the first search, on the event loop,
+    # then touches no code page that is still on the disk. What is cached is looked at as
+    # soon as the wait returns, before the index is built on the pages (which takes longer
+    # than reading this small file would)
+    built = ScopeIndex(DIMENSIONS, quantized_from=0)
+    built.add(_entries(40_000))
+    files = SearchIndexFiles(tmp_path, "falkordb:abc")
+    files.save(USER.user_key, snapshot_of(built))
+    if not drop_cached_pages(files.path(USER.user_key)):
+        pytest.skip("this file system keeps the pages (tmpfs?): nothing is read from disk")
+    cached: list[tuple[float, float]] = []
+    wait_for_reads = search_index_files._wait_for_reads
+
+    def looked_at(arrays: dict[str, np.ndarray]) -> None:
+        wait_for_reads(arrays)
+        cached.append((_share_cached(arrays["codes"]), _share_cached(arrays["joined"])))
+
+    monkeypatch.setattr(search_index_files, "_wait_for_reads", looked_at)
+    opened = files.open(USER.user_key, wait=True)
+    assert opened is not None
+    codes, vectors = cached[0]
+    assert codes == 1.0  # read, not just started
+    assert vectors < 0.01  # the vectors are left to the rescoring
+    assert _answers(opened) == _answers(built)
 
 
 @pytest.mark.parametrize("quantized_from", [0, 10**9])
@@ -188,10 +219,11 @@ def test_a_read_ahead_that_fails_is_not_an_error(
     built.add(_entries(3_000))
     files = SearchIndexFiles(tmp_path, "falkordb:abc")
     files.save(USER.user_key, snapshot_of(built))
-    _drop_cached_pages(files.path(USER.user_key))
+    drop_cached_pages(files.path(USER.user_key))
     # an advice number no kernel knows: madvise fails with EINVAL on every call
     monkeypatch.setattr(page_advice, "_WILLNEED", 0x7FFF if refusal != "no madvise" else None)
     monkeypatch.setattr(page_advice, "_RANDOM", 0x7FFE if refusal != "no madvise" else None)
-    opened = files.open(USER.user_key)
+    monkeypatch.setattr(page_advice, "_POPULATE_READ", 0x7FFD if refusal != "no madvise" else None)
+    opened = files.open(USER.user_key, wait=True)
     assert opened is not None
     assert _answers(opened) == _answers(built)

@@ -581,10 +581,11 @@ class IndexedEpisodeStore(Lifecycle):
         return index, True
 
     async def _in_thread(self, files: SearchIndexFiles, key: str) -> ScopeIndex | None:
-        """``files.open(key)`` in a worker thread; it runs to its end even when the caller
-        is cancelled, and :meth:`close` waits for it (no mapping is made after the store
-        closed)."""
-        task = asyncio.ensure_future(asyncio.to_thread(files.open, key))
+        """``files.open(key)`` in a worker thread, returning once the pages every search reads
+        whole are read (a cold file's int8 codes: the first search on the loop does not wait
+        for the disk); it runs to its end even when the caller is cancelled, and
+        :meth:`close` waits for it (no mapping is made after the store closed)."""
+        task = asyncio.ensure_future(asyncio.to_thread(files.open, key, wait=True))
         self._opens.add(task)
         task.add_done_callback(self._opens.discard)
         return await asyncio.shield(task)

@@ -51,7 +51,7 @@ from memmachine.errors import StoreError
 from memmachine.indexing.index_columns import SIMD
 from memmachine.indexing.index_snapshot import IndexSnapshot, index_from_snapshot
 from memmachine.indexing.joined_rows import JoinedRows, joined_blocks
-from memmachine.indexing.page_advice import random_access, will_need
+from memmachine.indexing.page_advice import random_access, wait_read, will_need
 from memmachine.indexing.scope_index import ScopeIndex
 from memmachine.indexing.terms import ANALYSER_VERSION
 
@@ -86,9 +86,14 @@ class SearchIndexFiles:
 
     # ------------------------------------------------------------------ reading
 
-    def open(self, user_key: str) -> ScopeIndex | None:
+    def open(self, user_key: str, *, wait: bool = False) -> ScopeIndex | None:
         """The user's index mapped from its file; ``None`` when there is none, or it was
-        written for another store, user, analyser or format (such a file is removed)."""
+        written for another store, user, analyser or format (such a file is removed).
+
+        The reads of what every search reads whole are started; with ``wait``, this returns
+        once they are done and those pages mapped: called in a worker thread, a cold file's
+        disk reads (≈60 ms at 100k episodes) are waited for there, not by the first search
+        on the event loop, whose page faults would hold the loop (and the GIL) meanwhile."""
         path = self.path(user_key)
         try:
             mapped = _map(path)
@@ -117,6 +122,8 @@ class SearchIndexFiles:
             self.remove(user_key)
             return None
         _advise_reads(arrays)
+        if wait:
+            _wait_for_reads(arrays)
         matrices: dict[str, Any] = {}
         if "joined" in arrays:
             joined, owners = arrays.pop("joined"), arrays["part_owner"]
@@ -294,6 +301,14 @@ def _advise_reads(arrays: dict[str, npt.NDArray[Any]]) -> None:
     for name in _READ_WHOLE:
         if name in arrays:
             will_need(arrays[name])
+
+
+def _wait_for_reads(arrays: dict[str, npt.NDArray[Any]]) -> None:
+    """Wait (without the GIL) until the arrays :func:`_advise_reads` started reading are
+    read and mapped."""
+    for name in _READ_WHOLE:
+        if name in arrays:
+            wait_read(arrays[name])
 
 
 def _private(path: Path) -> Any:
