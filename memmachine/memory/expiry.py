@@ -88,7 +88,13 @@ def expiry_asked(
     if ttl_seconds is not None:
         if ttl_seconds <= 0:
             raise InvalidInputError("ttl_seconds must be positive", f"{prefix}ttl_seconds")
-        return now + timedelta(seconds=ttl_seconds)
+        try:
+            return now + timedelta(seconds=ttl_seconds)
+        except OverflowError:  # past the year 9999: no instant to expire at
+            raise InvalidInputError(
+                "ttl_seconds is too large: the expiry would fall after the year 9999",
+                f"{prefix}ttl_seconds",
+            ) from None
     assert expires_at is not None
     end = as_utc(expires_at)
     if end <= now:

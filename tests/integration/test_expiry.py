@@ -258,6 +258,9 @@ def test_expiry_input_is_checked_and_refusals_name_the_field(
             "expires_at",
         ),
         ({"content": "x", "metadata": {"expires_at": "soon"}}, "expires_at"),
+        # past the year 9999 (found by schemathesis as a 500 on /v1/profile)
+        ({"content": "x", "ttl_seconds": 10**15}, "ttl_seconds"),
+        ({"content": "x", "ttl_seconds": 300_000_000_000}, "ttl_seconds"),
     ]
     for message, field in cases:
         response = api.post(
@@ -267,6 +270,12 @@ def test_expiry_input_is_checked_and_refusals_name_the_field(
         assert field in response.text
         assert "Traceback" not in response.text
     assert api.get("/v1/memories", params={"user_id": "u3"}).json()["total"] == 0
+    fact = {"tag": "preferences", "feature": "drink", "value": "tea", "ttl_seconds": 10**15}
+    refused = api.post("/v1/profile", json={"user_id": "u3", "facts": [fact]})
+    assert refused.status_code == 422, refused.text
+    assert "ttl_seconds" in refused.text
+    assert "Traceback" not in refused.text
+    assert "tea" not in api.get("/v1/profile", params={"user_id": "u3"}).text
 
 
 def test_a_policy_added_later_removes_old_transcripts_and_keeps_the_profile(
