@@ -13,7 +13,7 @@ from memmachine.errors import ConflictError, InvalidInputError, NotFoundError
 from memmachine.memory.common import require_session
 from memmachine.memory.embedding import embed_records
 from memmachine.memory.expiry import kept_expiry, live_episodes, live_hits, stamped
-from memmachine.memory.repeats import Added, known_repeats, message_ids
+from memmachine.memory.repeats import Added, known_repeats, live_repeats, message_ids
 from memmachine.models import (
     ID_PATTERN,
     Episode,
@@ -117,9 +117,10 @@ class EpisodicService:
         derived: dict[str, NewMessage] = {}
         if given is None:
             given, derived = message_ids(scope, messages)
-        said, known = await asyncio.gather(
+        said, found = await asyncio.gather(
             self._said_before(scope), known_repeats(self._store, scope, derived)
         )
+        known = await live_repeats(self._store, scope, found, self.clock.now())
         now = self.clock.now()
         lexical = self.retrieval.lexical_context
         records = []
@@ -169,7 +170,8 @@ class EpisodicService:
         known: dict[str, Episode],
     ) -> list[Episode]:
         """Store ``records`` (through the write gate); those a concurrent add of the same
-        message stored first (a conflict on a derived id) go into ``known`` instead."""
+        message stored first (a conflict on a derived id) go into ``known`` instead, unless
+        what holds the id has expired: it is removed and the record stored after all."""
         while True:
             try:
                 if not records:
@@ -180,8 +182,9 @@ class EpisodicService:
                 found = await known_repeats(self._store, scope, wanted)
                 if not found:
                     raise
-                known.update(found)
-                records = [record for record in records if record.id not in found]
+                live = await live_repeats(self._store, scope, found, self.clock.now())
+                known.update(live)
+                records = [record for record in records if record.id not in live]
 
     async def _said_before(self, session_scope: Scope) -> list[Said]:
         """The last messages of the session, oldest first, as many as the context window or

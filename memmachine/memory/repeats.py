@@ -12,8 +12,20 @@ once per user, checked inside its write, keeps it so under concurrent writers an
 restarts; deleting or forgetting the episode frees the id, so the message can be stored
 again. A message without a timestamp gets a fresh id: two "ok"s sent at different times
 are two messages. The expiry asked for (``expires_at``, ``ttl_seconds``) is not part of
-what a message is: a repeat keeps the stored episode's expiry, and an expired episode the
-retention sweep has not removed yet still holds its message until the sweep removes it.
+what a message is: a repeat keeps the stored episode's expiry.
+
+An expired episode is no stored message, whether or not the retention sweep has removed it
+yet (reads hide it): a message sent again after its episode expired is removed as the sweep
+would remove it (:func:`live_repeats`: the store takes its derivatives and search-index
+entries with it) and stored anew under the same id, with the expiry the new message asks
+for, and goes to working memory and extraction like any new message. A removal that fails
+fails the add before anything is stored (the caller retries). Two such re-sends at once
+store one episode: the store's id check makes the later write a conflict, answered with
+the episode the other stored. The removal is by id, so a narrow race remains: a re-send
+that reads the expired episode just before another re-send removes it and stores the
+message anew removes that new episode and stores its own under the same id (still one
+episode); the sweep, which also removes by id what it read as expired, can likewise remove
+a message stored anew between its read and its removal.
 """
 
 from __future__ import annotations
@@ -23,12 +35,14 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from memmachine.errors import ConflictError
+from memmachine.memory.expiry import is_expired
 from memmachine.models import Episode, NewMessage, Scope, as_utc
 from memmachine.ports import EpisodeStore
 
-__all__ = ["Added", "known_repeats", "message_ids", "repeat_id"]
+__all__ = ["Added", "known_repeats", "live_repeats", "message_ids", "repeat_id"]
 
 #: The namespace of episode ids derived from a message (see :func:`repeat_id`).
 _NAMESPACE = uuid.UUID("5d0c1b52-6f41-4c43-9a55-2f0d8d6e7a01")
@@ -97,6 +111,20 @@ async def known_repeats(
         if not _same(episode, derived[episode_id]):
             raise ConflictError(f"episode id {episode_id!r} already holds another message")
     return found
+
+
+async def live_repeats(
+    store: EpisodeStore, scope: Scope, found: dict[str, Episode], now: datetime
+) -> dict[str, Episode]:
+    """``found`` (see :func:`known_repeats`) without the episodes expired at ``now``, which
+    are removed from ``store`` first, as the retention sweep would remove them (the store
+    takes their derivatives and index entries with them), so their messages can be stored
+    anew under the same ids. A removal that fails raises before anything is stored."""
+    live = {i: episode for i, episode in found.items() if not is_expired(episode.metadata, now)}
+    for episode_id in found:
+        if episode_id not in live:
+            await store.delete_episode(scope, episode_id)
+    return live
 
 
 def _same(episode: Episode, message: NewMessage) -> bool:

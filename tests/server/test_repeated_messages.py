@@ -4,13 +4,17 @@ timeout, a conversation imported twice) gets the same answer and stores nothing 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from memmachine.config import JobSettings, LlmSettings
+from tests.fakes.clock import ManualClock
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
 from tests.fakes.llm_server import ScriptedChatServer
+from tests.integration.test_expiry import manager_of, start
 from tests.server.conftest import AppFactory
 
 
@@ -73,3 +77,42 @@ def test_a_repeated_message_queues_no_second_extraction(
     jobs = api.get("/v1/jobs", params={"user_id": "cy-repeat"}).json()["jobs"]
     extracted = [job["payload"]["episode_ids"] for job in jobs if job["kind"] == "extract"]
     assert sorted(extracted) == sorted([[first], [second]])
+
+
+def test_a_message_posted_again_after_it_expired_is_stored_and_read_again(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    api = start((tmp_path / "data").resolve(), clock)
+    try:
+        code = {
+            "content": "the gate code is 4412",
+            "producer": "ann",
+            "timestamp": "2024-05-01T10:00:00Z",
+            "ttl_seconds": 5,
+        }
+        [first] = post(api, "ann-expired", [code])
+        clock.advance(5)  # expired; the retention sweep has not run
+        assert api.get("/v1/memories", params={"user_id": "ann-expired"}).json()["episodes"] == []
+
+        assert post(api, "ann-expired", [{**code, "ttl_seconds": 3600}]) == [first]
+        assert stored(api, "ann-expired") == ["the gate code is 4412"]
+        episode = api.get(f"/v1/memories/{first}", params={"user_id": "ann-expired"}).json()
+        assert (
+            episode["metadata"]["expires_at"] == (clock.now() + timedelta(seconds=3600)).isoformat()
+        )
+        found = api.post(
+            "/v1/memories/search", json={"user_id": "ann-expired", "query": "gate code"}
+        ).json()
+        assert [hit["id"] for hit in found["episodic"]] == [first]
+        working = api.get("/v1/sessions/s1/working", params={"user_id": "ann-expired"}).json()
+        assert [m["content"] for m in working["messages"]] == ["the gate code is 4412"]
+
+        # The sweep finds nothing expired to remove: the message stays.
+        report = api.portal.call(manager_of(api).retention.run)  # type: ignore[union-attr]
+        assert report.episodes_expired == 0
+        assert stored(api, "ann-expired") == ["the gate code is 4412"]
+        working = api.get("/v1/sessions/s1/working", params={"user_id": "ann-expired"}).json()
+        assert [m["content"] for m in working["messages"]] == ["the gate code is 4412"]
+    finally:
+        api.__exit__(None, None, None)
