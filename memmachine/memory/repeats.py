@@ -33,8 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from memmachine.errors import ConflictError
@@ -48,13 +47,27 @@ __all__ = ["Added", "known_repeats", "live_repeats", "message_ids", "repeat_id"]
 _NAMESPACE = uuid.UUID("5d0c1b52-6f41-4c43-9a55-2f0d8d6e7a01")
 
 
-@dataclass(frozen=True)
-class Added:
-    """What an add answered: ``episodes``, one per message in input order (a repeat as the
-    episode already stored), and ``new``, the ones this add stored, in order."""
+class Added(list[Episode]):
+    """What an add answered: the episodes, one per message in input order (a repeat as the
+    episode already stored), and ``new``, the ones this add stored, in order. It is the list
+    of episodes itself, so a caller that wants only them (``add_messages`` has always
+    answered a list) reads it as before."""
 
-    episodes: list[Episode]
-    new: list[Episode]
+    def __init__(self, episodes: Iterable[Episode], new: Iterable[Episode]) -> None:
+        super().__init__(episodes)
+        self.new: list[Episode] = list(new)
+
+    @property
+    def episodes(self) -> list[Episode]:
+        """The episodes, one per message in input order."""
+        return list(self)
+
+    @property
+    def repeated_ids(self) -> list[str]:
+        """The ids of the episodes that were stored before this add (a message sent again),
+        in input order, each once."""
+        fresh = {episode.id for episode in self.new}
+        return list(dict.fromkeys(e.id for e in self if e.id not in fresh))
 
 
 def repeat_id(scope: Scope, message: NewMessage) -> str | None:

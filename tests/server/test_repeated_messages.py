@@ -116,3 +116,40 @@ def test_a_message_posted_again_after_it_expired_is_stored_and_read_again(
         assert [m["content"] for m in working["messages"]] == ["the gate code is 4412"]
     finally:
         api.__exit__(None, None, None)
+
+
+def test_the_answer_names_the_messages_that_were_already_stored(api: TestClient) -> None:
+    moved = {"content": "we moved to Lisbon", "timestamp": "2024-06-01T10:00:00Z"}
+    cat = {"content": "with the cat", "timestamp": "2024-06-01T10:01:00Z"}
+    body = {"user_id": "dee-repeat", "session_id": "s1"}
+
+    first = api.post("/v1/memories", json={**body, "messages": [moved]}).json()
+    assert first["repeated_ids"] == []
+    both = api.post("/v1/memories", json={**body, "messages": [moved, cat]}).json()
+    assert both["episode_ids"][0] == first["episode_ids"][0]
+    assert both["repeated_ids"] == first["episode_ids"]  # the cat is new
+    again = api.post("/v1/memories", json={**body, "messages": [cat, moved]}).json()
+    assert again["repeated_ids"] == [both["episode_ids"][1], both["episode_ids"][0]]
+
+    # The same new message twice in one add was not stored before: not a repeat.
+    piano = {"content": "and the piano", "timestamp": "2024-06-01T10:02:00Z"}
+    twice = api.post("/v1/memories", json={**body, "messages": [piano, piano]}).json()
+    assert twice["episode_ids"][0] == twice["episode_ids"][1]
+    assert twice["repeated_ids"] == []
+    # Without a timestamp a message is never a repeat.
+    plain = api.post("/v1/memories", json={**body, "messages": [{"content": "ok"}] * 2}).json()
+    assert plain["repeated_ids"] == []
+
+
+def test_a_keyed_add_and_its_retry_report_no_repeats(api: TestClient) -> None:
+    """An add with an idempotency key is stored under ids of its key: its retry is the same
+    add (answered as the first time), not a repeat of its messages."""
+    message = {"content": "the boiler is fixed", "timestamp": "2024-06-02T09:00:00Z"}
+    body = {"user_id": "eve-repeat", "session_id": "s1", "messages": [message]}
+    keyed = {"Idempotency-Key": "boiler-1"}
+    first = api.post("/v1/memories", json=body, headers=keyed)
+    retried = api.post("/v1/memories", json=body, headers=keyed)
+    assert first.status_code == retried.status_code == 201, retried.text
+    assert retried.json() == first.json()
+    assert first.json()["repeated_ids"] == []
+    assert stored(api, "eve-repeat") == ["the boiler is fixed"]
