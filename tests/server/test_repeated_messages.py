@@ -118,6 +118,30 @@ def test_a_message_posted_again_after_it_expired_is_stored_and_read_again(
         api.__exit__(None, None, None)
 
 
+def test_a_message_posted_again_after_it_expired_is_extracted_again(
+    tmp_path: Path,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    clock = ManualClock()
+    api = start(
+        (tmp_path / "data").resolve(),
+        clock,
+        llm=LlmSettings(base_url=llm_server.base_url, model="x", max_retries=0),
+        jobs=JobSettings(poll_interval_seconds=0.02, max_attempts=1),
+    )
+    try:
+        llm_server.reply(json.dumps({"facts": []}), json.dumps({"facts": []}))
+        message = {"content": "I drink oat milk", "timestamp": "2024-05-01T08:00:00Z"}
+        [first] = post(api, "fay-expired", [{**message, "ttl_seconds": 60}])
+        clock.advance(60)
+        assert post(api, "fay-expired", [message]) == [first]
+        jobs = api.get("/v1/jobs", params={"user_id": "fay-expired"}).json()["jobs"]
+        extracted = [job["payload"]["episode_ids"] for job in jobs if job["kind"] == "extract"]
+        assert extracted == [[first], [first]]
+    finally:
+        api.__exit__(None, None, None)
+
+
 def test_the_answer_names_the_messages_that_were_already_stored(api: TestClient) -> None:
     moved = {"content": "we moved to Lisbon", "timestamp": "2024-06-01T10:00:00Z"}
     cat = {"content": "with the cat", "timestamp": "2024-06-01T10:01:00Z"}
