@@ -117,10 +117,7 @@ class EpisodicService:
         derived: dict[str, NewMessage] = {}
         if given is None:
             given, derived = message_ids(scope, messages)
-        said, found = await asyncio.gather(
-            self._said_before(scope), known_repeats(self._store, scope, derived)
-        )
-        known = await live_repeats(self._store, scope, found, self.clock.now())
+        said, known = await self._look_up(scope, given, derived)
         now = self.clock.now()
         lexical = self.retrieval.lexical_context
         records = []
@@ -161,6 +158,24 @@ class EpisodicService:
             raise
         by_id = {**known, **{episode.id: episode for episode in stored}}
         return Added(episodes=[by_id[episode_id] for episode_id in given], new=stored)
+
+    async def _look_up(
+        self, scope: Scope, given: list[str], derived: dict[str, NewMessage]
+    ) -> tuple[list[Said], dict[str, Episode]]:
+        """The session's last messages (see :meth:`_said_before`) and the live episodes
+        already stored under the ``derived`` ids (expired ones removed, see
+        :func:`live_repeats`). The last messages are read only when something will be
+        stored: at once with the lookup when a message's id is not derived (it is stored
+        whatever the lookup finds), else after it, and not at all for repeats only."""
+        if any(episode_id not in derived for episode_id in given):
+            return await asyncio.gather(self._said_before(scope), self._repeats(scope, derived))
+        known = await self._repeats(scope, derived)
+        stored = any(episode_id not in known for episode_id in given)
+        return (await self._said_before(scope) if stored else []), known
+
+    async def _repeats(self, scope: Scope, derived: dict[str, NewMessage]) -> dict[str, Episode]:
+        found = await known_repeats(self._store, scope, derived)
+        return await live_repeats(self._store, scope, found, self.clock.now())
 
     async def _store_new(
         self,

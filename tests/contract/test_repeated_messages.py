@@ -18,7 +18,7 @@ from memmachine.config import RetrievalSettings
 from memmachine.config.sections import LimitSettings, SafetySettings
 from memmachine.errors import StoreError
 from memmachine.memory.episodic import EpisodicService
-from memmachine.models import NewMessage, Scope
+from memmachine.models import Episode, NewMessage, Scope
 from memmachine.ports import EpisodeStore
 from memmachine.safety.gate import WriteGate
 from tests.contract.conftest import OpenEpisodeStore
@@ -276,3 +276,36 @@ async def test_when_the_expired_repeat_cannot_be_removed_nothing_is_stored_and_a
     again = await memory.add_new(ann, [said()])
     assert [e.id for e in again.new] == [first.id]
     assert [e.id for e in (await memory.page(ann))[0]] == [first.id]
+
+
+class _Listings:
+    """The store, counting the listings of a session's episodes (the last messages an add
+    reads as the context of what it stores)."""
+
+    def __init__(self, store: EpisodeStore) -> None:
+        self._store = store
+        self.count = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def list_episodes(self, scope: Scope, **options: Any) -> list[Episode]:
+        self.count += 1
+        return await self._store.list_episodes(scope, **options)
+
+
+async def test_an_add_of_repeats_only_does_not_read_the_session_it_stores_nothing_in(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    memory = service(episode_store)
+    batch = [said(), said("and the cat came too", timestamp=T0 + timedelta(minutes=1))]
+    await memory.add(ann, batch)
+    listings = _Listings(episode_store)
+    memory.store = cast(EpisodeStore, listings)
+    assert (await memory.add_new(ann, batch)).new == []
+    assert listings.count == 0
+    # Something to store (a new message, or one without a timestamp): the context is read.
+    later = said("the flat has a view", timestamp=T0 + timedelta(minutes=5))
+    assert len((await memory.add_new(ann, [*batch, later])).new) == 1
+    assert len((await memory.add_new(ann, [said("ok", timestamp=None)])).new) == 1
+    assert listings.count == 2
