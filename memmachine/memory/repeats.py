@@ -21,11 +21,10 @@ entries with it) and stored anew under the same id, with the expiry the new mess
 for, and goes to working memory and extraction like any new message. A removal that fails
 fails the add before anything is stored (the caller retries). Two such re-sends at once
 store one episode: the store's id check makes the later write a conflict, answered with
-the episode the other stored. The removal is by id, so a narrow race remains: a re-send
-that reads the expired episode just before another re-send removes it and stores the
-message anew removes that new episode and stores its own under the same id (still one
-episode); the sweep, which also removes by id what it read as expired, can likewise remove
-a message stored anew between its read and its removal.
+the episode the other stored. Removals name the episode as read (``stored_at``, checked
+inside the store's delete), so neither another re-send nor the retention sweep, which
+removes expired episodes the same way, removes a message stored anew after it read the
+expired one.
 """
 
 from __future__ import annotations
@@ -132,11 +131,15 @@ async def live_repeats(
     """``found`` (see :func:`known_repeats`) without the episodes expired at ``now``, which
     are removed from ``store`` first, as the retention sweep would remove them (the store
     takes their derivatives and index entries with them), so their messages can be stored
-    anew under the same ids. A removal that fails raises before anything is stored."""
+    anew under the same ids. Each removal names the episode as read (its ``created_at``),
+    so a message another add stored anew meanwhile is never removed. A removal that fails
+    raises before anything is stored."""
     live = {i: episode for i, episode in found.items() if not is_expired(episode.metadata, now)}
-    for episode_id in found:
+    for episode_id, episode in found.items():
         if episode_id not in live:
-            await store.delete_episode(scope, episode_id)
+            # Only the episode read: one another add stored anew since is kept (and found
+            # as a repeat when this add's write meets it).
+            await store.delete_episode(scope, episode_id, stored_at=episode.created_at)
     return live
 
 

@@ -9,6 +9,7 @@ message twice, from two writers at once, after a restart and after forgetting.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -18,6 +19,7 @@ from memmachine.config import RetrievalSettings
 from memmachine.config.sections import LimitSettings, SafetySettings
 from memmachine.errors import StoreError
 from memmachine.memory.episodic import EpisodicService
+from memmachine.memory.repeats import Added
 from memmachine.models import Episode, NewMessage, Scope
 from memmachine.ports import EpisodeStore
 from memmachine.safety.gate import WriteGate
@@ -256,7 +258,7 @@ class _Undeletable:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def delete_episode(self, scope: Scope, episode_id: str) -> bool:
+    async def delete_episode(self, scope: Scope, episode_id: str, **_: Any) -> bool:
         raise StoreError("the graph went away", store="episodes")
 
 
@@ -309,3 +311,44 @@ async def test_an_add_of_repeats_only_does_not_read_the_session_it_stores_nothin
     assert len((await memory.add_new(ann, [*batch, later])).new) == 1
     assert len((await memory.add_new(ann, [said("ok", timestamp=None)])).new) == 1
     assert listings.count == 2
+
+
+class _RacedAfterReading:
+    """The store, except that right after the first lookup of episodes by id another
+    writer's add runs (it reads what the lookup read, then the other add goes first)."""
+
+    def __init__(self, store: EpisodeStore, other: Callable[[], Awaitable[object]]) -> None:
+        self._store, self._other = store, other
+        self.raced = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def get_episodes(self, scope: Scope, episode_ids: Sequence[str]) -> list[Episode]:
+        found = await self._store.get_episodes(scope, episode_ids)
+        if not self.raced:
+            self.raced = True
+            await self._other()
+        return found
+
+
+async def test_a_re_send_that_read_the_expired_episode_keeps_the_one_another_stored_anew(
+    open_episode_store: OpenEpisodeStore, ann: Scope
+) -> None:
+    clock = ManualClock()
+    writer = clocked(await open_episode_store(), clock)
+    [first] = await writer.add(ann, [said(ttl_seconds=5)])
+    clock.advance(5)
+    other: list[Added] = []
+
+    async def sent_again_by_the_other() -> None:
+        other.append(await writer.add_new(ann, [said()]))
+
+    late = clocked(await open_episode_store(), clock)
+    late.store = cast(EpisodeStore, _RacedAfterReading(late.store, sent_again_by_the_other))
+    answer = await late.add_new(ann, [said()])
+    assert [e.id for e in other[0].new] == [first.id]  # the other stored it anew
+    assert answer.new == []  # and this add found that one: nothing removed, nothing stored
+    assert answer.episodes == other[0].new
+    assert await writer.get(ann, first.id) == other[0].new[0]
+    assert await writer.store.count_episodes(ann) == 1

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from memmachine.config import JobSettings, LlmSettings
+from memmachine.models import NewMessage, Scope
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
 from tests.fakes.llm_server import ScriptedChatServer
@@ -177,3 +178,35 @@ def test_a_keyed_add_and_its_retry_report_no_repeats(api: TestClient) -> None:
     assert retried.json() == first.json()
     assert first.json()["repeated_ids"] == []
     assert stored(api, "eve-repeat") == ["the boiler is fixed"]
+
+
+def test_a_sweep_that_read_the_expired_episode_keeps_the_message_sent_again_meanwhile(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    api = start((tmp_path / "data").resolve(), clock)
+    try:
+        manager = manager_of(api)
+        store = manager.episodic_service.store
+        message = {"content": "the wifi password is on the fridge", "ttl_seconds": 5}
+        message["timestamp"] = "2024-05-01T10:00:00Z"
+        [first] = post(api, "gus-race", [message])
+        clock.advance(5)
+        session = Scope(user_id="gus-race", session_id="s1")
+
+        async def sent_again_first(scope: Scope, episode_id: str, **options: Any) -> bool:
+            # The sweep has read the expired episode; the message is sent again before the
+            # sweep removes what it read.
+            del store.delete_episode  # type: ignore[attr-defined]
+            again = await manager.add_messages(session, [NewMessage(**message)])
+            assert [episode.id for episode in again.new] == [first]
+            return await store.delete_episode(scope, episode_id, **options)
+
+        store.delete_episode = sent_again_first  # type: ignore[method-assign]
+        report = api.portal.call(manager.retention.run)  # type: ignore[union-attr]
+        assert report.episodes_expired == 0
+        assert stored(api, "gus-race") == ["the wifi password is on the fridge"]
+        working = api.get("/v1/sessions/s1/working", params={"user_id": "gus-race"}).json()
+        assert [m["content"] for m in working["messages"]] == [message["content"]]
+    finally:
+        api.__exit__(None, None, None)
