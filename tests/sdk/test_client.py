@@ -125,3 +125,25 @@ def test_search_explains_and_switches_stages_off_for_one_call(server_url: str) -
             assert all(hit.explain is not None for hit in found.episodic)
 
     asyncio.run(explained_async())
+
+
+def test_an_add_repeated_with_its_key_is_answered_as_the_first_time_not_as_a_repeat(
+    server_url: str,
+) -> None:
+    said = {"content": "Lease signed for the flat", "timestamp": "2024-08-01T09:00:00Z"}
+    with MemMachineClient(server_url, api_key="sdk-key", user_id="sdk-keyed") as mm:
+        first = mm.add([said], session_id="home", idempotency_key="lease-1")
+        again = mm.add([said], session_id="home", idempotency_key="lease-1")
+        assert again == first
+        assert first.repeated_ids == []
+        assert mm.list_episodes().total == 1
+
+
+async def test_async_add_answers_repeated_ids_too(server_url: str) -> None:
+    said = {"content": "Boiler serviced", "timestamp": "2024-08-02T09:00:00Z"}
+    async with AsyncMemMachineClient(server_url, api_key="sdk-key", user_id="sdk-akeyed") as mm:
+        first = await mm.add([said], session_id="home", idempotency_key="boiler-1")
+        again = await mm.add([said], session_id="home", idempotency_key="boiler-1")
+        assert again == first
+        assert first.repeated_ids == []
+        assert (await mm.list_episodes()).total == 1

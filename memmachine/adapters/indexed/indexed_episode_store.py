@@ -62,6 +62,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
@@ -257,10 +258,12 @@ class IndexedEpisodeStore(Lifecycle):
         finally:
             self._wrote(scope)
 
-    async def delete_episode(self, scope: Scope, episode_id: str) -> bool:
+    async def delete_episode(
+        self, scope: Scope, episode_id: str, *, stored_at: datetime | None = None
+    ) -> bool:
         key = scope.user_key
         try:
-            deleted = await self._inner.delete_episode(scope, episode_id)
+            deleted = await self._inner.delete_episode(scope, episode_id, stored_at=stored_at)
         finally:
             self._wrote(scope)
         if deleted:
