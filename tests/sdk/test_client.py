@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import httpx
 import pytest
 
 from memmachine_sdk import (
@@ -147,3 +149,48 @@ async def test_async_add_answers_repeated_ids_too(server_url: str) -> None:
         assert again == first
         assert first.repeated_ids == []
         assert (await mm.list_episodes()).total == 1
+
+
+class _NewerServer(httpx.HTTPTransport):
+    """The network between the client and a server released after it: every JSON answer
+    carries a field this SDK's models do not know, at the top and in each listed item."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            return response
+        response.read()
+        body = _with_a_new_field(response.json())
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        return httpx.Response(response.status_code, headers=headers, json=body)
+
+
+def _with_a_new_field(body: Any) -> Any:
+    if not isinstance(body, dict):
+        return body
+    more: dict[str, Any] = {"added_later": {"by": "a newer server"}}
+    for name, value in body.items():
+        if isinstance(value, list):
+            value = [{**item, **more} if isinstance(item, dict) else item for item in value]
+        more[name] = value
+    return more
+
+
+def test_a_client_reads_the_answers_of_a_server_newer_than_itself(server_url: str) -> None:
+    """A server upgraded before its clients adds fields to its answers; the client reads
+    what it knows and goes on, rather than failing every call."""
+    said = {"content": "The cat is called Miso", "timestamp": "2024-08-03T09:00:00Z"}
+    with (
+        MemMachineClient(server_url, api_key="sdk-key", user_id="sdk-newer") as today,
+        MemMachineClient(
+            server_url, api_key="sdk-key", user_id="sdk-newer", transport=_NewerServer()
+        ) as newer,
+    ):
+        added = newer.add([said], session_id="pets")
+        assert added.episode_ids == [episode.id for episode in today.list_episodes().episodes]
+        assert newer.search("what is the cat called").episodic == (
+            today.search("what is the cat called").episodic
+        )
+        assert newer.list_episodes() == today.list_episodes()
+        with pytest.raises(NotFoundError):  # errors still read as errors
+            newer.get_episode("no-such-episode")
