@@ -93,7 +93,7 @@ class Reach:
         if lemma not in self._cache:
             e = self.expansion
             closure = (
-                self.lexicon.members(lemma, e.depth, e.senses)
+                self.lexicon.members(lemma, e.depth, e.senses) or set()
                 if e.direction == "members"
                 else self.lexicon.categories(lemma, e.depth, e.senses)
             )

@@ -71,10 +71,15 @@ class Lexicon:
         return found if senses is None else found[:senses]
 
     def _closure(
-        self, start: Iterable[int], links: dict[int, tuple[int, ...]], depth: int | None
-    ) -> set[int]:
+        self,
+        start: Iterable[int],
+        links: dict[int, tuple[int, ...]],
+        depth: int | None,
+        limit: int | None = None,
+    ) -> set[int] | None:
         """The synsets reached from ``start`` through ``links`` in at most ``depth`` steps
-        (every step when None), ``start`` excluded unless reached again."""
+        (every step when None), ``start`` excluded unless reached again; None as soon as
+        more than ``limit`` are reached."""
         seen: set[int] = set()
         frontier = list(dict.fromkeys(start))
         step = 0
@@ -86,15 +91,27 @@ class Lexicon:
                     if linked not in seen:
                         seen.add(linked)
                         following.append(linked)
+            if limit is not None and len(seen) > limit:
+                return None
             frontier = following
         return seen
 
-    def members(self, lemma: str, depth: int | None = None, senses: int | None = None) -> set[str]:
+    def members(
+        self,
+        lemma: str,
+        depth: int | None = None,
+        senses: int | None = None,
+        limit: int | None = None,
+    ) -> set[str] | None:
         """The lemmas of the synsets below ``lemma`` (its hyponyms, theirs, ... at most
         ``depth`` steps down; of its first ``senses`` senses when given): "sport" ->
-        "surfing", "skiing", ... The lemma itself is not among them."""
-        below = self._closure(self.synsets(lemma, senses), self.hyponyms, depth)
-        return {word for synset in below for word in self.lemmas[synset]} - {lemma}
+        "surfing", "skiing", ... The lemma itself is not among them. None when there are
+        more than ``limit`` (a category too general to single anything out)."""
+        below = self._closure(self.synsets(lemma, senses), self.hyponyms, depth, limit)
+        if below is None:
+            return None
+        found = {word for synset in below for word in self.lemmas[synset]} - {lemma}
+        return None if limit is not None and len(found) > limit else found
 
     def categories(
         self, lemma: str, depth: int | None = None, senses: int | None = None
@@ -102,7 +119,7 @@ class Lexicon:
         """The lemmas of the synsets above ``lemma`` (its hypernyms, at most ``depth`` steps
         up; of its first ``senses`` senses when given): "surfing" -> "water_sport",
         "sport", ..."""
-        above = self._closure(self.synsets(lemma, senses), self.hypernyms, depth)
+        above = self._closure(self.synsets(lemma, senses), self.hypernyms, depth) or set()
         return {word for synset in above for word in self.lemmas[synset]} - {lemma}
 
 
