@@ -171,7 +171,9 @@ class RetrievalSettings(Section):
     #: below each of the query's nouns, of its first ``category_senses`` senses, 0 = all; a
     #: noun with more than ``category_max_members`` is skipped as too general) are searched in
     #: full text, that list weighing ``category_weight`` for its first; with
-    #: ``category_lists_only`` only for queries asking for several things. LoCoMo effect in
+    #: ``category_lists_only`` only for queries asking for several things, with
+    #: ``category_asked_only`` only the nouns of the phrase a list question asks for
+    #: ("European countries" in "What European countries has ...?"). LoCoMo effect in
     #: bench/RESULTS.md.
     lexicon_dir: Path | None = None
     category_weight: float = Field(default=0.1, ge=0)
@@ -179,6 +181,7 @@ class RetrievalSettings(Section):
     category_senses: int = Field(default=0, ge=0)
     category_max_members: int = Field(default=128, ge=1)
     category_lists_only: bool = False
+    category_asked_only: bool = False
     #: Speaker focus (:mod:`memmachine.retrieval.focus`): for a query naming some but not all
     #: of the speakers (with ``speaker_focus_lists_only``: and asking for several things,
     #: "What activities does Melanie ...", or for an inference, "Would Caroline ..."), the

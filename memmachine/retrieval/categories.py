@@ -28,7 +28,7 @@ from collections import defaultdict
 
 from memmachine.indexing.terms import MAX_QUERY_TERMS, STOPWORDS
 from memmachine.models import Episode
-from memmachine.retrieval.focus import asks_for_several
+from memmachine.retrieval.focus import asked_for, asks_for_several
 from memmachine.retrieval.hops import add_list
 from memmachine.retrieval.pipeline import Search
 from memmachine.retrieval.wordnet import Lexicon
@@ -71,7 +71,8 @@ def category_members(
 class Categories:
     """The question's categories expanded into their members and searched in full text
     (``category_weight``, ``category_depth``, ``category_senses``, ``category_max_members``,
-    ``category_lists_only``); needs a :class:`~memmachine.retrieval.wordnet.Lexicon`."""
+    ``category_lists_only``, ``category_asked_only``); needs a
+    :class:`~memmachine.retrieval.wordnet.Lexicon`."""
 
     name = "categories"
 
@@ -83,13 +84,16 @@ class Categories:
         tuning = search.tuning
         if self.lexicon is None or tuning.category_weight <= 0 or not search.scores:
             return False
+        if tuning.category_asked_only:
+            return asked_for(search.query) is not None
         return not tuning.category_lists_only or asks_for_several(search.query)
 
     def members(self, search: Search) -> list[str]:
         """The members the query's nouns expand into, with the stage's settings."""
         assert self.lexicon is not None  # applies() checked
         tuning = search.tuning
-        nouns = question_nouns(self.lexicon, search.query)
+        text = asked_for(search.query) if tuning.category_asked_only else search.query
+        nouns = question_nouns(self.lexicon, text or "")
         key = (
             " ".join(nouns),
             tuning.category_depth,

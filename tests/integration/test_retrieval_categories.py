@@ -58,7 +58,9 @@ def settings(tmp_path: Path, lexicon_dir: Path | None, **tuning: object) -> Sett
     )
 
 
-async def search_twice(memory_settings: Settings) -> tuple[list[str], list[str], dict[str, int]]:
+async def search_twice(
+    memory_settings: Settings, question: str = QUESTION
+) -> tuple[list[str], list[str], dict[str, int]]:
     """The contents found with the stage's weight at 0 and at 0.3, and the evidence's ranks."""
     async with open_manager(memory_settings) as memory:
         scope = Scope(user_id="u", session_id="s1")
@@ -66,9 +68,9 @@ async def search_twice(memory_settings: Settings) -> tuple[list[str], list[str],
         later = Scope(user_id="u", session_id="s2")
         await memory.add_messages(later, say([EVIDENCE, OTHER_SENSE], 10), working=False)
         memory.retrieval = memory.retrieval.model_copy(update={"category_weight": 0.0})
-        off = await memory.search_episodes(Scope(user_id="u"), QUESTION, top_k=8)
+        off = await memory.search_episodes(Scope(user_id="u"), question, top_k=8)
         memory.retrieval = memory.retrieval.model_copy(update={"category_weight": 0.3})
-        on = await memory.search_episodes(Scope(user_id="u"), QUESTION, top_k=8)
+        on = await memory.search_episodes(Scope(user_id="u"), question, top_k=8)
     ranks = next((hit.ranks for hit in on if hit.episode.content == EVIDENCE[1]), {})
     assert all(0.0 < hit.score <= 1.0 for hit in on)
     return [h.episode.content for h in off], [h.episode.content for h in on], ranks
@@ -91,6 +93,23 @@ async def test_every_sense_reaches_further(tmp_path: Path) -> None:
     _, on, _ = await search_twice(settings(tmp_path, wordnet, category_senses=0))
     assert EVIDENCE[1] in on
     assert OTHER_SENSE[1] in on
+
+
+async def test_only_the_phrase_a_list_question_asks_for_when_asked(tmp_path: Path) -> None:
+    wordnet = write_wordnet(tmp_path / "wordnet")
+    asked = settings(tmp_path / "a", wordnet, category_senses=1, category_asked_only=True)
+    _, on, ranks = await search_twice(asked)
+    assert EVIDENCE[1] in on  # "What sports do ..." asks for sports
+    assert set(ranks) == {"categories"}
+    # the same category, not as the thing the question asks for: no list
+    statement = "Tell me about sports besides basketball"
+    off, on, _ = await search_twice(
+        settings(tmp_path / "b", wordnet, category_asked_only=True), statement
+    )
+    assert EVIDENCE[1] not in on
+    assert on == off
+    _, on, _ = await search_twice(settings(tmp_path / "c", wordnet), statement)
+    assert EVIDENCE[1] in on
 
 
 async def test_without_a_wordnet_directory_the_stage_does_not_run(tmp_path: Path) -> None:
