@@ -95,6 +95,17 @@ async def test_every_sense_reaches_further(tmp_path: Path) -> None:
     assert OTHER_SENSE[1] in on
 
 
+async def test_only_questions_asking_for_several_things_by_default(tmp_path: Path) -> None:
+    wordnet = write_wordnet(tmp_path / "wordnet")
+    statement = "Tell me about sports besides basketball"  # no list asked for
+    off, on, _ = await search_twice(settings(tmp_path / "a", wordnet), statement)
+    assert on == off
+    _, on, _ = await search_twice(
+        settings(tmp_path / "b", wordnet, category_lists_only=False), statement
+    )
+    assert EVIDENCE[1] in on
+
+
 async def test_only_the_phrase_a_list_question_asks_for_when_asked(tmp_path: Path) -> None:
     wordnet = write_wordnet(tmp_path / "wordnet")
     asked = settings(tmp_path / "a", wordnet, category_senses=1, category_asked_only=True)
@@ -108,8 +119,6 @@ async def test_only_the_phrase_a_list_question_asks_for_when_asked(tmp_path: Pat
     )
     assert EVIDENCE[1] not in on
     assert on == off
-    _, on, _ = await search_twice(settings(tmp_path / "c", wordnet), statement)
-    assert EVIDENCE[1] in on
 
 
 async def test_without_a_wordnet_directory_the_stage_does_not_run(tmp_path: Path) -> None:
