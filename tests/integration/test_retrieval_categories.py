@@ -5,7 +5,7 @@ store scans or the in-process index answers; a directory it cannot use stops sta
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -16,19 +16,19 @@ from memmachine.adapters.indexed.indexed_episode_store import IndexedEpisodeStor
 from memmachine.bootstrap import build_manager
 from memmachine.config import EmbeddingSettings, RetrievalSettings, Settings
 from memmachine.errors import ConfigurationError
-from memmachine.models import EpisodeRecord, NewMessage
+from memmachine.models import EpisodeRecord
 from memmachine.ports import EpisodeStore
 from memmachine.retrieval.categories import Categories
 from memmachine.retrieval.pipeline import Search
 from memmachine.retrieval.wordnet import load_lexicon
 from tests.integration.test_indexed_episode_store import graph, server
+
+# full text alone decides, so the tests read off what the stage adds
+from tests.integration.test_retrieval_feedback import LEXICAL_ONLY, T0, say
 from tests.wordnet_fixture import SPORTS, write_wordnet
 
 __all__ = ["graph", "server"]
 
-T0 = datetime(2024, 3, 10, 18, 0, tzinfo=UTC)
-#: Full text alone decides, so the test reads off what the stage adds.
-LEXICAL_ONLY = {"lexical_context": 0, "neighbour_weight": 0.0, "second_neighbour_weight": 0.0}
 QUESTION = "What sports do you like besides basketball?"
 FOUND = [
     ("John", "Basketball practice ran late again."),
@@ -41,13 +41,6 @@ EVIDENCE = ("John", "Had an awesome summer surfing and riding the waves.")
 #: A member of another sense of "sport" (a mutation): only all senses reach it.
 OTHER_SENSE = ("Maria", "The tulip showed a mutation this spring.")
 UNRELATED = ("Maria", "Lost my keys at the bank.")
-
-
-def say(turns: list[tuple[str, str]], start: int) -> list[NewMessage]:
-    return [
-        NewMessage(content=text, producer=who, timestamp=T0 + timedelta(seconds=start + n))
-        for n, (who, text) in enumerate(turns)
-    ]
 
 
 def settings(tmp_path: Path, lexicon_dir: Path | None, **tuning: object) -> Settings:
