@@ -42,7 +42,9 @@ The copy repeats every message exactly (same scope, speaker, timestamp, text, me
 the write path recognises it (memmachine/memory/repeats.py) and stores nothing new. To keep
 the search-time duplicate handling measured, ``--twice`` also stores one more copy whose
 repeated turns carry timestamps one second later (rows ``stored twice, copies 1 s later``):
-those are stored and must be collapsed by the ``duplicates`` stage.
+those are stored and must be collapsed by the ``duplicates`` stage; with several ``--paths``
+that copy too is searched through each other path (rows ``stored twice, copies 1 s later,
+<path>``), so every path's collapse of stored duplicates is compared question by question.
 The ``CPU ms/q`` column is the bench process's CPU time per search (the question's embedding
 excluded): a latency measure that a busy machine does not inflate.
 
@@ -162,8 +164,9 @@ TWICE_VARIANTS: dict[str, dict[str, Any]] = {
 #: a repeat of the message, so it is stored), under ``<sample_id>~twice-shifted``.
 TWICE_SHIFTED = "twice-shifted"
 SHIFT = timedelta(seconds=1)
+SHIFTED_ROW = "stored twice, copies 1 s later"
 TWICE_SHIFTED_VARIANTS: dict[str, dict[str, Any]] = {
-    "stored twice, copies 1 s later": {},
+    SHIFTED_ROW: {},
     "stored twice, copies 1 s later, duplicates kept (distinct_evidence=false)": {
         "distinct_evidence": False
     },
@@ -441,9 +444,13 @@ async def run(
                 for name, change in TWICE_SHIFTED_VARIANTS.items():
                     shifted = (tuning.model_copy(update=change), args.expand, TWICE_SHIFTED, first)
                     variants[name] = shifted
-                # the twice-stored copy through every other path too, with the defaults
+                # both twice-stored copies through every other path too, with the defaults:
+                # the shifted one holds every turn twice, so its duplicates are collapsed by
+                # each path's own search
                 for path in args.paths[1:]:
                     variants[f"{TWICE_ROW}, {path}"] = (tuning, args.expand, TWICE, path)
+                    shifted = (tuning, args.expand, TWICE_SHIFTED, path)
+                    variants[f"{SHIFTED_ROW}, {path}"] = shifted
             results = await score(manager, turns, questions, variants, args, data_dir, paths)
             if args.rankings:
                 dump_rankings(args.rankings, turns, questions, results)
@@ -994,6 +1001,7 @@ def report(
         print(compare_paths(results, args.paths))
         if args.twice:
             print(compare_paths(results, args.paths, TWICE_ROW))
+            print(compare_paths(results, args.paths, SHIFTED_ROW))
     print("\nmemmachine per category:\n")
     print(category_table(results["memmachine"]))
     if len(results) > 4:
