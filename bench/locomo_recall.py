@@ -108,6 +108,14 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "+ second hop 0.1": {"second_hop_weight": 0.1},
     "+ feedback 0.1 (20 words the best 5 hits share)": {"feedback_weight": 0.1},
     "+ feedback 0.3": {"feedback_weight": 0.3},
+    # the categories stage runs only with a WordNet directory (--set lexicon_dir=DIR);
+    # without one these rows are the defaults
+    "- WordNet categories (with --set lexicon_dir=DIR)": {"category_weight": 0.0},
+    "WordNet categories on every question": {"category_lists_only": False},
+    "WordNet categories of the asked-for phrase, 1024 members": {
+        "category_asked_only": True,
+        "category_max_members": 1024,
+    },
     "- speaker focus (list and inference questions)": {"speaker_focus_weight": 0.0},
     "speaker focus 0.5 instead of 0.25": {"speaker_focus_weight": 0.5},
     "speaker focus on every question naming a speaker": {"speaker_focus_lists_only": False},

@@ -29,13 +29,13 @@ from memmachine.memory.lifecycle import embedder_status as embedder_status_of
 from memmachine.memory.lifecycle import reranker_status as reranker_status_of
 from memmachine.memory.procedural import ProceduralMemory
 from memmachine.memory.profile import ProfileService
+from memmachine.memory.repeats import Added
 from memmachine.memory.replaceable import ReplaceableParts
 from memmachine.memory.retention import Clock, RetentionSettings, RetentionSweep
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.memory.working import WorkingService
 from memmachine.models import (
     EmbedderStatus,
-    Episode,
     EpisodeDetachment,
     HealthReport,
     LlmStatus,
@@ -227,12 +227,12 @@ class MemoryManager(ReplaceableParts, Lifecycle):
         working: bool = True,
         ids: Sequence[str] | None = None,
         extract: bool = True,
-    ) -> list[Episode]:
+    ) -> Added:
         """Store messages as episodes of ``scope.session_id``, in order (see
-        :meth:`EpisodicService.add`); with ``working`` also append them to the session's
-        working memory, complete or undone (:class:`~memmachine.memory.adding.MessageAdder`,
-        which also completes a retry with the same ``ids``). Without ``extract`` no
-        extraction job is queued for them."""
+        :meth:`EpisodicService.add`; the answer's ``new`` leaves out repeated messages);
+        with ``working`` also append them to the session's working memory, complete or
+        undone (:class:`~memmachine.memory.adding.MessageAdder`, which also completes a
+        retry with the same ``ids``). Without ``extract`` no extraction job is queued."""
         return await self._adder.add(scope, messages, working=working, ids=ids, extract=extract)
 
     async def delete_episode(self, scope: Scope, episode_id: str) -> EpisodeDetachment:

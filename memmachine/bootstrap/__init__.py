@@ -22,6 +22,7 @@ from memmachine.bootstrap.attachments import (
     build_blob_store,
 )
 from memmachine.bootstrap.erasure import attach_compactors
+from memmachine.bootstrap.lexicon import configured_lexicon
 from memmachine.bootstrap.observability import (
     StoreParts,
     build_rate_limiter,
@@ -55,6 +56,8 @@ from memmachine.manager import MemoryManager, Resource
 from memmachine.memory.idempotency import IdempotentWrites
 from memmachine.models import EmbedderStatus, RerankerStatus
 from memmachine.ports import Clock, Embedder, LanguageModel, Reranker, StateBackend
+from memmachine.retrieval.stages import default_pipeline
+from memmachine.retrieval.wordnet import Lexicon
 from memmachine.telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -100,6 +103,7 @@ async def build_manager(
     check_schemes(episode_url, profile_url, working_url)
     check_jobs_url(secret(settings.jobs.url))
 
+    lexicon = await configured_lexicon(settings.retrieval)
     embedder, embedder_status = await _embedder(settings)
     reranker: Reranker | None = None
     try:
@@ -115,6 +119,7 @@ async def build_manager(
             working_url,
             telemetry,
             clock,
+            lexicon,
         )
     except BaseException:
         if reranker is not None:
@@ -135,6 +140,7 @@ def _wire(
     working_url: str | None,
     telemetry: Telemetry | None = None,
     clock: Clock | None = None,
+    lexicon: Lexicon | None = None,
 ) -> MemoryManager:
     from memmachine.adapters.falkordb.embedded_falkordb import EmbeddedFalkorDBServer
 
@@ -207,6 +213,7 @@ def _wire(
         idempotent=idempotent,
     )
     manager.episodic_service.blobs = blobs
+    manager.episodic_service.pipeline = default_pipeline(lexicon)
     attach_compactors(settings, manager, raw)
     if telemetry is not None:
         telemetry.instrument_operations(manager)

@@ -162,6 +162,26 @@ class RetrievalSettings(Section):
     feedback_weight: float = Field(default=0.0, ge=0)
     feedback_sources: int = Field(default=5, ge=2)
     feedback_terms: int = Field(default=20, ge=1)
+    #: A category the query names expanded into its members with WordNet
+    #: (:mod:`memmachine.retrieval.categories`): the directory of WordNet's database files
+    #: (``index.noun``, ``data.noun``, ``noun.exc``; Debian's ``wordnet-base`` puts them in
+    #: /usr/share/wordnet), read once at startup; unset (the default) turns the stage off, and
+    #: a directory that is missing or not in WordNet's format stops startup with an error
+    #: naming this setting. The members (the one-word lemmas at most ``category_depth`` steps
+    #: below each of the query's nouns, of its first ``category_senses`` senses, 0 = all; a
+    #: noun with more than ``category_max_members`` is skipped as too general) are searched in
+    #: full text, that list weighing ``category_weight`` for its first; with
+    #: ``category_lists_only`` (the default) only for queries asking for several things, with
+    #: ``category_asked_only`` only the nouns of the phrase a list question asks for
+    #: ("European countries" in "What European countries has ...?"). LoCoMo effect in
+    #: bench/RESULTS.md.
+    lexicon_dir: Path | None = None
+    category_weight: float = Field(default=0.3, ge=0)
+    category_depth: int = Field(default=2, ge=1)
+    category_senses: int = Field(default=0, ge=0)
+    category_max_members: int = Field(default=128, ge=1)
+    category_lists_only: bool = True
+    category_asked_only: bool = False
     #: Speaker focus (:mod:`memmachine.retrieval.focus`): for a query naming some but not all
     #: of the speakers (with ``speaker_focus_lists_only``: and asking for several things,
     #: "What activities does Melanie ...", or for an inference, "Would Caroline ..."), the

@@ -176,7 +176,8 @@ class _Advice:
         """Advise the pages of ``[begin, end)`` bytes into the mapping (widened to whole
         pages). A refusal (a closed mapping, advice the kernel does not know) is ignored:
         it is a hint."""
-        if self.option is None:
+        option = self.option
+        if option is None:
             return
         begin = begin // _PAGE * _PAGE
         try:
@@ -184,15 +185,15 @@ class _Advice:
         except ValueError:  # closed
             return
         if end > begin:
-            self._send(begin, end - begin)
+            self._send(begin, end - begin, option)
 
-    def _send(self, begin: int, length: int) -> None:
+    def _send(self, begin: int, length: int, option: int) -> None:
         madvise = self._madvise or _libc_madvise()
-        if madvise is None or self.option is None:
+        if madvise is None:  # no libc to ask: no advice from now on
             self.option = None
             return
         self._madvise = madvise
-        madvise(self.address + begin, length, self.option)  # -1 (refused) is ignored too
+        madvise(self.address + begin, length, option)  # -1 (refused) is ignored too
 
 
 def _libc_madvise() -> Callable[[int, int, int], int] | None:

@@ -7,8 +7,8 @@ what is stored is no longer known to be nothing, so the add is "outcome unknown"
 An append whose own outcome is unknown is a 504 as well.
 
 A message sent again without ids (:mod:`memmachine.memory.repeats`) is answered with the
-episode already stored; only the episodes the add stored go to working memory and to
-extraction, and only they are removed when the append fails.
+episode already stored; only the episodes the add stored (the answer's ``new``) go to
+working memory and to extraction, and only they are removed when the append fails.
 
 An add with ids of its own (the REST and MCP interfaces derive them from the caller's
 idempotency key, :func:`~memmachine.memory.idempotency.episode_ids_for`) can be sent
@@ -30,6 +30,7 @@ from memmachine.errors import (
     WriteOutcomeUnknownError,
 )
 from memmachine.memory.episodic import EpisodicService
+from memmachine.memory.repeats import Added
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.memory.working import WorkingService
 from memmachine.models import Episode, NewMessage, Scope
@@ -55,25 +56,26 @@ class MessageAdder:
         working: bool = True,
         ids: Sequence[str] | None = None,
         extract: bool = True,
-    ) -> list[Episode]:
+    ) -> Added:
         """Store ``messages`` as episodes of ``scope.session_id`` and, with ``working``,
         in its working memory; without ``extract`` no extraction job is queued. A message
         already stored (:mod:`memmachine.memory.repeats`) is answered with its episode and
-        neither appended nor extracted again."""
+        neither appended nor extracted again; the answer's ``new`` leaves it out. A retry
+        with the same ``ids`` that completes an earlier attempt is that add, not a repeat:
+        its ``new`` lists every episode, as the first attempt's would have."""
         retried = False
         try:
             added = await self._episodic.add_new(scope, messages, ids=ids)
-            stored, new = added.episodes, added.new
         except ConflictError:
             earlier = await self._stored(scope, ids)
             if earlier is None:
                 raise
-            stored, new, retried = earlier, earlier, True
-        if working and new:
-            await self._append(scope, new, retried=retried)
+            added, retried = Added(earlier, earlier), True
+        if working and added.new:
+            await self._append(scope, added.new, retried=retried)
         if extract:
-            await self._scheduler.extract_later(scope, new)
-        return stored
+            await self._scheduler.extract_later(scope, added.new)
+        return added
 
     async def _stored(self, scope: Scope, ids: Sequence[str] | None) -> list[Episode] | None:
         """The episodes of ``ids`` when every one is stored (an earlier attempt of this

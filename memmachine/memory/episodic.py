@@ -13,7 +13,7 @@ from memmachine.errors import ConflictError, InvalidInputError, NotFoundError
 from memmachine.memory.common import require_session
 from memmachine.memory.embedding import embed_records
 from memmachine.memory.expiry import kept_expiry, live_episodes, live_hits, stamped
-from memmachine.memory.repeats import Added, known_repeats, message_ids
+from memmachine.memory.repeats import Added, known_repeats, live_repeats, message_ids
 from memmachine.models import (
     ID_PATTERN,
     Episode,
@@ -117,9 +117,7 @@ class EpisodicService:
         derived: dict[str, NewMessage] = {}
         if given is None:
             given, derived = message_ids(scope, messages)
-        said, known = await asyncio.gather(
-            self._said_before(scope), known_repeats(self._store, scope, derived)
-        )
+        said, known = await self._look_up(scope, given, derived)
         now = self.clock.now()
         lexical = self.retrieval.lexical_context
         records = []
@@ -161,6 +159,24 @@ class EpisodicService:
         by_id = {**known, **{episode.id: episode for episode in stored}}
         return Added(episodes=[by_id[episode_id] for episode_id in given], new=stored)
 
+    async def _look_up(
+        self, scope: Scope, given: list[str], derived: dict[str, NewMessage]
+    ) -> tuple[list[Said], dict[str, Episode]]:
+        """The session's last messages (see :meth:`_said_before`) and the live episodes
+        already stored under the ``derived`` ids (expired ones removed, see
+        :func:`live_repeats`). The last messages are read only when something will be
+        stored: at once with the lookup when a message's id is not derived (it is stored
+        whatever the lookup finds), else after it, and not at all for repeats only."""
+        if any(episode_id not in derived for episode_id in given):
+            return await asyncio.gather(self._said_before(scope), self._repeats(scope, derived))
+        known = await self._repeats(scope, derived)
+        stored = any(episode_id not in known for episode_id in given)
+        return (await self._said_before(scope) if stored else []), known
+
+    async def _repeats(self, scope: Scope, derived: dict[str, NewMessage]) -> dict[str, Episode]:
+        found = await known_repeats(self._store, scope, derived)
+        return await live_repeats(self._store, scope, found, self.clock.now())
+
     async def _store_new(
         self,
         scope: Scope,
@@ -169,7 +185,8 @@ class EpisodicService:
         known: dict[str, Episode],
     ) -> list[Episode]:
         """Store ``records`` (through the write gate); those a concurrent add of the same
-        message stored first (a conflict on a derived id) go into ``known`` instead."""
+        message stored first (a conflict on a derived id) go into ``known`` instead, unless
+        what holds the id has expired: it is removed and the record stored after all."""
         while True:
             try:
                 if not records:
@@ -180,8 +197,9 @@ class EpisodicService:
                 found = await known_repeats(self._store, scope, wanted)
                 if not found:
                     raise
-                known.update(found)
-                records = [record for record in records if record.id not in found]
+                live = await live_repeats(self._store, scope, found, self.clock.now())
+                known.update(live)
+                records = [record for record in records if record.id not in live]
 
     async def _said_before(self, session_scope: Scope) -> list[Said]:
         """The last messages of the session, oldest first, as many as the context window or

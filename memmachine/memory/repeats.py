@@ -12,8 +12,19 @@ once per user, checked inside its write, keeps it so under concurrent writers an
 restarts; deleting or forgetting the episode frees the id, so the message can be stored
 again. A message without a timestamp gets a fresh id: two "ok"s sent at different times
 are two messages. The expiry asked for (``expires_at``, ``ttl_seconds``) is not part of
-what a message is: a repeat keeps the stored episode's expiry, and an expired episode the
-retention sweep has not removed yet still holds its message until the sweep removes it.
+what a message is: a repeat keeps the stored episode's expiry.
+
+An expired episode is no stored message, whether or not the retention sweep has removed it
+yet (reads hide it): a message sent again after its episode expired is removed as the sweep
+would remove it (:func:`live_repeats`: the store takes its derivatives and search-index
+entries with it) and stored anew under the same id, with the expiry the new message asks
+for, and goes to working memory and extraction like any new message. A removal that fails
+fails the add before anything is stored (the caller retries). Two such re-sends at once
+store one episode: the store's id check makes the later write a conflict, answered with
+the episode the other stored. Removals name the episode as read (``stored_at``, checked
+inside the store's delete), so neither another re-send nor the retention sweep, which
+removes expired episodes the same way, removes a message stored anew after it read the
+expired one.
 """
 
 from __future__ import annotations
@@ -21,26 +32,41 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 from memmachine.errors import ConflictError
+from memmachine.memory.expiry import is_expired
 from memmachine.models import Episode, NewMessage, Scope, as_utc
 from memmachine.ports import EpisodeStore
 
-__all__ = ["Added", "known_repeats", "message_ids", "repeat_id"]
+__all__ = ["Added", "known_repeats", "live_repeats", "message_ids", "repeat_id"]
 
 #: The namespace of episode ids derived from a message (see :func:`repeat_id`).
 _NAMESPACE = uuid.UUID("5d0c1b52-6f41-4c43-9a55-2f0d8d6e7a01")
 
 
-@dataclass(frozen=True)
-class Added:
-    """What an add answered: ``episodes``, one per message in input order (a repeat as the
-    episode already stored), and ``new``, the ones this add stored, in order."""
+class Added(list[Episode]):
+    """What an add answered: the episodes, one per message in input order (a repeat as the
+    episode already stored), and ``new``, the ones this add stored, in order. It is the list
+    of episodes itself, so a caller that wants only them (``add_messages`` has always
+    answered a list) reads it as before."""
 
-    episodes: list[Episode]
-    new: list[Episode]
+    def __init__(self, episodes: Iterable[Episode], new: Iterable[Episode]) -> None:
+        super().__init__(episodes)
+        self.new: list[Episode] = list(new)
+
+    @property
+    def episodes(self) -> list[Episode]:
+        """The episodes, one per message in input order."""
+        return list(self)
+
+    @property
+    def repeated_ids(self) -> list[str]:
+        """The ids of the episodes that were stored before this add (a message sent again),
+        in input order, each once."""
+        fresh = {episode.id for episode in self.new}
+        return list(dict.fromkeys(e.id for e in self if e.id not in fresh))
 
 
 def repeat_id(scope: Scope, message: NewMessage) -> str | None:
@@ -97,6 +123,24 @@ async def known_repeats(
         if not _same(episode, derived[episode_id]):
             raise ConflictError(f"episode id {episode_id!r} already holds another message")
     return found
+
+
+async def live_repeats(
+    store: EpisodeStore, scope: Scope, found: dict[str, Episode], now: datetime
+) -> dict[str, Episode]:
+    """``found`` (see :func:`known_repeats`) without the episodes expired at ``now``, which
+    are removed from ``store`` first, as the retention sweep would remove them (the store
+    takes their derivatives and index entries with them), so their messages can be stored
+    anew under the same ids. Each removal names the episode as read (its ``created_at``),
+    so a message another add stored anew meanwhile is never removed. A removal that fails
+    raises before anything is stored."""
+    live = {i: episode for i, episode in found.items() if not is_expired(episode.metadata, now)}
+    for episode_id, episode in found.items():
+        if episode_id not in live:
+            # Only the episode read: one another add stored anew since is kept (and found
+            # as a repeat when this add's write meets it).
+            await store.delete_episode(scope, episode_id, stored_at=episode.created_at)
+    return live
 
 
 def _same(episode: Episode, message: NewMessage) -> bool:

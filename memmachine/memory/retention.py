@@ -289,21 +289,28 @@ class RetentionSweep:
         return None if seconds is None else self.clock.now() - timedelta(seconds=seconds)
 
     async def _episodes_of(self, user: Scope, report: RetentionReport) -> set[str]:
-        """Remove the user's expired and aged-out episodes; their ids."""
+        """Remove the user's expired and aged-out episodes; the ids of those removed. Each
+        removal names the episode as read (``stored_at``): a message stored anew under its
+        id since (an expired message sent again) is kept."""
+        stored: dict[str, datetime] = {}
 
         async def page(offset: int) -> list[Memory]:
             found = await self._episodes.list_episodes(
                 user, limit=self.settings.batch_size, offset=offset
             )
+            stored.update((e.id, e.created_at) for e in found)
             return [
                 (e.id, e.metadata, e.timestamp, self._age_limit(e.scope, "episodes")) for e in found
             ]
 
+        def delete(episode_id: str) -> Awaitable[bool]:
+            return self._episodes.delete_episode(user, episode_id, stored_at=stored[episode_id])
+
         expired, aged = await self._select(page)
-        await self._remove([*expired, *aged], lambda i: self._episodes.delete_episode(user, i))
-        report.episodes_expired += len(expired)
-        report.episodes_aged_out += len(aged)
-        return {*expired, *aged}
+        removed = await self._remove([*expired, *aged], delete)
+        report.episodes_expired += len(removed.intersection(expired))
+        report.episodes_aged_out += len(removed.intersection(aged))
+        return removed
 
     async def _facts_of(self, user: Scope, report: RetentionReport) -> None:
         """Remove the user's expired facts and those unconfirmed past their tag's age."""
@@ -343,12 +350,16 @@ class RetentionSweep:
             if len(found) < self.settings.batch_size:
                 return expired, aged
 
-    async def _remove(self, ids: list[str], delete: Callable[[str], Awaitable[object]]) -> None:
-        """One store call per memory, yielding to other work after each batch."""
+    async def _remove(self, ids: list[str], delete: Callable[[str], Awaitable[bool]]) -> set[str]:
+        """One store call per memory, yielding to other work after each batch; the ids the
+        store removed."""
+        removed: set[str] = set()
         for index, memory_id in enumerate(ids):
-            await delete(memory_id)
+            if await delete(memory_id):
+                removed.add(memory_id)
             if index % self.settings.batch_size == self.settings.batch_size - 1:
                 await asyncio.sleep(0)
+        return removed
 
     async def _working_of(self, user: Scope, removed: set[str], report: RetentionReport) -> None:
         """Remove the user's sessions idle past their policy and, from the others, the

@@ -121,7 +121,10 @@ class JobScheduler:
 
     async def extract_later(self, scope: Scope, episodes: Sequence[Episode]) -> None:
         """After a write: queue one ``extract`` job over the new episodes when a language
-        model and the job queue are on. Never fails the write: errors are logged."""
+        model and the job queue are on. Never fails the write: errors are logged. The job
+        is known by the episodes as stored (id and when they were stored): a retry that
+        completes an earlier add queues nothing more, while a message stored anew under
+        the id of an episode removed before (expired, or forgotten) is extracted again."""
         if (
             self.queue is None
             or self.language_model is None
@@ -129,10 +132,14 @@ class JobScheduler:
             or not episodes
         ):
             return
+        stored = "\n".join(f"{e.id} {e.created_at.isoformat()}" for e in episodes)
+        key = "extract:" + hashlib.sha256(stored.encode()).hexdigest()
         await self.quietly(
             scope,
             "extraction",
-            self.enqueue_extraction(scope, [episode.id for episode in episodes]),
+            self.enqueue_extraction(
+                scope, [episode.id for episode in episodes], idempotency_key=key
+            ),
         )
 
     async def quietly(self, scope: Scope, what: str, enqueue: Awaitable[Job]) -> None:

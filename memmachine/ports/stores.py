@@ -100,7 +100,10 @@ class EpisodeStore(Protocol):
       first, or newest first with ``newest_first``; ``limit``/``offset`` page through them.
     * ``count_episodes`` counts episodes in scope.
     * ``delete_episode`` removes one episode in scope and relinks its neighbours; returns
-      whether something was deleted.
+      whether something was deleted. With ``stored_at`` only the episode stored at that
+      instant (its ``created_at``): one stored anew under the same id since the caller read
+      it is kept and ``False`` returned, checked inside the delete (the retention sweep and
+      the removal of an expired repeat rely on it not to remove a message just stored).
     * ``delete_episodes(scope)`` removes every episode in scope (a whole user, or one session
       when ``scope.session_id`` is set) with its session nodes; returns how many episodes.
     * ``vector_search`` returns up to ``k`` episodes in scope with the highest cosine
@@ -175,7 +178,9 @@ class EpisodeStore(Protocol):
         self, scope: Scope, *, limit: int = 100, offset: int = 0, newest_first: bool = False
     ) -> list[Episode]: ...
     async def count_episodes(self, scope: Scope) -> int: ...
-    async def delete_episode(self, scope: Scope, episode_id: str) -> bool: ...
+    async def delete_episode(
+        self, scope: Scope, episode_id: str, *, stored_at: datetime | None = None
+    ) -> bool: ...
     async def delete_episodes(self, scope: Scope) -> int: ...
     async def vector_search(
         self, scope: Scope, embedding: Sequence[float], k: int, *, derivatives: bool = True

@@ -20,6 +20,9 @@
    ``feedback`` (off by default; see :mod:`memmachine.retrieval.feedback`): the words the
    best hits share more than the other candidates searched in full text, fused in at
    ``feedback_weight``;
+   ``categories`` (only with a WordNet directory, ``lexicon_dir``; see
+   :mod:`memmachine.retrieval.categories`): the query's nouns expanded into their WordNet
+   members ("sports" -> "surfing") searched in full text, fused in at ``category_weight``;
    ``speaker_focus`` (see :mod:`memmachine.retrieval.focus`): for a query that names one
    speaker and asks for several things or for an inference, the dense and full-text lists fetched
    ``speaker_focus_depth`` deep, cut to that speaker's episodes and fused in at
@@ -66,6 +69,7 @@ from datetime import timedelta
 from memmachine.errors import StoreError
 from memmachine.indexing.fusion import reciprocal_rank_fusion, score_fusion
 from memmachine.models import Episode, EpisodeHit, utc_now
+from memmachine.retrieval.categories import Categories
 from memmachine.retrieval.diversity import Diversity
 from memmachine.retrieval.duplicates import Duplicates
 from memmachine.retrieval.feedback import Feedback
@@ -75,11 +79,13 @@ from memmachine.retrieval.pipeline import Search, SearchPipeline, Stage, embed_b
 from memmachine.retrieval.speakers import named_speakers
 from memmachine.retrieval.temporal import asks_when, mentions_time, time_ranges
 from memmachine.retrieval.text import episode_search_text
+from memmachine.retrieval.wordnet import Lexicon
 
 __all__ = [
     "STAGES",
     "ApplyBoosts",
     "Candidates",
+    "Categories",
     "Decomposition",
     "Diversity",
     "Duplicates",
@@ -415,6 +421,7 @@ STAGES: tuple[Callable[[], Stage], ...] = (
     Decomposition,
     SecondHop,
     Feedback,
+    Categories,
     SpeakerFocus,
     SpeakerBoost,
     TimeRangeBoost,
@@ -430,9 +437,12 @@ STAGES: tuple[Callable[[], Stage], ...] = (
 )
 
 
-def default_pipeline() -> SearchPipeline:
-    """A pipeline of :data:`STAGES`."""
-    return SearchPipeline([stage() for stage in STAGES])
+def default_pipeline(lexicon: Lexicon | None = None) -> SearchPipeline:
+    """A pipeline of :data:`STAGES`; ``categories`` runs only when given ``lexicon``
+    (WordNet's nouns, read by the composition root from ``lexicon_dir``)."""
+    return SearchPipeline(
+        [Categories(lexicon) if stage is Categories else stage() for stage in STAGES]
+    )
 
 
 def _importance(episode: Episode) -> float:

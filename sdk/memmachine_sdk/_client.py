@@ -120,7 +120,9 @@ class _Base:
                 }
             )
         try:
-            return call.response.model_validate(response.json())
+            # A field the models do not know is a newer server's addition: read past it,
+            # so a server upgraded before its clients keeps answering them.
+            return call.response.model_validate(response.json(), extra="ignore")
         except (ValueError, ValidationError) as exc:
             # pydantic's ValidationError is a ValueError; a JSON decoding error too.
             raise MemMachineAPIError(

@@ -240,7 +240,15 @@ class AddMemoriesRequest(ScopeFields):
 
 class AddMemoriesResponse(_Model):
     session_id: str
+    #: One per message, in order (a message sent again: the id of its stored episode).
     episode_ids: list[str]
+    repeated_ids: list[str] = Field(
+        default=[],
+        description="The ids in episode_ids whose message was already stored before this "
+        "add (a message with its timestamp sent again without an Idempotency-Key): nothing "
+        "was stored for them. Always empty for an add with an idempotency key, whose retry "
+        "is the same add, not a repeat.",
+    )
 
 
 class EpisodeOut(_Model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from memmachine.memory.repeats import Added
 from memmachine.models import (
     Episode,
     EpisodeHit,
@@ -12,6 +13,7 @@ from memmachine.models import (
     FactVersion,
     HealthReport,
     NewMessage,
+    Scope,
     WorkingMemory,
     WorkingMessage,
     utc_now,
@@ -96,6 +98,15 @@ def working_out(memory: WorkingMemory) -> wire.WorkingMemoryOut:
         version=memory.version,
         ttl_seconds=memory.ttl_seconds,
         updated_at=memory.updated_at,
+    )
+
+
+def added_out(scope: Scope, added: Added) -> wire.AddMemoriesResponse:
+    """The answer to an add: its episodes' ids and which of them were already stored."""
+    return wire.AddMemoriesResponse(
+        session_id=scope.session_id or "",
+        episode_ids=[episode.id for episode in added],
+        repeated_ids=added.repeated_ids,
     )
 
 

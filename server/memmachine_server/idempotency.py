@@ -24,7 +24,7 @@ from memmachine.manager import MemoryManager
 from memmachine.memory.idempotency import IDEMPOTENCY_HEADER, check_key, episode_ids_for
 from memmachine.models import Scope
 from memmachine_sdk import models as wire
-from memmachine_server.convert import new_messages
+from memmachine_server.convert import added_out, new_messages
 from memmachine_server.errors import http_error_response, memmachine_error_response
 from memmachine_server.scope import keyring_of, presented_key
 from memmachine_server.state import AppState
@@ -176,9 +176,8 @@ async def idempotent_add(
     ).hexdigest()
 
     async def write() -> tuple[int, bytes, str]:
-        stored = await manager.add_messages(scope, new_messages(batch), working=working, ids=ids)
-        answer = wire.AddMemoriesResponse(
-            session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
+        answer = added_out(
+            scope, await manager.add_messages(scope, new_messages(batch), working=working, ids=ids)
         )
         return 200, answer.model_dump_json().encode(), "application/json"
 

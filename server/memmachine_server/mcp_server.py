@@ -61,6 +61,7 @@ from memmachine.ports.procedures import AppScope, ProcedureRecord
 from memmachine.prompting import build_memory_prompt
 from memmachine_sdk import models as wire
 from memmachine_server.convert import (
+    added_out,
     episode_out,
     fact_out,
     new_messages,
@@ -486,11 +487,8 @@ class _MemoryTools:
                 require_session=True,
             )
             if idempotency_key is None:
-                stored = await manager.add_messages(scope, new_messages(batch), working=working)
-                return wire.AddMemoriesResponse(
-                    session_id=scope.session_id or "",
-                    episode_ids=[episode.id for episode in stored],
-                )
+                added = await manager.add_messages(scope, new_messages(batch), working=working)
+                return added_out(scope, added)
             return await idempotent_add(manager, scope, batch, working, idempotency_key)
 
     async def search_memory(

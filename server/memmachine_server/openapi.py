@@ -473,7 +473,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
                 }
             ],
         },
-        {"session_id": "vet-visit", "episode_ids": ["0f8c2d9e6b1a4c3e"]},
+        {"session_id": "vet-visit", "episode_ids": ["0f8c2d9e6b1a4c3e"], "repeated_ids": []},
     ),
     "list_memories": (None, {"episodes": [_EPISODE], "total": 1, "limit": 100, "offset": 0}),
     "search_memories": (
@@ -493,7 +493,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any] | None, Any]] = {
     ),
     "get_memory": (None, _EPISODE),
     "delete_memory": (None, None),
-    "upload_attachment": (None, {"session_id": "vet-visit", "episode_ids": ["5b2e7c1d9a0f4e6b"]}),
+    "upload_attachment": (
+        None,
+        {"session_id": "vet-visit", "episode_ids": ["5b2e7c1d9a0f4e6b"], "repeated_ids": []},
+    ),
     "download_attachment": (None, None),
     "set_profile": (
         {

@@ -349,6 +349,20 @@ async def test_delete_one_episode_relinks_its_neighbours(
     assert ids(await episode_store.neighbours(ann, "e5", before=5, after=5)) == ["e1", "e3"]
 
 
+async def test_a_delete_given_when_the_episode_was_stored_keeps_one_stored_anew_since(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    (first,) = await episode_store.add_episodes(ann, [record("same", "the old words")])
+    assert await episode_store.delete_episode(ann, "same", stored_at=first.created_at) is True
+    (anew,) = await episode_store.add_episodes(ann, [record("same", "the old words")])
+    assert anew.created_at != first.created_at
+    # A delete of the episode as it was read before it was stored anew leaves the new one.
+    assert await episode_store.delete_episode(ann, "same", stored_at=first.created_at) is False
+    assert (await episode_store.get_episode(ann, "same")) == anew
+    assert await episode_store.delete_episode(ann, "same", stored_at=anew.created_at) is True
+    assert await episode_store.count_episodes(ann) == 0
+
+
 async def test_deleting_every_episode_of_a_session_leaves_an_empty_session(
     episode_store: EpisodeStore, ann: Scope
 ) -> None:

@@ -209,6 +209,7 @@ def test_an_add_answered_504_then_retried_with_its_key_is_stored_once(
     assert error_of(unknown, 504)["code"] == "write_outcome_unknown"
     retried = app.post("/v1/memories", json=body, headers=_keyed("frozen-1"))
     assert retried.status_code == 201, retried.text
+    assert retried.json()["repeated_ids"] == []  # it completes the add: not a repeat
     assert _episodes(app, "gil") == ["said while frozen"]
     assert _working(app, "gil") == ["said while frozen"]
     again = app.post("/v1/memories", json=body, headers=_keyed("frozen-1"))
@@ -243,6 +244,7 @@ def test_an_append_frozen_in_working_memory_then_retried_agrees_with_episodes(
         assert unknown.status_code in (503, 504), unknown.text
         retried = app.post("/v1/memories", json=body, headers=_keyed("hal-1"))
         assert retried.status_code == 201, retried.text
+        assert retried.json()["repeated_ids"] == []  # it completes the add: not a repeat
         assert _episodes(app, "hal") == ["warm-up", "appended while redis slept"]
         assert _working(app, "hal") == ["warm-up", "appended while redis slept"]
     finally:

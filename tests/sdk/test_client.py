@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import httpx
 import pytest
 
 from memmachine_sdk import (
@@ -125,3 +127,70 @@ def test_search_explains_and_switches_stages_off_for_one_call(server_url: str) -
             assert all(hit.explain is not None for hit in found.episodic)
 
     asyncio.run(explained_async())
+
+
+def test_an_add_repeated_with_its_key_is_answered_as_the_first_time_not_as_a_repeat(
+    server_url: str,
+) -> None:
+    said = {"content": "Lease signed for the flat", "timestamp": "2024-08-01T09:00:00Z"}
+    with MemMachineClient(server_url, api_key="sdk-key", user_id="sdk-keyed") as mm:
+        first = mm.add([said], session_id="home", idempotency_key="lease-1")
+        again = mm.add([said], session_id="home", idempotency_key="lease-1")
+        assert again == first
+        assert first.repeated_ids == []
+        assert mm.list_episodes().total == 1
+
+
+async def test_async_add_answers_repeated_ids_too(server_url: str) -> None:
+    said = {"content": "Boiler serviced", "timestamp": "2024-08-02T09:00:00Z"}
+    async with AsyncMemMachineClient(server_url, api_key="sdk-key", user_id="sdk-akeyed") as mm:
+        first = await mm.add([said], session_id="home", idempotency_key="boiler-1")
+        again = await mm.add([said], session_id="home", idempotency_key="boiler-1")
+        assert again == first
+        assert first.repeated_ids == []
+        assert (await mm.list_episodes()).total == 1
+
+
+class _NewerServer(httpx.HTTPTransport):
+    """The network between the client and a server released after it: every JSON answer
+    carries a field this SDK's models do not know, at the top and in each listed item."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            return response
+        response.read()
+        body = _with_a_new_field(response.json())
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        return httpx.Response(response.status_code, headers=headers, json=body)
+
+
+def _with_a_new_field(body: Any) -> Any:
+    if not isinstance(body, dict):
+        return body
+    more: dict[str, Any] = {"added_later": {"by": "a newer server"}}
+    for name, value in body.items():
+        if isinstance(value, list):
+            value = [{**item, **more} if isinstance(item, dict) else item for item in value]
+        more[name] = value
+    return more
+
+
+def test_a_client_reads_the_answers_of_a_server_newer_than_itself(server_url: str) -> None:
+    """A server upgraded before its clients adds fields to its answers; the client reads
+    what it knows and goes on, rather than failing every call."""
+    said = {"content": "The cat is called Miso", "timestamp": "2024-08-03T09:00:00Z"}
+    with (
+        MemMachineClient(server_url, api_key="sdk-key", user_id="sdk-newer") as today,
+        MemMachineClient(
+            server_url, api_key="sdk-key", user_id="sdk-newer", transport=_NewerServer()
+        ) as newer,
+    ):
+        added = newer.add([said], session_id="pets")
+        assert added.episode_ids == [episode.id for episode in today.list_episodes().episodes]
+        assert newer.search("what is the cat called").episodic == (
+            today.search("what is the cat called").episodic
+        )
+        assert newer.list_episodes() == today.list_episodes()
+        with pytest.raises(NotFoundError):  # errors still read as errors
+            newer.get_episode("no-such-episode")

@@ -168,6 +168,18 @@ async def test_add_search_get_delete_round_trip(app: FastAPI) -> None:
         assert first not in [hit["id"] for hit in left["episodic"]]
 
 
+async def test_add_memory_names_the_messages_already_stored(app: FastAPI) -> None:
+    said = {"role": "user", "content": "Ingrid moved to Oslo", "timestamp": "2024-07-01T08:00:00Z"}
+    later = {**said, "content": "and she got a dog", "timestamp": "2024-07-01T08:05:00Z"}
+    async with mcp_client(app) as session:
+        add = {"user_id": "mcp-repeat", "session_id": "s1"}
+        first = ok(await call(session, "add_memory", **add, messages=[said]))
+        assert first["repeated_ids"] == []
+        again = ok(await call(session, "add_memory", **add, messages=[said, later]))
+        assert again["episode_ids"][0] == first["episode_ids"][0]
+        assert again["repeated_ids"] == first["episode_ids"]
+
+
 async def test_mcp_and_rest_answer_alike(app: FastAPI) -> None:
     user = "mcp-alike"
     async with mcp_client(app) as session:

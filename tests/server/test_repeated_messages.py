@@ -4,14 +4,38 @@ timeout, a conversation imported twice) gets the same answer and stores nothing 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from memmachine.config import JobSettings, LlmSettings
+from memmachine.models import NewMessage, Scope
+from tests.fakes.clock import ManualClock
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
 from tests.fakes.llm_server import ScriptedChatServer
+from tests.integration.test_expiry import manager_of, start
 from tests.server.conftest import AppFactory
+
+#: ``clocked(**settings)``: a started app on the embedded stores whose clock the test moves.
+Clocked = Callable[..., tuple[TestClient, ManualClock]]
+
+
+@pytest.fixture
+def clocked(tmp_path: Path) -> Iterator[Clocked]:
+    opened: list[TestClient] = []
+
+    def open_app(**overrides: Any) -> tuple[TestClient, ManualClock]:
+        clock = ManualClock()
+        opened.append(start((tmp_path / f"app{len(opened)}").resolve(), clock, **overrides))
+        return opened[-1], clock
+
+    yield open_app
+    for api in opened:
+        api.__exit__(None, None, None)
 
 
 def post(api: TestClient, user: str, messages: list[dict[str, Any]]) -> list[str]:
@@ -73,3 +97,122 @@ def test_a_repeated_message_queues_no_second_extraction(
     jobs = api.get("/v1/jobs", params={"user_id": "cy-repeat"}).json()["jobs"]
     extracted = [job["payload"]["episode_ids"] for job in jobs if job["kind"] == "extract"]
     assert sorted(extracted) == sorted([[first], [second]])
+
+
+def test_a_message_posted_again_after_it_expired_is_stored_and_read_again(
+    clocked: Clocked,
+) -> None:
+    api, clock = clocked()
+    code = {
+        "content": "the gate code is 4412",
+        "producer": "ann",
+        "timestamp": "2024-05-01T10:00:00Z",
+        "ttl_seconds": 5,
+    }
+    [first] = post(api, "ann-expired", [code])
+    clock.advance(5)  # expired; the retention sweep has not run
+    assert api.get("/v1/memories", params={"user_id": "ann-expired"}).json()["episodes"] == []
+
+    assert post(api, "ann-expired", [{**code, "ttl_seconds": 3600}]) == [first]
+    assert stored(api, "ann-expired") == ["the gate code is 4412"]
+    episode = api.get(f"/v1/memories/{first}", params={"user_id": "ann-expired"}).json()
+    assert episode["metadata"]["expires_at"] == (clock.now() + timedelta(seconds=3600)).isoformat()
+    found = api.post(
+        "/v1/memories/search", json={"user_id": "ann-expired", "query": "gate code"}
+    ).json()
+    assert [hit["id"] for hit in found["episodic"]] == [first]
+    working = api.get("/v1/sessions/s1/working", params={"user_id": "ann-expired"}).json()
+    assert [m["content"] for m in working["messages"]] == ["the gate code is 4412"]
+
+    # The sweep finds nothing expired to remove: the message stays.
+    report = api.portal.call(manager_of(api).retention.run)  # type: ignore[union-attr]
+    assert report.episodes_expired == 0
+    assert stored(api, "ann-expired") == ["the gate code is 4412"]
+    working = api.get("/v1/sessions/s1/working", params={"user_id": "ann-expired"}).json()
+    assert [m["content"] for m in working["messages"]] == ["the gate code is 4412"]
+
+
+def test_a_message_posted_again_after_it_expired_is_extracted_again(
+    clocked: Clocked,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    api, clock = clocked(
+        llm=LlmSettings(base_url=llm_server.base_url, model="x", max_retries=0),
+        jobs=JobSettings(poll_interval_seconds=0.02, max_attempts=1),
+    )
+    llm_server.reply(json.dumps({"facts": []}), json.dumps({"facts": []}))
+    message = {"content": "I drink oat milk", "timestamp": "2024-05-01T08:00:00Z"}
+    [first] = post(api, "fay-expired", [{**message, "ttl_seconds": 60}])
+    clock.advance(60)
+    assert post(api, "fay-expired", [message]) == [first]
+    jobs = api.get("/v1/jobs", params={"user_id": "fay-expired"}).json()["jobs"]
+    extracted = [job["payload"]["episode_ids"] for job in jobs if job["kind"] == "extract"]
+    assert extracted == [[first], [first]]
+
+
+def test_the_answer_names_the_messages_that_were_already_stored(api: TestClient) -> None:
+    moved = {"content": "we moved to Lisbon", "timestamp": "2024-06-01T10:00:00Z"}
+    cat = {"content": "with the cat", "timestamp": "2024-06-01T10:01:00Z"}
+    body = {"user_id": "dee-repeat", "session_id": "s1"}
+
+    first = api.post("/v1/memories", json={**body, "messages": [moved]}).json()
+    assert first["repeated_ids"] == []
+    both = api.post("/v1/memories", json={**body, "messages": [moved, cat]}).json()
+    assert both["episode_ids"][0] == first["episode_ids"][0]
+    assert both["repeated_ids"] == first["episode_ids"]  # the cat is new
+    again = api.post("/v1/memories", json={**body, "messages": [cat, moved]}).json()
+    assert again["repeated_ids"] == [both["episode_ids"][1], both["episode_ids"][0]]
+
+    # The same new message twice in one add was not stored before: not a repeat.
+    piano = {"content": "and the piano", "timestamp": "2024-06-01T10:02:00Z"}
+    twice = api.post("/v1/memories", json={**body, "messages": [piano, piano]}).json()
+    assert twice["episode_ids"][0] == twice["episode_ids"][1]
+    assert twice["repeated_ids"] == []
+    # Without a timestamp a message is never a repeat.
+    plain = api.post("/v1/memories", json={**body, "messages": [{"content": "ok"}] * 2}).json()
+    assert plain["repeated_ids"] == []
+
+
+def test_a_keyed_add_and_its_retry_report_no_repeats(api: TestClient) -> None:
+    """An add with an idempotency key is stored under ids of its key: its retry is the same
+    add (answered as the first time), not a repeat of its messages."""
+    message = {"content": "the boiler is fixed", "timestamp": "2024-06-02T09:00:00Z"}
+    body = {"user_id": "eve-repeat", "session_id": "s1", "messages": [message]}
+    keyed = {"Idempotency-Key": "boiler-1"}
+    first = api.post("/v1/memories", json=body, headers=keyed)
+    retried = api.post("/v1/memories", json=body, headers=keyed)
+    assert first.status_code == retried.status_code == 201, retried.text
+    assert retried.json() == first.json()
+    assert first.json()["repeated_ids"] == []
+    assert stored(api, "eve-repeat") == ["the boiler is fixed"]
+
+
+def test_a_sweep_that_read_the_expired_episode_keeps_the_message_sent_again_meanwhile(
+    clocked: Clocked,
+) -> None:
+    api, clock = clocked()
+    manager = manager_of(api)
+    store = manager.episodic_service.store
+    message = {
+        "content": "the wifi password is on the fridge",
+        "timestamp": "2024-05-01T10:00:00Z",
+        "ttl_seconds": 5,
+    }
+    [first] = post(api, "gus-race", [message])
+    clock.advance(5)
+    session = Scope(user_id="gus-race", session_id="s1")
+
+    async def sent_again_first(scope: Scope, episode_id: str, **options: Any) -> bool:
+        # The sweep has read the expired episode; the message is sent again before the
+        # sweep removes what it read.
+        del store.delete_episode  # type: ignore[attr-defined]
+        again = await manager.add_messages(session, [NewMessage(**message)])
+        assert [episode.id for episode in again.new] == [first]
+        return await store.delete_episode(scope, episode_id, **options)
+
+    store.delete_episode = sent_again_first  # type: ignore[method-assign]
+    report = api.portal.call(manager.retention.run)  # type: ignore[union-attr]
+    assert report.episodes_expired == 0
+    assert stored(api, "gus-race") == ["the wifi password is on the fridge"]
+    working = api.get("/v1/sessions/s1/working", params={"user_id": "gus-race"}).json()
+    assert [m["content"] for m in working["messages"]] == [message["content"]]

@@ -300,8 +300,11 @@ class CypherEpisodeStore(Lifecycle):
             for position, record in enumerate(records)
         ]
 
-    async def delete_episode(self, scope: Scope, episode_id: str) -> bool:
-        """Delete one in-scope episode, link its neighbours, drop an emptied session."""
+    async def delete_episode(
+        self, scope: Scope, episode_id: str, *, stored_at: datetime | None = None
+    ) -> bool:
+        """Delete one in-scope episode (with ``stored_at``: only if stored then), link its
+        neighbours, drop an emptied session."""
         where, params = scope_predicate("e", scope)
         result = await self._run(
             f"""
@@ -310,6 +313,7 @@ class CypherEpisodeStore(Lifecycle):
             WITH l
             MATCH (s:Session)-[:HAS_EPISODE]->(e:Episode)
             WHERE e.id = $episode_id AND {where}
+                AND ($stored_at IS NULL OR e.created_at = $stored_at)
             SET l.deletions = l.deletions + 1, l.episodes = l.episodes - 1
             WITH s, e, {self._text_chars} AS chars
             OPTIONAL MATCH (p:Episode)-[:NEXT]->(e)
@@ -327,7 +331,12 @@ class CypherEpisodeStore(Lifecycle):
             FOREACH (x IN CASE WHEN remaining = 0 THEN [s] ELSE [] END | DELETE x)
             RETURN chars
             """,
-            {**params, **_ledger_params(scope), "episode_id": episode_id},
+            {
+                **params,
+                **_ledger_params(scope),
+                "episode_id": episode_id,
+                "stored_at": None if stored_at is None else _micros(stored_at),
+            },
         )
         if result:
             self._text_deleted(int(result[0][0] or 0))

@@ -62,6 +62,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from memmachine.adapters.indexed.search_index_files import SearchIndexFiles
@@ -257,10 +258,12 @@ class IndexedEpisodeStore(Lifecycle):
         finally:
             self._wrote(scope)
 
-    async def delete_episode(self, scope: Scope, episode_id: str) -> bool:
+    async def delete_episode(
+        self, scope: Scope, episode_id: str, *, stored_at: datetime | None = None
+    ) -> bool:
         key = scope.user_key
         try:
-            deleted = await self._inner.delete_episode(scope, episode_id)
+            deleted = await self._inner.delete_episode(scope, episode_id, stored_at=stored_at)
         finally:
             self._wrote(scope)
         if deleted:
@@ -565,7 +568,7 @@ class IndexedEpisodeStore(Lifecycle):
             index = await self._in_thread(files, key)
             if index is None:
                 return None, False
-            if self._slots.get(key) is not slot or self._forgets.get(key, 0) != forgets:
+            if not self._current(key, slot, forgets):
                 return None, False
             if (
                 index.deletions != state.deletions
@@ -579,6 +582,11 @@ class IndexedEpisodeStore(Lifecycle):
         self._forget_episodes(key)
         self._fit_budget()
         return index, True
+
+    def _current(self, key: str, slot: _Slot, forgets: int) -> bool:
+        """Whether ``slot`` is still the store's for ``key`` and no episode of the user was
+        deleted since ``forgets`` was read: what a file opened meanwhile may be used for."""
+        return self._slots.get(key) is slot and self._forgets.get(key, 0) == forgets
 
     async def _in_thread(self, files: SearchIndexFiles, key: str) -> ScopeIndex | None:
         """``files.open(key)`` in a worker thread, returning once the pages every search reads
@@ -776,9 +784,8 @@ class IndexedEpisodeStore(Lifecycle):
             opened = await self._in_thread(files, key)
             if (
                 opened is not None
-                and self._slots.get(key) is slot
+                and self._current(key, slot, forgets)
                 and slot.index is index
-                and self._forgets.get(key, 0) == forgets
                 and (index.revision, index.deletions, index.rows) == state
                 and (opened.revision, len(opened)) == (index.revision, len(index))
             ):

@@ -53,6 +53,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -219,9 +220,11 @@ class Neo4jEpisodeStore(CypherEpisodeStore):
     def _text_deleted(self, chars: int) -> None:
         self._deleted_chars += chars
 
-    async def delete_episode(self, scope: Scope, episode_id: str) -> bool:
+    async def delete_episode(
+        self, scope: Scope, episode_id: str, *, stored_at: datetime | None = None
+    ) -> bool:
         with self._unknown_counted():
-            return await super().delete_episode(scope, episode_id)
+            return await super().delete_episode(scope, episode_id, stored_at=stored_at)
 
     async def delete_episodes(self, scope: Scope) -> int:
         with self._unknown_counted():

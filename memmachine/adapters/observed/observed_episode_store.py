@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 
 from memmachine.adapters.observed.observed import Observed
 from memmachine.models import (
@@ -61,9 +62,11 @@ class ObservedEpisodeStore(Observed[EpisodeStore]):
         with self._call("count_episodes"):
             return await self._inner.count_episodes(scope)
 
-    async def delete_episode(self, scope: Scope, episode_id: str) -> bool:
+    async def delete_episode(
+        self, scope: Scope, episode_id: str, *, stored_at: datetime | None = None
+    ) -> bool:
         with self._call("delete_episode"):
-            return await self._inner.delete_episode(scope, episode_id)
+            return await self._inner.delete_episode(scope, episode_id, stored_at=stored_at)
 
     async def delete_episodes(self, scope: Scope) -> int:
         with self._call("delete_episodes"):

@@ -137,7 +137,8 @@ export class Memory {
   /**
    * Store one message or several (text or `MessageIn`) as episodes of the session, in
    * order, and with `working` (default) also in its working memory. All or nothing. Not
-   * retried after a timeout, which could store them twice.
+   * retried after a timeout, which could store them twice. A message with a `timestamp`
+   * that is already stored is answered with its episode, its id in `repeated_ids`.
    */
   async add(
     messages: MessageLike | MessageLike[],

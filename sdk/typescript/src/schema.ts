@@ -950,6 +950,12 @@ export interface components {
             session_id: string;
             /** Episode Ids */
             episode_ids: string[];
+            /**
+             * Repeated Ids
+             * @description The ids in episode_ids whose message was already stored before this add (a message with its timestamp sent again without an Idempotency-Key): nothing was stored for them. Always empty for an add with an idempotency key, whose retry is the same add, not a repeat.
+             * @default []
+             */
+            repeated_ids: string[];
         };
         /** ApiKeyListResponse */
         ApiKeyListResponse: {
@@ -2630,7 +2636,8 @@ export interface operations {
                      *       "session_id": "vet-visit",
                      *       "episode_ids": [
                      *         "5b2e7c1d9a0f4e6b"
-                     *       ]
+                     *       ],
+                     *       "repeated_ids": []
                      *     }
                      */
                     "application/json": components["schemas"]["AddMemoriesResponse"];
@@ -3206,7 +3213,8 @@ export interface operations {
                      *       "session_id": "vet-visit",
                      *       "episode_ids": [
                      *         "0f8c2d9e6b1a4c3e"
-                     *       ]
+                     *       ],
+                     *       "repeated_ids": []
                      *     }
                      */
                     "application/json": components["schemas"]["AddMemoriesResponse"];

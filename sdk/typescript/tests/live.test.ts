@@ -44,6 +44,16 @@ describe("a scoped handle against a live server", () => {
     }
   });
 
+  test("a message with its timestamp sent again is answered as already stored", async () => {
+    const chat = new MemMachineClient().memory({ userId: unique("ray"), sessionId: "move" });
+    const said = { content: "We moved to Lisbon", timestamp: "2024-05-01T10:00:00Z" };
+    const first = await chat.add([said]);
+    assert.deepEqual(first.repeated_ids, []);
+    const again = await chat.add([said, { ...said, content: "with the cat" }]);
+    assert.equal(again.episode_ids[0], first.episode_ids[0]);
+    assert.deepEqual(again.repeated_ids, first.episode_ids);
+  });
+
   test("add, search, profile, state, prompt and forget, the way an agent uses them", async () => {
     const mm = new MemMachineClient();
     const chat = mm.memory({ userId: unique("ana"), sessionId: "vet", agentId: "assistant" });
@@ -53,6 +63,7 @@ describe("a scoped handle against a live server", () => {
     ]);
     assert.equal(added.session_id, "vet");
     assert.equal(added.episode_ids.length, 2);
+    assert.deepEqual(added.repeated_ids, []);
 
     const found = await chat.search("when does the dog see the vet?", { topK: 3 });
     assert.equal(found.episodic[0]?.content, "My beagle Toast has a vet appointment on Thursday");

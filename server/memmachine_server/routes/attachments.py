@@ -21,9 +21,10 @@ from memmachine.memory.attachments import (
     episode_count,
 )
 from memmachine.memory.idempotency import IDEMPOTENCY_HEADER, episode_ids_for
+from memmachine.memory.repeats import Added
 from memmachine.models import Episode, NewMessage, Scope
 from memmachine_sdk import models as wire
-from memmachine_server.convert import new_messages
+from memmachine_server.convert import added_out, new_messages
 from memmachine_server.openapi import AUTH_ERRORS, errors, scope_parameters
 from memmachine_server.scope import ReadTenant, WriteTenant, resolve_scope
 from memmachine_server.state import app_state, manager_of
@@ -51,10 +52,10 @@ async def add_messages(
     body: wire.AddMemoriesRequest,
     *,
     key: str | None = None,
-) -> list[Episode]:
+) -> Added:
     """``body.messages`` stored as episodes (under ids derived from the idempotency ``key``
     when given); with attachments, each described and stored after its message (see
-    :class:`AttachmentService`)."""
+    :class:`AttachmentService`), every episode new (they are stored under ids given)."""
     messages = new_messages(body.messages)
     if not any(message.attachments for message in body.messages):
         ids = None if key is None else episode_ids_for(scope.tenant, key, len(messages))
@@ -79,9 +80,10 @@ async def add_messages(
     async def store(planned: list[NewMessage], ids: list[str]) -> list[Episode]:
         return await manager.add_messages(scope, planned, working=body.working, ids=ids)
 
-    return await attachments_of(request).add(
+    stored = await attachments_of(request).add(
         scope, attached, store, ids=_keyed_ids(scope, key, attached)
     )
+    return Added(stored, stored)
 
 
 def _keyed_ids(scope: Scope, key: str | None, attached: list[AttachedMessage]) -> list[str] | None:
@@ -129,9 +131,7 @@ async def upload_attachment(
     attached = [AttachedMessage(message, [given], False)]
     key = request.headers.get(IDEMPOTENCY_HEADER)
     stored = await attachments.add(scope, attached, store, ids=_keyed_ids(scope, key, attached))
-    return wire.AddMemoriesResponse(
-        session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
-    )
+    return added_out(scope, Added(stored, stored))
 
 
 @router.get(

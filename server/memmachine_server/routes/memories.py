@@ -12,6 +12,7 @@ from memmachine.models import MemoryType
 from memmachine.retrieval.explain import StageControl
 from memmachine_sdk import models as wire
 from memmachine_server.convert import (
+    added_out,
     episode_out,
     fact_out,
     search_explanation,
@@ -39,10 +40,7 @@ async def add_memories(
     """Store messages as episodes of a session (and, by default, in its working memory)."""
     scope = resolve_scope(request, tenant, body, require_session=True)
     key = request.headers.get(IDEMPOTENCY_HEADER)
-    stored = await add_messages(request, manager, scope, body, key=key)
-    return wire.AddMemoriesResponse(
-        session_id=scope.session_id or "", episode_ids=[episode.id for episode in stored]
-    )
+    return added_out(scope, await add_messages(request, manager, scope, body, key=key))
 
 
 @router.get(
