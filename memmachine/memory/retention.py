@@ -372,15 +372,17 @@ class RetentionSweep:
             memory = await self._working.get(session.scope)
             if memory is None:
                 continue
+            held = {m.metadata.get("episode_id") for m in memory.messages}
+            gone = await self._still_gone(user, removed, held | set(covered_ids(memory.state)))
             now = self.clock.now()
             live = [
                 message
                 for message in memory.messages
                 if not is_expired(message.metadata, now)
-                and message.metadata.get("episode_id") not in removed
+                and message.metadata.get("episode_id") not in gone
             ]
             # A summary folded from a removed episode would keep telling what it said.
-            stale = bool(memory.summary) and not removed.isdisjoint(covered_ids(memory.state))
+            stale = bool(memory.summary) and not gone.isdisjoint(covered_ids(memory.state))
             if len(live) == len(memory.messages) and not stale:
                 continue
             try:
@@ -397,6 +399,17 @@ class RetentionSweep:
                 continue
             report.working_messages_removed += len(memory.messages) - len(live)
             report.working_summaries_dropped += stale
+
+    async def _still_gone(self, user: Scope, removed: set[str], held: set[Any]) -> set[str]:
+        """The ``removed`` ids among ``held`` that no episode holds now. A message sent again
+        after the sweep removed its expired episode is stored anew under the same id and
+        appended to working memory: its copy there is kept. Read after the working memory
+        it filters, so an append made since is caught by the write's version check."""
+        wanted = sorted(removed.intersection(held))
+        if not wanted:
+            return set()
+        again = {episode.id for episode in await self._episodes.get_episodes(user, wanted)}
+        return set(wanted) - again
 
 
 def _uncovered(state: dict[str, Any]) -> dict[str, Any]:

@@ -216,3 +216,39 @@ def test_a_sweep_that_read_the_expired_episode_keeps_the_message_sent_again_mean
     assert stored(api, "gus-race") == ["the wifi password is on the fridge"]
     working = api.get("/v1/sessions/s1/working", params={"user_id": "gus-race"}).json()
     assert [m["content"] for m in working["messages"]] == [message["content"]]
+
+
+def test_a_message_sent_again_after_the_sweep_removed_its_episode_keeps_its_working_copy(
+    clocked: Clocked,
+) -> None:
+    """The sweep removes an expired episode, then (before it reaches working memory) the
+    message is sent again and stored anew under the same id: the sweep clears the expired
+    copy from working memory, never the one just appended."""
+    api, clock = clocked()
+    manager = manager_of(api)
+    store = manager.episodic_service.store
+    message = {
+        "content": "the spare key is under the blue pot",
+        "timestamp": "2024-05-01T10:00:00Z",
+        "ttl_seconds": 5,
+    }
+    [first] = post(api, "hal-race", [message])
+    clock.advance(5)
+    session = Scope(user_id="hal-race", session_id="s1")
+
+    async def sent_again_after(scope: Scope, episode_id: str, **options: Any) -> bool:
+        del store.delete_episode  # type: ignore[attr-defined]
+        removed = await store.delete_episode(scope, episode_id, **options)
+        # The sweep has removed the expired episode; the message is sent again before
+        # the sweep clears working memory.
+        again = await manager.add_messages(session, [NewMessage(**message)])
+        assert [episode.id for episode in again.new] == [first]
+        return removed
+
+    store.delete_episode = sent_again_after  # type: ignore[method-assign]
+    report = api.portal.call(manager.retention.run)  # type: ignore[union-attr]
+    assert report.episodes_expired == 1
+    assert stored(api, "hal-race") == [message["content"]]
+    working = api.get("/v1/sessions/s1/working", params={"user_id": "hal-race"}).json()
+    assert [m["content"] for m in working["messages"]] == [message["content"]]
+    assert api.get(f"/v1/memories/{first}", params={"user_id": "hal-race"}).status_code == 200
