@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,27 @@ def test_a_message_sent_again_after_the_sweep_removed_its_episode_keeps_its_work
     working = api.get("/v1/sessions/s1/working", params={"user_id": "hal-race"}).json()
     assert [m["content"] for m in working["messages"]] == [message["content"]]
     assert api.get(f"/v1/memories/{first}", params={"user_id": "hal-race"}).status_code == 200
+
+
+def test_an_add_completed_by_a_retry_with_its_ids_queues_one_extraction(
+    app_factory: AppFactory,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    """A retry with the same ids (an idempotency key's) that finds the first attempt's
+    episodes stored completes that add: its extraction job is the first attempt's, queued
+    once, so the same messages are not extracted (and their facts corroborated) twice."""
+    api = app_factory(
+        llm=LlmSettings(base_url=llm_server.base_url, model="x", max_retries=0),
+        jobs=JobSettings(poll_interval_seconds=0.02, max_attempts=1),
+    )
+    llm_server.reply(json.dumps({"facts": []}), json.dumps({"facts": []}))
+    manager = manager_of(api)
+    session = Scope(user_id="ida-retry", session_id="s1")
+    message = NewMessage(content="I work night shifts at the bakery")
+    ids = ["ida-retry-1"]
+    add = partial(manager.add_messages, session, [message], ids=ids)
+    first = api.portal.call(add)  # type: ignore[union-attr]
+    retried = api.portal.call(add)  # type: ignore[union-attr]
+    assert [e.id for e in retried] == [e.id for e in first] == ids
+    jobs = api.get("/v1/jobs", params={"user_id": "ida-retry"}).json()["jobs"]
+    assert [job["payload"]["episode_ids"] for job in jobs if job["kind"] == "extract"] == [ids]
