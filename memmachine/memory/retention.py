@@ -372,14 +372,17 @@ class RetentionSweep:
             memory = await self._working.get(session.scope)
             if memory is None:
                 continue
-            held = {m.metadata.get("episode_id") for m in memory.messages}
-            gone = await self._still_gone(user, removed, held | set(covered_ids(memory.state)))
+            held = [message.metadata.get("episode_id") for message in memory.messages]
+            gone = await self._still_gone(user, removed, {*held, *covered_ids(memory.state)})
+            # A removed id stored again was appended again: only its last copy is the new one.
+            last = {episode_id: position for position, episode_id in enumerate(held)}
             now = self.clock.now()
             live = [
                 message
-                for message in memory.messages
+                for position, message in enumerate(memory.messages)
                 if not is_expired(message.metadata, now)
-                and message.metadata.get("episode_id") not in gone
+                and held[position] not in gone
+                and (held[position] not in removed or last[held[position]] == position)
             ]
             # A summary folded from a removed episode would keep telling what it said.
             stale = bool(memory.summary) and not gone.isdisjoint(covered_ids(memory.state))
@@ -402,9 +405,9 @@ class RetentionSweep:
 
     async def _still_gone(self, user: Scope, removed: set[str], held: set[Any]) -> set[str]:
         """The ``removed`` ids among ``held`` that no episode holds now. A message sent again
-        after the sweep removed its expired episode is stored anew under the same id and
-        appended to working memory: its copy there is kept. Read after the working memory
-        it filters, so an append made since is caught by the write's version check."""
+        after the sweep removed its episode is stored anew under the same id and appended
+        to working memory: that copy is kept. Read after the working memory it filters, so
+        an append made since is caught by the write's version check."""
         wanted = sorted(removed.intersection(held))
         if not wanted:
             return set()

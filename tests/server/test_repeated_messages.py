@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from memmachine.config import JobSettings, LlmSettings
+from memmachine.config import JobSettings, LlmSettings, RetentionPolicy, RetentionSettings
 from memmachine.models import NewMessage, Scope
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
@@ -219,36 +219,39 @@ def test_a_sweep_that_read_the_expired_episode_keeps_the_message_sent_again_mean
     assert [m["content"] for m in working["messages"]] == [message["content"]]
 
 
+@pytest.mark.parametrize("removed_as", ["expired", "aged-out"])
 def test_a_message_sent_again_after_the_sweep_removed_its_episode_keeps_its_working_copy(
-    clocked: Clocked,
+    clocked: Clocked, removed_as: str
 ) -> None:
-    """The sweep removes an expired episode, then (before it reaches working memory) the
-    message is sent again and stored anew under the same id: the sweep clears the expired
-    copy from working memory, never the one just appended."""
-    api, clock = clocked()
+    """The sweep removes an episode (expired, or older than the tenant's policy), then,
+    before it reaches working memory, the message is sent again and stored anew under the
+    same id: the sweep clears the removed episode's copy from working memory, never the
+    one just appended."""
+    policy = RetentionPolicy(tenant="default", episodes_max_age_days=30)
+    aged = removed_as == "aged-out"
+    api, clock = clocked(retention=RetentionSettings(sweep_interval_seconds=0, policies=[policy]))
     manager = manager_of(api)
     store = manager.episodic_service.store
-    message = {
+    message: dict[str, Any] = {
         "content": "the spare key is under the blue pot",
-        "timestamp": "2024-05-01T10:00:00Z",
-        "ttl_seconds": 5,
+        "timestamp": (clock.now() - timedelta(days=31 if aged else 1)).isoformat(),
     }
-    [first] = post(api, "hal-race", [message])
+    [first] = post(api, "hal-race", [message if aged else {**message, "ttl_seconds": 5}])
     clock.advance(5)
     session = Scope(user_id="hal-race", session_id="s1")
 
     async def sent_again_after(scope: Scope, episode_id: str, **options: Any) -> bool:
         del store.delete_episode  # type: ignore[attr-defined]
         removed = await store.delete_episode(scope, episode_id, **options)
-        # The sweep has removed the expired episode; the message is sent again before
-        # the sweep clears working memory.
+        # The sweep has removed the episode; the message is sent again before the sweep
+        # clears working memory.
         again = await manager.add_messages(session, [NewMessage(**message)])
         assert [episode.id for episode in again.new] == [first]
         return removed
 
     store.delete_episode = sent_again_after  # type: ignore[method-assign]
     report = api.portal.call(manager.retention.run)  # type: ignore[union-attr]
-    assert report.episodes_expired == 1
+    assert (report.episodes_aged_out, report.episodes_expired) == ((1, 0) if aged else (0, 1))
     assert stored(api, "hal-race") == [message["content"]]
     working = api.get("/v1/sessions/s1/working", params={"user_id": "hal-race"}).json()
     assert [m["content"] for m in working["messages"]] == [message["content"]]
