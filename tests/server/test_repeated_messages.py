@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memmachine.config import JobSettings, LlmSettings, RetentionPolicy, RetentionSettings
-from memmachine.models import NewMessage, Scope
+from memmachine.models import EXPIRED_SOURCE, FactRecord, NewMessage, Scope
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
 from tests.fakes.llm_server import ScriptedChatServer
@@ -280,3 +280,35 @@ def test_an_add_completed_by_a_retry_with_its_ids_queues_one_extraction(
     assert [e.id for e in retried] == [e.id for e in first] == ids
     jobs = api.get("/v1/jobs", params={"user_id": "ida-retry"}).json()["jobs"]
     assert [job["payload"]["episode_ids"] for job in jobs if job["kind"] == "extract"] == [ids]
+
+
+def test_a_rejected_add_leaves_the_expired_episode_it_repeats_to_the_sweep(
+    clocked: Clocked,
+) -> None:
+    """An add refused for bad input changes nothing, not even the expired episode one of
+    its messages repeats: the sweep still removes it, with what removing it does (the
+    facts it supported say their source expired, rather than naming an episode gone)."""
+    api, clock = clocked()
+    manager = manager_of(api)
+    code = {
+        "content": "the alarm code is 5521",
+        "timestamp": "2024-05-01T10:00:00Z",
+        "ttl_seconds": 5,
+    }
+    [first] = post(api, "ivy-rejected", [code])
+    record = FactRecord(tag="home", feature="alarm", value="5521", source_episode_ids=[first])
+    user = Scope(user_id="ivy-rejected", session_id="s1")
+    [fact] = api.portal.call(manager.set_facts, user, [record])  # type: ignore[union-attr]
+    clock.advance(5)
+
+    past = (clock.now() - timedelta(seconds=1)).isoformat()
+    late = {"content": "the gate is fixed", "timestamp": "2024-05-01T10:01:00Z", "expires_at": past}
+    body = {"user_id": "ivy-rejected", "session_id": "s1", "messages": [code, late]}
+    rejected = api.post("/v1/memories", json=body)
+    assert rejected.status_code == 422, rejected.text
+    assert rejected.json()["error"]["field"] == "messages.1.expires_at"
+
+    report = api.portal.call(manager.retention.run)  # type: ignore[union-attr]
+    assert (report.episodes_expired, report.fact_sources_expired) == (1, 1)
+    shown = api.get(f"/v1/profile/facts/{fact.id}", params={"user_id": "ivy-rejected"}).json()
+    assert shown["source_episode_ids"] == [EXPIRED_SOURCE]
