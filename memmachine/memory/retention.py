@@ -216,9 +216,11 @@ class RetentionSweep:
                 async for user in self._users(project):
                     report.users += 1
                     removed = await self._episodes_of(user, report)
-                    if removed:
+                    # An id stored again since (a message sent again) names that message.
+                    gone = await self._still_gone(user, removed, removed)
+                    if gone:
                         report.fact_sources_expired += await self._profile.mark_sources_expired(
-                            user, sorted(removed)
+                            user, sorted(gone)
                         )
                     await self._facts_of(user, report)
                     report.fact_versions_expired += await self._profile.delete_expired_versions(
@@ -404,10 +406,10 @@ class RetentionSweep:
             report.working_summaries_dropped += stale
 
     async def _still_gone(self, user: Scope, removed: set[str], held: set[Any]) -> set[str]:
-        """The ``removed`` ids among ``held`` that no episode holds now. A message sent again
-        after the sweep removed its episode is stored anew under the same id and appended
-        to working memory: that copy is kept. Read after the working memory it filters, so
-        an append made since is caught by the write's version check."""
+        """The ``removed`` ids among ``held`` that no episode holds now: a message sent again
+        after the sweep removed its episode is stored anew under the same id, and its facts
+        and working-memory copy are kept. Read after the working memory it filters, so an
+        append made since is caught by the write's version check."""
         wanted = sorted(removed.intersection(held))
         if not wanted:
             return set()

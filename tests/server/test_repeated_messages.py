@@ -312,3 +312,34 @@ def test_a_rejected_add_leaves_the_expired_episode_it_repeats_to_the_sweep(
     assert (report.episodes_expired, report.fact_sources_expired) == (1, 1)
     shown = api.get(f"/v1/profile/facts/{fact.id}", params={"user_id": "ivy-rejected"}).json()
     assert shown["source_episode_ids"] == [EXPIRED_SOURCE]
+
+
+def test_facts_of_a_message_sent_again_after_the_sweep_removed_its_episode_keep_it(
+    clocked: Clocked,
+) -> None:
+    """The sweep removes an expired episode; the message is sent again, stored anew under
+    the same id and a fact drawn from it, before the sweep marks the removed episodes'
+    facts: that fact keeps naming the stored message, not the expired marker."""
+    api, clock = clocked()
+    manager = manager_of(api)
+    store = manager.episodic_service.store
+    message = {"content": "I moved to Porto", "timestamp": "2024-05-01T10:00:00Z"}
+    [first] = post(api, "jo-race", [{**message, "ttl_seconds": 5}])
+    clock.advance(5)
+    session = Scope(user_id="jo-race", session_id="s1")
+    facts = []
+
+    async def sent_again_after(scope: Scope, episode_id: str, **options: Any) -> bool:
+        del store.delete_episode  # type: ignore[attr-defined]
+        removed = await store.delete_episode(scope, episode_id, **options)
+        again = await manager.add_messages(session, [NewMessage(**message)])
+        drawn = FactRecord(tag="home", feature="city", value="Porto", source_episode_ids=[first])
+        facts.extend(await manager.set_facts(session, [drawn]))
+        assert [episode.id for episode in again.new] == [first]
+        return removed
+
+    store.delete_episode = sent_again_after  # type: ignore[method-assign]
+    report = api.portal.call(manager.retention.run)  # type: ignore[union-attr]
+    assert (report.episodes_expired, report.fact_sources_expired) == (1, 0)
+    shown = api.get(f"/v1/profile/facts/{facts[0].id}", params={"user_id": "jo-race"}).json()
+    assert shown["source_episode_ids"] == [first]
