@@ -12,7 +12,7 @@ from memmachine.config import RetrievalSettings
 from memmachine.errors import ConflictError, InvalidInputError, NotFoundError
 from memmachine.memory.common import require_session
 from memmachine.memory.embedding import embed_records
-from memmachine.memory.expiry import kept_expiry, live_episodes, live_hits, stamped
+from memmachine.memory.expiry import is_expired, kept_expiry, live_episodes, live_hits, stamped
 from memmachine.memory.repeats import Added, known_repeats, live_repeats, message_ids
 from memmachine.models import (
     ID_PATTERN,
@@ -40,6 +40,10 @@ from memmachine.safety.gate import WriteGate, check_query
 from memmachine.stage_observer import StageObserver
 
 __all__ = ["EpisodicService"]
+
+#: Writes of an add retried after a conflict on a derived id found free again (see
+#: :meth:`EpisodicService._store_new`).
+_FREED_RETRIES = 3
 
 
 class EpisodicService:
@@ -163,10 +167,10 @@ class EpisodicService:
         self, scope: Scope, given: list[str], derived: dict[str, NewMessage]
     ) -> tuple[list[Said], dict[str, Episode]]:
         """The session's last messages (see :meth:`_said_before`) and the live episodes
-        already stored under the ``derived`` ids (expired ones removed, see
-        :func:`live_repeats`). The last messages are read only when something will be
-        stored: at once with the lookup when a message's id is not derived (it is stored
-        whatever the lookup finds), else after it, and not at all for repeats only."""
+        already stored under the ``derived`` ids (see :meth:`_repeats`). The last messages
+        are read only when something will be stored: at once with the lookup when a
+        message's id is not derived (it is stored whatever the lookup finds), else after
+        it, and not at all for repeats only."""
         if any(episode_id not in derived for episode_id in given):
             return await asyncio.gather(self._said_before(scope), self._repeats(scope, derived))
         known = await self._repeats(scope, derived)
@@ -174,8 +178,13 @@ class EpisodicService:
         return (await self._said_before(scope) if stored else []), known
 
     async def _repeats(self, scope: Scope, derived: dict[str, NewMessage]) -> dict[str, Episode]:
+        """The live episodes already stored under the ``derived`` ids. An expired one is
+        left out (its message is stored anew) but not removed yet: :meth:`_store_new`
+        removes it when the write meets it, after the add's input was checked and embedded,
+        so an add refused or failed before its write leaves it to the retention sweep."""
         found = await known_repeats(self._store, scope, derived)
-        return await live_repeats(self._store, scope, found, self.clock.now())
+        now = self.clock.now()
+        return {i: episode for i, episode in found.items() if not is_expired(episode.metadata, now)}
 
     async def _store_new(
         self,
@@ -186,7 +195,10 @@ class EpisodicService:
     ) -> list[Episode]:
         """Store ``records`` (through the write gate); those a concurrent add of the same
         message stored first (a conflict on a derived id) go into ``known`` instead, unless
-        what holds the id has expired: it is removed and the record stored after all."""
+        what holds the id has expired: it is removed and the record stored after all. A
+        derived id held at the write and free at the lookup (an expired episode another add
+        or the sweep removed in between) is written again, a few times at most."""
+        freed = 0
         while True:
             try:
                 if not records:
@@ -196,7 +208,10 @@ class EpisodicService:
                 wanted = {r.id: derived[r.id] for r in records if r.id in derived}
                 found = await known_repeats(self._store, scope, wanted)
                 if not found:
-                    raise
+                    freed += 1
+                    if not wanted or freed > _FREED_RETRIES:
+                        raise
+                    continue
                 live = await live_repeats(self._store, scope, found, self.clock.now())
                 known.update(live)
                 records = [record for record in records if record.id not in live]

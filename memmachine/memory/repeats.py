@@ -18,8 +18,11 @@ An expired episode is no stored message, whether or not the retention sweep has 
 yet (reads hide it): a message sent again after its episode expired is removed as the sweep
 would remove it (:func:`live_repeats`: the store takes its derivatives and search-index
 entries with it) and stored anew under the same id, with the expiry the new message asks
-for, and goes to working memory and extraction like any new message. A removal that fails
-fails the add before anything is stored (the caller retries). Two such re-sends at once
+for, and goes to working memory and extraction like any new message. The removal happens
+when the add's write meets the expired episode, after its input was checked and embedded:
+an add refused or failed before its write leaves the episode to the retention sweep (and
+what the sweep does with the facts it supported). A removal that fails fails the add
+before anything is stored (the caller retries). Two such re-sends at once
 store one episode: the store's id check makes the later write a conflict, answered with
 the episode the other stored. Removals name the episode as read (``stored_at``, checked
 inside the store's delete), so neither another re-send nor the retention sweep, which

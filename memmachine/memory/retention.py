@@ -216,9 +216,11 @@ class RetentionSweep:
                 async for user in self._users(project):
                     report.users += 1
                     removed = await self._episodes_of(user, report)
-                    if removed:
+                    # An id stored again since (a message sent again) names that message.
+                    gone = await self._still_gone(user, removed, removed)
+                    if gone:
                         report.fact_sources_expired += await self._profile.mark_sources_expired(
-                            user, sorted(removed)
+                            user, sorted(gone)
                         )
                     await self._facts_of(user, report)
                     report.fact_versions_expired += await self._profile.delete_expired_versions(
@@ -372,15 +374,20 @@ class RetentionSweep:
             memory = await self._working.get(session.scope)
             if memory is None:
                 continue
+            held = [message.metadata.get("episode_id") for message in memory.messages]
+            gone = await self._still_gone(user, removed, {*held, *covered_ids(memory.state)})
+            # A removed id stored again was appended again: only its last copy is the new one.
+            last = {episode_id: position for position, episode_id in enumerate(held)}
             now = self.clock.now()
             live = [
                 message
-                for message in memory.messages
+                for position, message in enumerate(memory.messages)
                 if not is_expired(message.metadata, now)
-                and message.metadata.get("episode_id") not in removed
+                and held[position] not in gone
+                and (held[position] not in removed or last[held[position]] == position)
             ]
             # A summary folded from a removed episode would keep telling what it said.
-            stale = bool(memory.summary) and not removed.isdisjoint(covered_ids(memory.state))
+            stale = bool(memory.summary) and not gone.isdisjoint(covered_ids(memory.state))
             if len(live) == len(memory.messages) and not stale:
                 continue
             try:
@@ -397,6 +404,17 @@ class RetentionSweep:
                 continue
             report.working_messages_removed += len(memory.messages) - len(live)
             report.working_summaries_dropped += stale
+
+    async def _still_gone(self, user: Scope, removed: set[str], held: set[Any]) -> set[str]:
+        """The ``removed`` ids among ``held`` that no episode holds now: a message sent again
+        after the sweep removed its episode is stored anew under the same id, and its facts
+        and working-memory copy are kept. Read after the working memory it filters, so an
+        append made since is caught by the write's version check."""
+        wanted = sorted(removed.intersection(held))
+        if not wanted:
+            return set()
+        again = {episode.id for episode in await self._episodes.get_episodes(user, wanted)}
+        return set(wanted) - again
 
 
 def _uncovered(state: dict[str, Any]) -> dict[str, Any]:

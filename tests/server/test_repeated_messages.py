@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from memmachine.config import JobSettings, LlmSettings
-from memmachine.models import NewMessage, Scope
+from memmachine.config import JobSettings, LlmSettings, RetentionPolicy, RetentionSettings
+from memmachine.models import EXPIRED_SOURCE, FactRecord, NewMessage, Scope
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm_fixtures import llm_server  # noqa: F401  (the fixture)
 from tests.fakes.llm_server import ScriptedChatServer
@@ -216,3 +217,129 @@ def test_a_sweep_that_read_the_expired_episode_keeps_the_message_sent_again_mean
     assert stored(api, "gus-race") == ["the wifi password is on the fridge"]
     working = api.get("/v1/sessions/s1/working", params={"user_id": "gus-race"}).json()
     assert [m["content"] for m in working["messages"]] == [message["content"]]
+
+
+@pytest.mark.parametrize("removed_as", ["expired", "aged-out"])
+def test_a_message_sent_again_after_the_sweep_removed_its_episode_keeps_its_working_copy(
+    clocked: Clocked, removed_as: str
+) -> None:
+    """The sweep removes an episode (expired, or older than the tenant's policy), then,
+    before it reaches working memory, the message is sent again and stored anew under the
+    same id: the sweep clears the removed episode's copy from working memory, never the
+    one just appended."""
+    policy = RetentionPolicy(tenant="default", episodes_max_age_days=30)
+    aged = removed_as == "aged-out"
+    api, clock = clocked(retention=RetentionSettings(sweep_interval_seconds=0, policies=[policy]))
+    manager = manager_of(api)
+    store = manager.episodic_service.store
+    message: dict[str, Any] = {
+        "content": "the spare key is under the blue pot",
+        "timestamp": (clock.now() - timedelta(days=31 if aged else 1)).isoformat(),
+    }
+    [first] = post(api, "hal-race", [message if aged else {**message, "ttl_seconds": 5}])
+    clock.advance(5)
+    session = Scope(user_id="hal-race", session_id="s1")
+
+    async def sent_again_after(scope: Scope, episode_id: str, **options: Any) -> bool:
+        del store.delete_episode  # type: ignore[attr-defined]
+        removed = await store.delete_episode(scope, episode_id, **options)
+        # The sweep has removed the episode; the message is sent again before the sweep
+        # clears working memory.
+        again = await manager.add_messages(session, [NewMessage(**message)])
+        assert [episode.id for episode in again.new] == [first]
+        return removed
+
+    store.delete_episode = sent_again_after  # type: ignore[method-assign]
+    report = api.portal.call(manager.retention.run)  # type: ignore[union-attr]
+    assert (report.episodes_aged_out, report.episodes_expired) == ((1, 0) if aged else (0, 1))
+    assert stored(api, "hal-race") == [message["content"]]
+    working = api.get("/v1/sessions/s1/working", params={"user_id": "hal-race"}).json()
+    assert [m["content"] for m in working["messages"]] == [message["content"]]
+    assert api.get(f"/v1/memories/{first}", params={"user_id": "hal-race"}).status_code == 200
+
+
+def test_an_add_completed_by_a_retry_with_its_ids_queues_one_extraction(
+    app_factory: AppFactory,
+    llm_server: ScriptedChatServer,  # noqa: F811
+) -> None:
+    """A retry with the same ids (an idempotency key's) that finds the first attempt's
+    episodes stored completes that add: its extraction job is the first attempt's, queued
+    once, so the same messages are not extracted (and their facts corroborated) twice."""
+    api = app_factory(
+        llm=LlmSettings(base_url=llm_server.base_url, model="x", max_retries=0),
+        jobs=JobSettings(poll_interval_seconds=0.02, max_attempts=1),
+    )
+    llm_server.reply(json.dumps({"facts": []}), json.dumps({"facts": []}))
+    manager = manager_of(api)
+    session = Scope(user_id="ida-retry", session_id="s1")
+    message = NewMessage(content="I work night shifts at the bakery")
+    ids = ["ida-retry-1"]
+    add = partial(manager.add_messages, session, [message], ids=ids)
+    first = api.portal.call(add)  # type: ignore[union-attr]
+    retried = api.portal.call(add)  # type: ignore[union-attr]
+    assert [e.id for e in retried] == [e.id for e in first] == ids
+    jobs = api.get("/v1/jobs", params={"user_id": "ida-retry"}).json()["jobs"]
+    assert [job["payload"]["episode_ids"] for job in jobs if job["kind"] == "extract"] == [ids]
+
+
+def test_a_rejected_add_leaves_the_expired_episode_it_repeats_to_the_sweep(
+    clocked: Clocked,
+) -> None:
+    """An add refused for bad input changes nothing, not even the expired episode one of
+    its messages repeats: the sweep still removes it, with what removing it does (the
+    facts it supported say their source expired, rather than naming an episode gone)."""
+    api, clock = clocked()
+    manager = manager_of(api)
+    code = {
+        "content": "the alarm code is 5521",
+        "timestamp": "2024-05-01T10:00:00Z",
+        "ttl_seconds": 5,
+    }
+    [first] = post(api, "ivy-rejected", [code])
+    record = FactRecord(tag="home", feature="alarm", value="5521", source_episode_ids=[first])
+    user = Scope(user_id="ivy-rejected", session_id="s1")
+    [fact] = api.portal.call(manager.set_facts, user, [record])  # type: ignore[union-attr]
+    clock.advance(5)
+
+    past = (clock.now() - timedelta(seconds=1)).isoformat()
+    late = {"content": "the gate is fixed", "timestamp": "2024-05-01T10:01:00Z", "expires_at": past}
+    body = {"user_id": "ivy-rejected", "session_id": "s1", "messages": [code, late]}
+    rejected = api.post("/v1/memories", json=body)
+    assert rejected.status_code == 422, rejected.text
+    assert rejected.json()["error"]["field"] == "messages.1.expires_at"
+
+    report = api.portal.call(manager.retention.run)  # type: ignore[union-attr]
+    assert (report.episodes_expired, report.fact_sources_expired) == (1, 1)
+    shown = api.get(f"/v1/profile/facts/{fact.id}", params={"user_id": "ivy-rejected"}).json()
+    assert shown["source_episode_ids"] == [EXPIRED_SOURCE]
+
+
+def test_facts_of_a_message_sent_again_after_the_sweep_removed_its_episode_keep_it(
+    clocked: Clocked,
+) -> None:
+    """The sweep removes an expired episode; the message is sent again, stored anew under
+    the same id and a fact drawn from it, before the sweep marks the removed episodes'
+    facts: that fact keeps naming the stored message, not the expired marker."""
+    api, clock = clocked()
+    manager = manager_of(api)
+    store = manager.episodic_service.store
+    message = {"content": "I moved to Porto", "timestamp": "2024-05-01T10:00:00Z"}
+    [first] = post(api, "jo-race", [{**message, "ttl_seconds": 5}])
+    clock.advance(5)
+    session = Scope(user_id="jo-race", session_id="s1")
+    facts = []
+
+    async def sent_again_after(scope: Scope, episode_id: str, **options: Any) -> bool:
+        del store.delete_episode  # type: ignore[attr-defined]
+        removed = await store.delete_episode(scope, episode_id, **options)
+        again = await manager.add_messages(session, [NewMessage(**message)])
+        drawn = FactRecord(tag="home", feature="city", value="Porto", source_episode_ids=[first])
+        facts.extend(await manager.set_facts(session, [drawn]))
+        assert [episode.id for episode in again.new] == [first]
+        return removed
+
+    store.delete_episode = sent_again_after  # type: ignore[method-assign]
+    report = api.portal.call(manager.retention.run)  # type: ignore[union-attr]
+    assert (report.episodes_expired, report.fact_sources_expired) == (1, 0)
+    shown = api.get(f"/v1/profile/facts/{facts[0].id}", params={"user_id": "jo-race"}).json()
+    assert shown["source_episode_ids"] == [first]
