@@ -12,8 +12,8 @@ from memmachine.config import RetrievalSettings
 from memmachine.errors import ConflictError, InvalidInputError, NotFoundError
 from memmachine.memory.common import require_session
 from memmachine.memory.embedding import embed_records
-from memmachine.memory.expiry import is_expired, kept_expiry, live_episodes, live_hits, stamped
-from memmachine.memory.repeats import Added, known_repeats, live_repeats, message_ids
+from memmachine.memory.expiry import kept_expiry, live_episodes, live_hits, stamped
+from memmachine.memory.repeats import Added, known_repeats, live_repeats, message_ids, unexpired
 from memmachine.models import (
     ID_PATTERN,
     Episode,
@@ -182,9 +182,7 @@ class EpisodicService:
         left out (its message is stored anew) but not removed yet: :meth:`_store_new`
         removes it when the write meets it, after the add's input was checked and embedded,
         so an add refused or failed before its write leaves it to the retention sweep."""
-        found = await known_repeats(self._store, scope, derived)
-        now = self.clock.now()
-        return {i: episode for i, episode in found.items() if not is_expired(episode.metadata, now)}
+        return unexpired(await known_repeats(self._store, scope, derived), self.clock.now())
 
     async def _store_new(
         self,

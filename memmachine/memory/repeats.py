@@ -43,7 +43,7 @@ from memmachine.memory.expiry import is_expired
 from memmachine.models import Episode, NewMessage, Scope, as_utc
 from memmachine.ports import EpisodeStore
 
-__all__ = ["Added", "known_repeats", "live_repeats", "message_ids", "repeat_id"]
+__all__ = ["Added", "known_repeats", "live_repeats", "message_ids", "repeat_id", "unexpired"]
 
 #: The namespace of episode ids derived from a message (see :func:`repeat_id`).
 _NAMESPACE = uuid.UUID("5d0c1b52-6f41-4c43-9a55-2f0d8d6e7a01")
@@ -128,6 +128,12 @@ async def known_repeats(
     return found
 
 
+def unexpired(found: dict[str, Episode], now: datetime) -> dict[str, Episode]:
+    """``found`` (see :func:`known_repeats`) without the episodes expired at ``now``: the
+    repeats that still hold their message."""
+    return {i: episode for i, episode in found.items() if not is_expired(episode.metadata, now)}
+
+
 async def live_repeats(
     store: EpisodeStore, scope: Scope, found: dict[str, Episode], now: datetime
 ) -> dict[str, Episode]:
@@ -137,7 +143,7 @@ async def live_repeats(
     anew under the same ids. Each removal names the episode as read (its ``created_at``),
     so a message another add stored anew meanwhile is never removed. A removal that fails
     raises before anything is stored."""
-    live = {i: episode for i, episode in found.items() if not is_expired(episode.metadata, now)}
+    live = unexpired(found, now)
     for episode_id, episode in found.items():
         if episode_id not in live:
             # Only the episode read: one another add stored anew since is kept (and found
