@@ -77,7 +77,7 @@ _COUNT = r"\d+|" + "|".join(sorted(_NUMBERS, key=len, reverse=True))
 _YEAR4 = r"(?:19|20)\d\d"
 _YEAR_WORD = r"(?:году|года|год|г)(?![а-яё])\.?"
 #: Which year, week or month a phrase names, relative to the current one: 0 this, 1 the last.
-_WHICH = r"(?P<which>позапрошл\w*|прошл\w*|предыдущ\w*|эт(?:от|ой|ом|у|ого|и|а|о)|текущ\w*)"
+_WHICH = r"(?P<which>позапрошл\w*|прошл\w*|предыдущ\w*|эт(?:от|ой|ом|у|ого|и|а)|текущ\w*)"
 _REL_YEAR = rf"{_WHICH}\s+года"
 
 _DAY = re.compile(
@@ -103,9 +103,11 @@ _YEAR = re.compile(
 )
 _DAY_WORD = re.compile(r"\b(?P<word>сегодня|вчера|позавчера)\w*", re.IGNORECASE)
 _WEEKDAYS = {"пон": 0, "вто": 1, "сре": 2, "чет": 3, "пят": 4, "суб": 5, "вос": 6}
+# After a preposition: «Это вторник» is "it is Tuesday", «в это воскресенье» "this Sunday".
 _WEEKDAY = re.compile(
-    rf"\b{_WHICH}\s+(?P<day>понедельник|вторник|сред[ауы]|четверг|пятниц[ауы]|суббот[ауы]"
-    r"|воскресень[ея])(?![а-яё])",
+    r"\b(?:в|во)\s+(?P<which>позапрошл\w*|прошл\w*|предыдущ\w*|эт(?:от|у|о)|текущ\w*)\s+"
+    r"(?P<day>понедельник|вторник|сред[ауы]|четверг|пятниц[ауы]|суббот[ауы]|воскресень[ея])"
+    r"(?![а-яё])",
     re.IGNORECASE,
 )
 _PERIOD = re.compile(
@@ -129,6 +131,8 @@ _ASKS_WHEN = re.compile(
 # Besides every expression that names a time: the future, "recently", a weekday, a season.
 _MENTIONS_TIME = re.compile(
     r"\b(?:завтра|послезавтра|недавно|назад|(?:следующ|прошл|эт)\w*\s+(?:лет|зим|весн|осен)\w*"
+    r"|следующ\w*\s+(?:недел|месяц|год|выходн|понедельник|вторник|сред|четверг|пятниц"
+    r"|суббот|воскресень)\w*"
     r"|(?:в|во)\s+(?:понедельник|вторник|среду|четверг|пятницу|субботу|воскресенье))\b",
     re.IGNORECASE,
 )
