@@ -2,10 +2,12 @@
 :mod:`memmachine.retrieval.temporal_spans`.
 
 * a day: ``13 October 2023``, ``October 13, 2023``, ``1 February, 2023``, ``2023-10-13``;
-* a month: ``July 2023``, and ``in/last/since/during <Month>`` without a year (the latest
-  such month not after the anchor: "last May" on 2 June 2024 is May 2024);
+* a month: ``July 2023``, ``May last year``, ``May of this year``, and
+  ``in/last/since/during <Month>`` without a year (the latest such month not after the
+  anchor: "last May" on 2 June 2024 is May 2024);
 * a year: ``in 2022``, ``during 2022``, ``of 2022``;
-* relative: ``today``, ``yesterday``, ``this/last week``, ``last weekend``,
+* relative: ``today``, ``yesterday``, ``last Tuesday`` (the latest Tuesday before the
+  anchor), ``this/last week``, ``last weekend``,
   ``this/last month``, ``this/last year``, ``N days/weeks/months/years ago``. When the query
   also names a day with ``before``/``after``/``as of``/``on`` ("last weekend before April
   10, 2023"), that day is the anchor instead;
@@ -79,6 +81,12 @@ _ISO_DAY = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3
 _MONTH_YEAR = re.compile(
     r"\b" + _MONTH.format("month") + r",?\s+(?P<year>(?:19|20)\d\d)\b", re.IGNORECASE
 )
+# "May last year", "May of this year": that month of the year named relative to now.
+_MONTH_OF_YEAR = re.compile(
+    r"\b(?P<month>January|February|March|April|May|June|July|August|September|October"
+    r"|November|December),?\s+(?:of\s+)?(?P<which>last|this)\s+year\b",
+    re.IGNORECASE,
+)
 # Without a year the month must follow a preposition and be capitalised ("in May"), so the
 # verb "may" and words like "march" are not read as months.
 _BARE_MONTH = re.compile(
@@ -98,6 +106,10 @@ _AGO = re.compile(
 _RELATIVE = re.compile(
     r"\b(?P<which>today|tonight|yesterday|(?:this|last|past|previous)\s+"
     r"(?:weekend|week|month|year))\b",
+    re.IGNORECASE,
+)
+_LAST_WEEKDAY = re.compile(
+    r"\blast\s+(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
     re.IGNORECASE,
 )
 _ASKS_WHEN = re.compile(
@@ -154,6 +166,11 @@ def _find(query: str, today: date, found: Spans) -> None:
     for match in _MONTH_YEAR.finditer(query):
         if found.free(match):
             found.add(match, spans.month(int(match["year"]), _MONTHS[match["month"].casefold()]))
+    for match in _MONTH_OF_YEAR.finditer(query):
+        if found.free(match):
+            back = 1 if match["which"].casefold() == "last" else 0
+            month = _MONTHS[match["month"].casefold()]
+            found.add(match, spans.month(today.year - back, month))
     for match in _BARE_MONTH.finditer(query):
         if found.free(match):
             found.add(match, spans.latest_month(_MONTHS[match["month"].casefold()], today))
@@ -169,6 +186,10 @@ def _find(query: str, today: date, found: Spans) -> None:
     for match in _AGO.finditer(query):
         if found.free(match):
             found.add(match, spans.ago(_count(match["count"]), match["unit"].casefold(), today))
+    for match in _LAST_WEEKDAY.finditer(query):
+        if found.free(match):
+            weekday = _WEEKDAYS[match["weekday"].casefold()]
+            found.add(match, spans.weekday_before(weekday, today))
     for match in _RELATIVE.finditer(query):
         if found.free(match):
             which = match["which"].casefold()
