@@ -8,8 +8,9 @@
 Each language has a module for its words and grammar (English in ``temporal_en``, Chinese in
 ``temporal_zh``, Russian in ``temporal_ru``); what a phrase denotes is computed once, in
 ``temporal_spans``, so "last week", 上周 and «на прошлой неделе» are the same days. A
-language's patterns run only on a query written at least partly in its script, and a query
-may mix languages.
+language's patterns run only on a text written partly in its script that holds one of its
+cheap triggers (a digit, or a word or character every expression of the language has), and
+a text may mix languages.
 
 Every range is widened by ``slack`` on both sides (people say "last week" of something eight
 days ago). Expressions relative to an event ("two weeks before the wedding") need to know
@@ -27,7 +28,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from memmachine.retrieval.temporal_en import ENGLISH
 from memmachine.retrieval.temporal_ru import RUSSIAN
-from memmachine.retrieval.temporal_spans import Language, Spans
+from memmachine.retrieval.temporal_spans import Language, Spans, may_hold
 from memmachine.retrieval.temporal_zh import CHINESE
 
 __all__ = ["TimeRange", "asks_when", "mentions_time", "time_ranges"]
@@ -63,7 +64,7 @@ def time_ranges(
     today = anchor.astimezone(UTC).date()
     found = Spans()
     for language in _LANGUAGES:
-        if language.script.search(query):
+        if may_hold(language, query):
             language.find(query, today, found)
     return [
         TimeRange(
@@ -87,10 +88,7 @@ def mentions_time(text: str) -> bool:
     """Whether ``text`` says when something happens: a relative day ("yesterday", "two
     weeks ago", "last Friday", "next month", 昨天, «на прошлой неделе»), "recently", or
     "in/since/during/on" a month, weekday or year, in any language this module reads."""
-    return any(
-        language.script.search(text) is not None and language.mentions_time(text)
-        for language in _LANGUAGES
-    )
+    return any(may_hold(language, text) and language.mentions_time(text) for language in _LANGUAGES)
 
 
 def _midnight(day: date) -> datetime:

@@ -244,6 +244,7 @@ def _count(text: str) -> int:
 ENGLISH = Language(
     name="en",
     script=_ANY,
+    trigger=_ANY,
     find=_find,
     asks_when=lambda text: _ASKS_WHEN.search(text) is not None,
     mentions_time=lambda text: _MENTIONS_TIME.search(text) is not None,

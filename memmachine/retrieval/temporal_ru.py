@@ -148,6 +148,13 @@ _EXPRESSIONS = (
     _AGO,
 )
 _SCRIPT = re.compile(r"[А-Яа-яЁё]")
+#: A digit or a stem every expression above without one has.
+_TRIGGER = re.compile(
+    r"\d|в(?:чера|торн|оскрес)|се(?:годн|нтябр)|завтра|н(?:едавн|азад|едел|оябр)|месяц|год"
+    r"|лет|выходн|понедельн|сред|четверг|пятниц|суббот|январ|феврал|ма(?:рт|[йяюе])|апрел"
+    r"|ию[нл]|август|октябр|декабр|зим|весн|осен",
+    re.IGNORECASE,
+)
 
 
 def _find(query: str, today: date, found: Spans) -> None:
@@ -191,7 +198,7 @@ def _find(query: str, today: date, found: Spans) -> None:
         if found.free(match):
             unit = next(v for k, v in _PERIODS.items() if match["unit"].casefold().startswith(k))
             found.add(match, _period(unit, _back(match["which"]), today))
-    for match in _AGO.finditer(query):
+    for match in _AGO.finditer(query) if "назад" in query.casefold() else ():
         if found.free(match):
             count = _count(match["count"])
             unit = _UNITS[match["unit"][0].casefold()]
@@ -246,6 +253,7 @@ def _count(text: str | None) -> int:
 RUSSIAN = Language(
     name="ru",
     script=_SCRIPT,
+    trigger=_TRIGGER,
     find=_find,
     asks_when=lambda text: _ASKS_WHEN.search(text) is not None,
     mentions_time=lambda text: (

@@ -24,6 +24,7 @@ __all__ = [
     "day",
     "latest_day",
     "latest_month",
+    "may_hold",
     "month",
     "relative",
     "weekday_before",
@@ -74,12 +75,14 @@ class Spans:
 
 @dataclass(frozen=True)
 class Language:
-    """What one language's module offers: whether a text may hold its words (a cheap test
-    on the script), and its readers."""
+    """What one language's module offers: whether a text may hold its expressions (a cheap
+    test, so that a text without any costs little), and its readers."""
 
     name: str
-    #: Matches a text that may hold the language's expressions.
+    #: Matches a text written at least partly in the language's script.
     script: re.Pattern[str]
+    #: Matches every text that holds one of the language's expressions (and some others).
+    trigger: re.Pattern[str]
     #: Adds the expressions of ``query`` to the spans, relative to ``today``.
     find: Callable[[str, date, Spans], None]
     #: Whether a query asks when something happened.
@@ -186,3 +189,9 @@ def weekday_of_this_week(weekday: int, today: date) -> Days:
     """That weekday (0 = Monday) of ``today``'s calendar week."""
     monday = today - timedelta(days=today.weekday())
     return day(monday + timedelta(days=weekday))
+
+
+def may_hold(language: Language, text: str) -> bool:
+    """Whether ``text`` may hold one of ``language``'s expressions: it is written in the
+    language's script and has one of its triggers."""
+    return language.script.search(text) is not None and language.trigger.search(text) is not None

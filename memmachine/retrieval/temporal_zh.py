@@ -101,6 +101,8 @@ _MENTIONS_TIME = re.compile(
 )
 _EXPRESSIONS = (_DATE, _MONTH, _YEAR, _DAY_WORD, _WEEK, _MONTH_WORD, _AGO)
 _SCRIPT = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+#: A character every expression above has.
+_TRIGGER = re.compile(r"[年月日号號天晚周週星礼禮前近]")
 
 
 def _find(query: str, today: date, found: Spans) -> None:
@@ -186,6 +188,7 @@ def _number(text: str) -> int:
 CHINESE = Language(
     name="zh",
     script=_SCRIPT,
+    trigger=_TRIGGER,
     find=_find,
     asks_when=lambda text: _ASKS_WHEN.search(text) is not None,
     mentions_time=lambda text: (
