@@ -136,23 +136,27 @@ _MENTIONS_TIME = re.compile(
     r"|(?:в|во)\s+(?:понедельник|вторник|среду|четверг|пятницу|субботу|воскресенье))\b",
     re.IGNORECASE,
 )
-_EXPRESSIONS = (
+#: Every expression, and the words above: what mentions_time looks for. (Every "N ...
+#: назад" holds «назад», which the words match.)
+_MENTIONS_ANY = spans.any_of(
+    _MENTIONS_TIME,
+    _DAY_WORD,
+    _PERIOD,
+    _WEEKDAY,
+    _YEAR,
     _DAY,
     _NUMERIC_DAY,
     _MONTH_YEAR,
     _BARE_MONTH,
-    _YEAR,
-    _DAY_WORD,
-    _WEEKDAY,
-    _PERIOD,
-    _AGO,
+    flags=re.IGNORECASE,
 )
 _SCRIPT = re.compile(r"[А-Яа-яЁё]")
-#: A digit or a stem every expression above without one has.
+#: A digit, or a word start every expression above without one has (not «погода»,
+#: «думаю», which hold «год», «маю»).
 _TRIGGER = re.compile(
-    r"\d|в(?:чера|торн|оскрес)|се(?:годн|нтябр)|завтра|н(?:едавн|азад|едел|оябр)|месяц|год"
-    r"|лет|выходн|понедельн|сред|четверг|пятниц|суббот|январ|феврал|ма(?:рт|[йяюе])|апрел"
-    r"|ию[нл]|август|октябр|декабр|зим|весн|осен",
+    r"\d|\b(?:вчера|позавчера|сегодн|завтра|послезавтра|недавн|назад|недел|месяц|год|лет"
+    r"|выходн|понедельн|вторн|сред|четверг|пятниц|суббот|воскрес|январ|феврал|ма(?:рт|[йяюе])"
+    r"|апрел|ию[нл]|август|сентябр|октябр|ноябр|декабр|зим|весн|осен)",
     re.IGNORECASE,
 )
 
@@ -256,8 +260,5 @@ RUSSIAN = Language(
     trigger=_TRIGGER,
     find=_find,
     asks_when=lambda text: _ASKS_WHEN.search(text) is not None,
-    mentions_time=lambda text: (
-        _MENTIONS_TIME.search(text) is not None
-        or any(pattern.search(text) for pattern in _EXPRESSIONS)
-    ),
+    mentions_time=lambda text: _MENTIONS_ANY.search(text) is not None,
 )

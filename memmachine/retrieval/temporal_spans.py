@@ -20,6 +20,7 @@ __all__ = [
     "Language",
     "Spans",
     "ago",
+    "any_of",
     "dated",
     "day",
     "latest_day",
@@ -195,3 +196,11 @@ def may_hold(language: Language, text: str) -> bool:
     """Whether ``text`` may hold one of ``language``'s expressions: it is written in the
     language's script and has one of its triggers."""
     return language.script.search(text) is not None and language.trigger.search(text) is not None
+
+
+def any_of(*patterns: re.Pattern[str], flags: int = 0) -> re.Pattern[str]:
+    """One pattern matching where any of ``patterns`` does (their group names dropped, so
+    that one text is scanned once rather than once per pattern)."""
+    return re.compile(
+        "|".join(re.sub(r"\(\?P<\w+>", "(?:", pattern.pattern) for pattern in patterns), flags
+    )

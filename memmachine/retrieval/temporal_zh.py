@@ -99,10 +99,13 @@ _MENTIONS_TIME = re.compile(
     r"明天|后天|後天|明年|最近|近来|近來|下[个個]?(?:周|週|星期|礼拜|禮拜|月)"
     r"|星期[一二三四五六日天]|(?<![每])周[一二三四五六日末]"
 )
-_EXPRESSIONS = (_DATE, _MONTH, _YEAR, _DAY_WORD, _WEEK, _MONTH_WORD, _AGO)
+#: Every expression, and the words above: what mentions_time looks for.
+_MENTIONS_ANY = spans.any_of(
+    _MENTIONS_TIME, _DAY_WORD, _WEEK, _MONTH_WORD, _AGO, _YEAR, _DATE, _MONTH
+)
 _SCRIPT = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-#: A character every expression above has.
-_TRIGGER = re.compile(r"[年月日号號天晚周週星礼禮前近]")
+#: What every expression above has; 天 alone is in too many words (天气, 每天, 聊天).
+_TRIGGER = re.compile(r"[年月日号號晚周週礼禮近]|[今昨前后後明]天|天[以之]?前|星期")
 
 
 def _find(query: str, today: date, found: Spans) -> None:
@@ -191,8 +194,5 @@ CHINESE = Language(
     trigger=_TRIGGER,
     find=_find,
     asks_when=lambda text: _ASKS_WHEN.search(text) is not None,
-    mentions_time=lambda text: (
-        _MENTIONS_TIME.search(text) is not None
-        or any(pattern.search(text) for pattern in _EXPRESSIONS)
-    ),
+    mentions_time=lambda text: _MENTIONS_ANY.search(text) is not None,
 )
