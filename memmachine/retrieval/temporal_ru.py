@@ -17,7 +17,7 @@ digits or words (три, пять, две, пару, несколько).
   (тому) назад``, ``неделю назад``, as "N days ago" in English.
 """
 
-# Chinese and Russian text is this module's subject: its letters are meant, not confusables.
+# Russian text is this module's subject: its letters are meant, not confusables.
 # ruff: noqa: RUF001, RUF002
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Numbers are written in digits (5, ５) or Chinese numerals (五, 十二, 两, �
   ``N年前`` (also with 以前 or 之前), as "N days ago" in English.
 """
 
-# Chinese and Russian text is this module's subject: its letters are meant, not confusables.
+# Chinese text is this module's subject: its characters are meant, not confusables.
 # ruff: noqa: RUF001, RUF002
 
 from __future__ import annotations
