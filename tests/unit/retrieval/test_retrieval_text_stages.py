@@ -46,6 +46,11 @@ def spans(query: str, anchor: datetime = ANCHOR, **kwargs: timedelta) -> list[tu
         ("last month", [("2023-05-01", "2023-06-01")]),
         ("two weeks ago", [("2023-05-16", "2023-05-23")]),
         ("3 days ago", [("2023-05-29", "2023-06-01")]),
+        # the latest such weekday before the anchor, a Friday
+        ("What did I cook last Tuesday?", [("2023-05-30", "2023-05-31")]),
+        ("last Friday", [("2023-05-26", "2023-05-27")]),
+        ("Where did I go in May last year?", [("2022-05-01", "2022-06-01")]),
+        ("March of this year", [("2023-03-01", "2023-04-01")]),
         # an impossible day still names its month
         ("on 31 February 2023", [("2023-02-01", "2023-03-01")]),
     ],
