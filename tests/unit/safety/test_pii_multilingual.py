@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001  (the test texts are Chinese and Russian, full-width punctuation included)
 """PII redaction for Chinese and Russian users and for phone numbers of any country: each
 identifier is replaced inside Chinese, Russian and English sentences, the text around it is
 kept to the character, and numbers that only look like one (a wrong check digit, a wrong
