@@ -17,7 +17,8 @@
 
 The same kinds are recognised in Chinese (:mod:`memmachine.safety.poisoning_zh`, run when the
 text holds a Chinese character) and Russian (:mod:`memmachine.safety.poisoning_ru`, when it
-holds a Cyrillic one), each by the same test of what is aimed at the model.
+holds a Cyrillic one), Spanish, German and French (:mod:`memmachine.safety.poisoning_european`),
+each by the same test of what is aimed at the model.
 
 Statements about the user ("I ignore my previous diet instructions", "I act as treasurer",
 "my kids pretend to be pirates") do not match: each rule needs the wording aimed at the
@@ -30,7 +31,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from memmachine.safety import poisoning_ru, poisoning_zh
+from memmachine.safety import poisoning_european, poisoning_ru, poisoning_zh
 from memmachine.safety.poisoning_reasons import (
     ACT_AS,
     DISREGARD_SYSTEM,
@@ -174,5 +175,9 @@ def looks_like_injection(text: str) -> str | None:
         russian = poisoning_ru.normalise(normalised)
         for pattern, reason in poisoning_ru.RULES:
             if pattern.search(russian):
+                return reason
+    if poisoning_european.applies(normalised):
+        for pattern, reason in poisoning_european.RULES:
+            if pattern.search(normalised):
                 return reason
     return None
