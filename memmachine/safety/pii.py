@@ -172,6 +172,8 @@ _PHONE_TRUNK = re.compile(
 
 # ---------------------------------------------------------------------------- detectors
 
+_DIGIT = re.compile(r"\d")
+
 
 def _email(match: re.Match[str]) -> str | None:
     return TOKENS["email"]
@@ -235,24 +237,24 @@ def _phone_national(match: re.Match[str]) -> str | None:
 #: Each kind's detectors in the order they run: the more specific first (a labelled or
 #: check-digited identifier before a shape that could take part of it).
 _DETECTORS: Mapping[str, tuple[Detector, ...]] = {
-    "email": ((_EMAIL, _email),),
-    "iban": ((_IBAN, _iban),),
-    "card": ((_CARD, _card),),
+    "email": (Detector(_EMAIL, _email),),
+    "iban": (Detector(_IBAN, _iban),),
+    "card": (Detector(_CARD, _card),),
     "national_id": (
         *pii_china.NATIONAL_IDS,
         *pii_russia.NATIONAL_IDS,
-        (_SSN, _ssn),
-        (_UK_NI, _uk_ni),
-        (_CA_SIN, _ca_sin),
-        (_ES_DNI, _es_dni),
+        Detector(_SSN, _ssn),
+        Detector(_UK_NI, _uk_ni),
+        Detector(_CA_SIN, _ca_sin),
+        Detector(_ES_DNI, _es_dni),
     ),
-    "account": ((_ACCOUNT, _account),),
+    "account": (Detector(_ACCOUNT, _account, ("account", "acct", "a/c")),),
     "phone": (
-        (_PHONE_INTL, _phone_intl),
+        Detector(_PHONE_INTL, _phone_intl),
         *pii_china.PHONES,
         *pii_russia.PHONES,
-        (_PHONE_NANP, _phone_national),
-        (_PHONE_TRUNK, _phone_national),
+        Detector(_PHONE_NANP, _phone_national),
+        Detector(_PHONE_TRUNK, _phone_national),
     ),
 }
 
@@ -277,9 +279,16 @@ class Redactor:
     def redact(self, text: str) -> RedactionResult:
         """``text`` with every detected item replaced by its kind's token."""
         found: dict[str, int] = {}
-        for kind in self.kinds:
-            for pattern, replacer in _DETECTORS[kind]:
-                text = _substitute(pattern, replacer, text, kind, found)
+        # Every kind but email is made of digits: a text without one can hold only emails.
+        kinds = self.kinds if _DIGIT.search(text) else ("email",) if "@" in text else ()
+        lowered = text.lower()
+        for kind in kinds:
+            if kind not in self.kinds:
+                continue
+            for detector in _DETECTORS[kind]:
+                if detector.words and not any(word in lowered for word in detector.words):
+                    continue
+                text = _substitute(detector.pattern, detector.replace, text, kind, found)
         return RedactionResult(text=text, found=found)
 
     def redact_json(self, value: Any) -> JsonRedactionResult:

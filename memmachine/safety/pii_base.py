@@ -2,7 +2,9 @@
 
 A detector is a compiled pattern and a replacer: the replacer gets each match and returns
 the text to put in its place (its kind's token, with any label it keeps) or ``None`` to
-leave the match as it is.
+leave the match as it is. A detector whose matches start with a label names the label's
+words, and is skipped when the text holds none of them (a substring test, much cheaper than
+a search of the pattern).
 
 The edges: a match may not touch a digit or a Latin letter on either side, so that it is
 never a piece of a longer number or code. A Chinese, Japanese or Cyrillic character (or any
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 __all__ = ["AFTER", "BEFORE", "TOKENS", "Detector", "Replacer"]
 
@@ -33,4 +36,13 @@ BEFORE = r"(?<![\dA-Za-z_])"
 AFTER = r"(?![\dA-Za-z_])"
 
 Replacer = Callable[[re.Match[str]], str | None]
-Detector = tuple[re.Pattern[str], Replacer]
+
+
+class Detector(NamedTuple):
+    """A pattern, what replaces each of its matches, and the words it needs."""
+
+    pattern: re.Pattern[str]
+    replace: Replacer
+    #: Run only when the lower-cased text holds one of these (a label the pattern starts
+    #: with); empty: always.
+    words: tuple[str, ...] = ()

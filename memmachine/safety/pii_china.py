@@ -49,5 +49,5 @@ def _landline(match: re.Match[str]) -> str | None:
     return TOKENS["phone"] if 10 <= len(ascii_digits(match.group())) <= 12 else None
 
 
-NATIONAL_IDS: tuple[Detector, ...] = ((_RESIDENT_ID, _resident_id),)
-PHONES: tuple[Detector, ...] = ((_MOBILE, _mobile), (_LANDLINE, _landline))
+NATIONAL_IDS: tuple[Detector, ...] = (Detector(_RESIDENT_ID, _resident_id),)
+PHONES: tuple[Detector, ...] = (Detector(_MOBILE, _mobile), Detector(_LANDLINE, _landline))

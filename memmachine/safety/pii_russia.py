@@ -90,10 +90,10 @@ def _phone(match: re.Match[str]) -> str | None:
 
 
 NATIONAL_IDS: tuple[Detector, ...] = (
-    (_SNILS_LABELLED, _snils_labelled),
-    (_SNILS, _snils),
-    (_INN_LABELLED, _inn_labelled),
-    (_INN, _inn),
-    (_PASSPORT, _passport),
+    Detector(_SNILS_LABELLED, _snils_labelled, ("снилс", "snils")),
+    Detector(_SNILS, _snils),
+    Detector(_INN_LABELLED, _inn_labelled, ("инн", "inn")),
+    Detector(_INN, _inn),
+    Detector(_PASSPORT, _passport, ("паспорт", "passport", "сери")),
 )
-PHONES: tuple[Detector, ...] = ((_PHONE, _phone),)
+PHONES: tuple[Detector, ...] = (Detector(_PHONE, _phone),)

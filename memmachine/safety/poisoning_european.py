@@ -8,8 +8,8 @@ coffee"; "you are now" needs an AI, a persona or "without restrictions" after it
 the imperative (``actúa como``, ``verhalte dich wie``, ``comporte-toi comme``), and where the
 imperative is also the first person (German ``agiere``, French ``agis``) only when it opens
 a sentence. A reveal of generic "instructions" needs "your" (``tus``, ``deine``, ``tes``).
-The rules run only when the text holds one of the trigger words below (a cheap first test,
-so that texts in other languages pay one search).
+The rules run only when the text holds one of the words they start from (a cheap first
+test: a split and a set lookup, so that texts in other languages pay no regex search).
 """
 
 from __future__ import annotations
@@ -35,15 +35,26 @@ _FLAGS = re.IGNORECASE | re.MULTILINE
 _SP = r"\s{1,3}"
 _START = r"(?:^|[.!?;:\n¡¿]\s{0,5})"
 
-_TRIGGERS = re.compile(
-    r"ignor|olvid|descart|omit|sigas|caso\s+omiso|eres|ahora|act[uú]a|comp[oó]rtate|finge"
-    r"|papel|revela|mu[eé]stra|dime|dame|cu[aá]les|modo|vergiss|missacht|befolge|[üu]bergeh"
-    r"|bist|jetzt|sofort|nun\s+an|verhalte|benimm|agiere|tu\s+so|rolle|zeig|nenne"
-    r"|verrate|wiederhole|modus|oubli|tiens|abstraction|contourn|es\s+maintenant|[eê]tes"
-    r"|d[ée]sormais|dor[ée]navant|partir|agis|comporte|semblant|r[ôo]le|r[ée]v[eè]le|montre"
-    r"|affiche|dis-moi|quelles|mode",
-    re.IGNORECASE,
-)
+#: The words the rules start from (each rule's first word, lower case): a text holding none
+#: of them is not searched.
+_TRIGGER_WORDS = """
+    ignora ignore ignoren ignorad olvida olvide olviden descarta descarte omite omita sigas
+    siga deja pasa haz desobedece eres ahora actúa actua actúe actue compórtate comportate
+    compórtese comportese interpreta juega finge finja revela muéstrame muestrame muestra
+    imprime repite dime dame enséñame ensename comparte cuáles cuales activa habilita entra
+    cambia
+    ignoriere ignorier ignorieren vergiss vergessen missachte missachten übergehe ubergehe
+    übergehen ubergehen umgehe umgehen befolge bist sind jetzt sofort nun verhalte benimm
+    agiere fungiere spiele übernimm ubernimm tu gib zeig zeige nenne verrate wiederhole drucke
+    enthülle enthulle offenbare aktiviere aktivier wechsle starte schalte
+    ignorez oublie oubliez tiens tenez fais faites contourne contournez suis suivez maintenant
+    désormais desormais présent dorénavant dorenavant comporte-toi comportez-vous agis
+    agissez joue jouez incarne incarnez prétends pretends prétendez pretendez révèle revele
+    révélez revelez montre montre-moi montrez affiche affichez répète repete donne-moi dis-moi
+    divulgue quelles activez passe passez entre bascule développeur developpeur
+"""
+_TRIGGERS = frozenset(_TRIGGER_WORDS.split())
+_SPLIT = re.compile(r"[\s.,!?;:¡¿\"'()«»]+")
 
 _ES_IGNORE = (
     r"\b(?:ignora|ignore|ignoren|ignorad|olvida|olvide|olviden|descarta|descarte|omite|omita"
@@ -159,7 +170,7 @@ RULES: tuple[Rule, ...] = (
             r"\b(?:act[uú]a|act[uú]e|comp[oó]rtate|comp[oó]rtese)\s{1,3}como\b"
             r"|\b(?:interpreta|juega|haz)\s{1,3}(?:el\s{1,3})?papel\s{1,3}de\b"
             r"|\b(?:verhalte|benimm)\s{1,3}dich\s{1,3}(?:wie|als)\b"
-            rf"|{_START}(?:bitte\s{{1,3}})?(?:agiere|handle|fungiere)\s{{1,3}}als\b"
+            rf"|{_START}(?:bitte\s{{1,3}})?(?:agiere|fungiere)\s{{1,3}}als\b"
             r"|\b(?:spiele|[üu]bernimm)\s{1,3}die\s{1,3}Rolle\b"
             r"|\b(?:comporte-toi|comportez-vous)\s{1,3}comme\b"
             rf"|{_START}(?:agis|agissez)\s{{1,3}}(?:comme|en\s{{1,3}}tant\s{{1,3}}que)\b"
@@ -237,4 +248,4 @@ RULES: tuple[Rule, ...] = (
 
 def applies(text: str) -> bool:
     """Whether ``text`` holds one of the words these rules start from."""
-    return _TRIGGERS.search(text) is not None
+    return not _TRIGGERS.isdisjoint(_SPLIT.split(text.lower()))
