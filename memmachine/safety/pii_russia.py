@@ -49,7 +49,8 @@ _PASSPORT = re.compile(
 _INN_LABELLED = re.compile(
     _label(r"инн|inn", 12) + rf"(?P<number>\d{{10}}(?:\d{{2}})?){AFTER}", re.IGNORECASE
 )
-_INN = re.compile(rf"{BEFORE}\d{{12}}{AFTER}")
+#: Unlabelled, not a group of a longer dashed or dotted code (a UUID's last group).
+_INN = re.compile(r"(?<![\dA-Za-z_.-])\d{12}(?![\dA-Za-z_-]|\.\d)")
 _SNILS = re.compile(rf"{BEFORE}\d{{3}}-\d{{3}}-\d{{3}}[ -]\d{{2}}{AFTER}")
 _SNILS_LABELLED = re.compile(
     _label(r"снилс|snils", 12) + rf"(?P<number>\d{{3}}(?:[ -]?\d{{3}}){{2}}[ -]?\d{{2}}){AFTER}",

@@ -124,6 +124,7 @@ def test_each_identifier_is_replaced_and_the_sentence_kept(
         "номер 500100732258 в заказе",
         "номер 7707083893 в заказе",
         "ИНН 77070838931",  # 11 digits
+        "request 550e8400-e29b-41d4-a716-500100732259 failed",  # a UUID's last group
         # SNILS: bad check number; 11 digits with no label
         "СНИЛС 112-233-445 96",
         "код 112-233-445 96",
