@@ -105,7 +105,8 @@ RULES: tuple[Rule, ...] = (
     ),
     (
         re.compile(
-            rf"(?:假装|装作){_S}{_YOU}{_S}(?:是|现在是|就是|已经)|{_TO_ASSISTANT}(?:假装|装作)",
+            rf"(?:假装|装作){_S}{_YOU}{_S}(?:是|现在是|就是|已经)"
+            rf"|{_TO_ASSISTANT}(?:假装|装作){_S}(?:成|是|自己是|一个|一名|一位)",
             _FLAGS,
         ),
         PRETEND,
