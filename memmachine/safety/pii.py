@@ -9,12 +9,16 @@ wins over a shorter one inside it:
 ``iban`` → ``[IBAN]``
     Two capital letters, two check digits and 11-30 letters/digits, optionally grouped by
     single spaces; kept only when the length fits the country (for the countries listed in
-    ``_IBAN_LENGTHS``, 15-34 otherwise) and the ISO 13616 mod-97 check gives 1.
+    ``checksums._IBAN_LENGTHS``, 15-34 otherwise) and the ISO 13616 mod-97 check gives 1.
 ``card`` → ``[CARD]``
     13-19 digits written contiguously, as 4-4-4-4(-1..3) groups or as 4-6-4/5 (Amex, Diners)
     groups with one consistent separator (space or dash); kept only when the Luhn check
-    passes and the digits are not all the same, so order and invoice numbers stay.
+    passes and the digits are not all the same, so order and invoice numbers stay. An
+    18-digit Chinese resident identity card number that happens to pass Luhn is left to
+    ``national_id``.
 ``national_id`` → ``[NATIONAL_ID]``
+    - Chinese resident identity card numbers (:mod:`memmachine.safety.pii_china`).
+    - Russian passport numbers, ИНН and СНИЛС (:mod:`memmachine.safety.pii_russia`).
     - US SSN ``123-45-6789`` (dashes or spaces): area not 000, 666 or 900-999; group not 00;
       serial not 0000.
     - UK National Insurance number ``AB 12 34 56 C``: capital letters, the first two from the
@@ -28,13 +32,22 @@ wins over a shorter one inside it:
     6-20 digits (spaces or dashes allowed) that directly follow a label such as "account",
     "acct", "a/c", "account no.", "account number" or "account #"; the label stays.
 ``phone`` → ``[PHONE]``
-    - international: ``+`` and a country code, then 8-15 digits in all, grouped by spaces,
-      dots, dashes or parentheses;
+    - international: ``+`` (or ``(+44)``) and a country code, then 8-15 digits in all,
+      grouped by spaces, dots, dashes or parentheses: ``+7 (495) 123-45-67``,
+      ``+86 10 1234 5678``, ``+33 1 23 45 67 89``, ``+91 98765 43210``;
+    - Chinese mobiles and landlines (:mod:`memmachine.safety.pii_china`) and Russian numbers
+      with the trunk prefix 8 (:mod:`memmachine.safety.pii_russia`);
     - North American ``(555) 123-4567`` / ``555-123-4567`` / ``555.123.4567``;
     - national trunk-prefixed ``020 7946 0958``, ``07700-900-123`` (a leading 0, 10-11
       digits, separated groups) and ``06 12 34 56 78``.
     Dates (``2024-01-15``, ``15.01.2024``), times, version numbers and numbers with fewer
     than 10 digits (8 with a ``+``) are not phone numbers.
+
+A match never touches a digit or a Latin letter on either side (it is not part of a longer
+number or code), while a Chinese or Cyrillic character may touch it: ``我的手机号是13912345678。``
+loses the number and keeps every character around it (:mod:`memmachine.safety.pii_base`).
+Digits may be full-width (U+FF10-U+FF19, as Chinese input methods type them) or of any
+script.
 
 Every pattern is bounded (no unbounded quantifier that can backtrack over the input), so
 redaction runs in time linear in the text.
@@ -43,11 +56,20 @@ redaction runs in time linear in the text.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from memmachine.models import PII_KINDS
+from memmachine.safety import pii_china, pii_russia
+from memmachine.safety.checksums import (
+    ascii_digits,
+    cn_resident_id_is_valid,
+    iban_is_valid,
+    luhn_is_valid,
+    ssn_is_valid,
+)
+from memmachine.safety.pii_base import TOKENS, Detector, Replacer
 
 __all__ = [
     "PII_KINDS",
@@ -60,15 +82,6 @@ __all__ = [
     "merge_counts",
     "ssn_is_valid",
 ]
-
-TOKENS: Mapping[str, str] = {
-    "email": "[EMAIL]",
-    "iban": "[IBAN]",
-    "card": "[CARD]",
-    "national_id": "[NATIONAL_ID]",
-    "account": "[ACCOUNT]",
-    "phone": "[PHONE]",
-}
 
 
 @dataclass(frozen=True)
@@ -96,108 +109,70 @@ def merge_counts(*counts: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
-# ---------------------------------------------------------------------------- validators
-
-
-def luhn_is_valid(digits: str) -> bool:
-    """The Luhn (mod 10) check over a string of digits."""
-    if not digits.isdigit():
-        return False
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        value = ord(char) - 48
-        if position % 2 == 1:
-            value *= 2
-            if value > 9:
-                value -= 9
-        total += value
-    return total % 10 == 0
-
-
-#: IBAN lengths of common countries (ISO 13616 registry); others must be 15-34 long.
-_IBAN_LENGTHS: Mapping[str, int] = {
-    "AD": 24, "AT": 20, "BE": 16, "BG": 22, "CH": 21, "CY": 28, "CZ": 24, "DE": 22,
-    "DK": 18, "EE": 20, "ES": 24, "FI": 18, "FR": 27, "GB": 22, "GR": 27, "HR": 21,
-    "HU": 28, "IE": 22, "IS": 26, "IT": 27, "LI": 21, "LT": 20, "LU": 20, "LV": 21,
-    "MC": 27, "MT": 31, "NL": 18, "NO": 15, "PL": 28, "PT": 25, "RO": 24, "SA": 24,
-    "SE": 24, "SI": 19, "SK": 24, "SM": 27, "TR": 26, "AE": 23, "IL": 23, "UA": 29,
-}  # fmt: skip
-
-
-def iban_is_valid(iban: str) -> bool:
-    """Country length (when known) and the mod-97 check of an IBAN (spaces ignored)."""
-    compact = iban.replace(" ", "").upper()
-    if not re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]{11,30}", compact):
-        return False
-    expected = _IBAN_LENGTHS.get(compact[:2])
-    if expected is not None and len(compact) != expected:
-        return False
-    rearranged = compact[4:] + compact[:4]
-    number = "".join(str(int(char, 36)) for char in rearranged)
-    return int(number) % 97 == 1
-
-
-def ssn_is_valid(area: str, group: str, serial: str) -> bool:
-    """Whether a US SSN's parts are in ranges the SSA issues."""
-    if area in ("000", "666") or area.startswith("9"):
-        return False
-    return group != "00" and serial != "0000"
-
-
 _NI_BAD_PREFIXES = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
 _DNI_LETTERS = "TRWAGMYFPDXBNJZSQVHLCKE"
 
 
 def _digits(text: str) -> str:
-    return "".join(char for char in text if char.isdigit())
+    return ascii_digits(text)
 
 
 # ---------------------------------------------------------------------------- patterns
 
 _EMAIL = re.compile(
-    r"(?<![\w.%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}(?![\w-])"
+    r"(?<![\dA-Za-z_.%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}(?![\dA-Za-z_-])"
 )
 
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
+_IBAN = re.compile(
+    r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?(?![\dA-Za-z_])"
+)
 
 _CARD = re.compile(
-    r"(?<![\w-])(?:"
+    r"(?<![\dA-Za-z_-])(?:"
     r"\d{13,19}"
     r"|\d{4}(?P<s1>[ -])\d{4}(?P=s1)\d{4}(?P=s1)\d{4}(?:(?P=s1)\d{1,3})?"
     r"|\d{4}(?P<s2>[ -])\d{6}(?P=s2)\d{4,5}"
-    r")(?![\w-])"
+    r")(?![\dA-Za-z_-])"
 )
 
 _SSN = re.compile(
-    r"(?<![\w-])(?P<area>\d{3})(?P<sep>[- ])(?P<group>\d{2})(?P=sep)(?P<serial>\d{4})(?![\w-])"
+    r"(?<![\dA-Za-z_-])(?P<area>\d{3})(?P<sep>[- ])(?P<group>\d{2})(?P=sep)(?P<serial>\d{4})"
+    r"(?![\dA-Za-z_-])"
 )
 _UK_NI = re.compile(
-    r"\b(?P<prefix>[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z])"
-    r"(?P<sep> ?)\d{2}(?P=sep)\d{2}(?P=sep)\d{2}(?P=sep)[A-D]\b"
+    r"(?<![\dA-Za-z_])(?P<prefix>[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z])"
+    r"(?P<sep> ?)\d{2}(?P=sep)\d{2}(?P=sep)\d{2}(?P=sep)[A-D](?![\dA-Za-z_])"
 )
-_CA_SIN = re.compile(r"(?<![\w-])[1-79]\d{2}(?P<sep>[- ])\d{3}(?P=sep)\d{3}(?![\w-])")
-_ES_DNI = re.compile(r"\b(?P<prefix>[XYZ]?)(?P<number>\d{7,8})-?(?P<letter>[A-Z])\b")
+_CA_SIN = re.compile(r"(?<![\dA-Za-z_-])[1-79]\d{2}(?P<sep>[- ])\d{3}(?P=sep)\d{3}(?![\dA-Za-z_-])")
+_ES_DNI = re.compile(
+    r"(?<![\dA-Za-z_])(?P<prefix>[XYZ]?)(?P<number>\d{7,8})-?(?P<letter>[A-Z])(?![\dA-Za-z_])"
+)
 
 _ACCOUNT = re.compile(
     r"(?P<label>\b(?:account|acct|a/c)\.?"
     r"(?:[ \t]{0,3}(?:no\.?|nr\.?|number|num\.?|#))?[ \t]{0,3}[:#]?[ \t]{0,3})"
-    r"(?P<number>\d(?:[ -]?\d){5,19})(?![\w-])",
+    r"(?P<number>\d(?:[ -]?\d){5,19})(?![\dA-Za-z_-])",
     re.IGNORECASE,
 )
 
-_PHONE_INTL = re.compile(r"(?<![\w+])\+\d[\d ().-]{6,22}\d(?![\w-]|\.\d)")
+_PHONE_INTL = re.compile(
+    r"(?<![\dA-Za-z_+(\uff08])"
+    r"(?:[(\uff08]\+\d{1,4}[)\uff09][ ]?\d[\d ().-]{4,22}|\+\d[\d ().-]{6,22})\d"
+    r"(?![\dA-Za-z_-]|\.\d)"
+)
 _PHONE_NANP = re.compile(
-    r"(?<![\w.+-])(?:\(\d{3}\)[ ]?\d{3}[-. ]|\d{3}(?P<sep>[-. ])\d{3}(?P=sep))\d{4}"
-    r"(?![\w-]|\.\d)"
+    r"(?<![\dA-Za-z_.+-])(?:\(\d{3}\)[ ]?\d{3}[-. ]|\d{3}(?P<sep>[-. ])\d{3}(?P=sep))\d{4}"
+    r"(?![\dA-Za-z_-]|\.\d)"
 )
 _PHONE_TRUNK = re.compile(
-    r"(?<![\w.+-])(?:0\d{2,4}[ -]\d{3,4}[ -]?\d{3,4}|0\d(?:[ .]\d{2}){4})(?![\w-]|\.\d)"
+    r"(?<![\dA-Za-z_.+-])(?:0\d{2,4}[ -]\d{3,4}[ -]?\d{3,4}|0\d(?:[ .]\d{2}){4})"
+    r"(?![\dA-Za-z_-]|\.\d)"
 )
 
 
 # ---------------------------------------------------------------------------- detectors
 
-Replacer = Callable[[re.Match[str]], str | None]
+_DIGIT = re.compile(r"\d")
 
 
 def _email(match: re.Match[str]) -> str | None:
@@ -212,6 +187,8 @@ def _card(match: re.Match[str]) -> str | None:
     digits = _digits(match.group())
     if not 13 <= len(digits) <= 19 or len(set(digits)) == 1 or not luhn_is_valid(digits):
         return None
+    if len(digits) == 18 and cn_resident_id_is_valid(digits):
+        return None  # a resident identity card number, the national_id detector's
     return TOKENS["card"]
 
 
@@ -257,16 +234,27 @@ def _phone_national(match: re.Match[str]) -> str | None:
     return TOKENS["phone"] if 10 <= len(digits) <= 11 else None
 
 
-_DETECTORS: Mapping[str, tuple[tuple[re.Pattern[str], Replacer], ...]] = {
-    "email": ((_EMAIL, _email),),
-    "iban": ((_IBAN, _iban),),
-    "card": ((_CARD, _card),),
-    "national_id": ((_SSN, _ssn), (_UK_NI, _uk_ni), (_CA_SIN, _ca_sin), (_ES_DNI, _es_dni)),
-    "account": ((_ACCOUNT, _account),),
+#: Each kind's detectors in the order they run: the more specific first (a labelled or
+#: check-digited identifier before a shape that could take part of it).
+_DETECTORS: Mapping[str, tuple[Detector, ...]] = {
+    "email": (Detector(_EMAIL, _email),),
+    "iban": (Detector(_IBAN, _iban),),
+    "card": (Detector(_CARD, _card),),
+    "national_id": (
+        *pii_china.NATIONAL_IDS,
+        *pii_russia.NATIONAL_IDS,
+        Detector(_SSN, _ssn),
+        Detector(_UK_NI, _uk_ni),
+        Detector(_CA_SIN, _ca_sin),
+        Detector(_ES_DNI, _es_dni),
+    ),
+    "account": (Detector(_ACCOUNT, _account, ("account", "acct", "a/c")),),
     "phone": (
-        (_PHONE_INTL, _phone_intl),
-        (_PHONE_NANP, _phone_national),
-        (_PHONE_TRUNK, _phone_national),
+        Detector(_PHONE_INTL, _phone_intl),
+        *pii_china.PHONES,
+        *pii_russia.PHONES,
+        Detector(_PHONE_NANP, _phone_national),
+        Detector(_PHONE_TRUNK, _phone_national),
     ),
 }
 
@@ -291,9 +279,16 @@ class Redactor:
     def redact(self, text: str) -> RedactionResult:
         """``text`` with every detected item replaced by its kind's token."""
         found: dict[str, int] = {}
-        for kind in self.kinds:
-            for pattern, replacer in _DETECTORS[kind]:
-                text = _substitute(pattern, replacer, text, kind, found)
+        # Every kind but email is made of digits: a text without one can hold only emails.
+        kinds = self.kinds if _DIGIT.search(text) else ("email",) if "@" in text else ()
+        lowered = text.lower()
+        for kind in kinds:
+            if kind not in self.kinds:
+                continue
+            for detector in _DETECTORS[kind]:
+                if detector.words and not any(word in lowered for word in detector.words):
+                    continue
+                text = _substitute(detector.pattern, detector.replace, text, kind, found)
         return RedactionResult(text=text, found=found)
 
     def redact_json(self, value: Any) -> JsonRedactionResult:

@@ -15,6 +15,11 @@
 - "forget everything you were told / above / so far";
 - "enable developer / DAN / jailbreak mode".
 
+The same kinds are recognised in Chinese (:mod:`memmachine.safety.poisoning_zh`, run when the
+text holds a Chinese character) and Russian (:mod:`memmachine.safety.poisoning_ru`, when it
+holds a Cyrillic one), Spanish, German and French (:mod:`memmachine.safety.poisoning_european`),
+each by the same test of what is aimed at the model.
+
 Statements about the user ("I ignore my previous diet instructions", "I act as treasurer",
 "my kids pretend to be pirates") do not match: each rule needs the wording aimed at the
 model. Matching is case-insensitive, after NFKC normalisation and removal of zero-width
@@ -25,6 +30,21 @@ from __future__ import annotations
 
 import re
 import unicodedata
+
+from memmachine.safety import poisoning_european, poisoning_ru, poisoning_zh
+from memmachine.safety.poisoning_reasons import (
+    ACT_AS,
+    DISREGARD_SYSTEM,
+    FORGET,
+    IGNORE_EARLIER,
+    NEW_IDENTITY,
+    PRETEND,
+    REVEAL,
+    ROLE_MARKERS,
+    STANDING_ORDERS,
+    UNRESTRICTED_MODE,
+    Rule,
+)
 
 __all__ = ["looks_like_injection"]
 
@@ -48,10 +68,10 @@ _TO_ASSISTANT = (
     r"[\s,]{1,5})"
 )
 
-_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+_RULES: tuple[Rule, ...] = (
     (
         re.compile(rf"\b{_IGNORE}\s{{1,5}}{_DETERMINERS}{_EARLIER}\s{{1,5}}{_ORDERS}\b", _FLAGS),
-        "asks the model to ignore its earlier instructions",
+        IGNORE_EARLIER,
     ),
     (
         re.compile(
@@ -60,7 +80,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"|developer\s{1,5}(?:instructions|message)|content\s{1,5}polic(?:y|ies))\b",
             _FLAGS,
         ),
-        "asks the model to disregard its system prompt or rules",
+        DISREGARD_SYSTEM,
     ),
     (
         re.compile(
@@ -71,7 +91,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"|an?\s{1,5}(?:ai|assistant)))",
             _FLAGS,
         ),
-        "tries to give the model a new identity",
+        NEW_IDENTITY,
     ),
     (
         re.compile(
@@ -80,7 +100,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"|only|always|never|respond|answer|reply|act|speak|obey)\b",
             _FLAGS,
         ),
-        "gives the model standing orders",
+        STANDING_ORDERS,
     ),
     (
         re.compile(
@@ -88,7 +108,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"(?:if\s{1,5})?\S",
             _FLAGS,
         ),
-        "asks the model to act as someone else",
+        ACT_AS,
     ),
     (
         re.compile(
@@ -96,7 +116,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"|\bpretend\s{1,5}(?:that\s{1,5})?(?:you\s{1,5}are|you're|you\s{1,5}were)\b",
             _FLAGS,
         ),
-        "asks the model to pretend to be someone else",
+        PRETEND,
     ),
     (
         re.compile(
@@ -109,7 +129,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"\s{1,5}){0,2}(?:instructions|prompt|guidelines|rules))\b",
             _FLAGS,
         ),
-        "asks the model to reveal its system prompt",
+        REVEAL,
     ),
     (
         re.compile(
@@ -118,7 +138,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"|^[ \t]{0,3}#{2,4}[ \t]{0,3}(?:system|instructions?|assistant)[ \t]{0,3}:",
             _FLAGS,
         ),
-        "contains chat-template role markers",
+        ROLE_MARKERS,
     ),
     (
         re.compile(
@@ -128,7 +148,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"|(?:above|before|previously|prior|so\s{1,5}far|up\s{1,5}to\s{1,5}now|earlier))\b",
             _FLAGS,
         ),
-        "asks the model to forget what it was told",
+        FORGET,
     ),
     (
         re.compile(
@@ -136,7 +156,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"(?:the\s{1,5})?(?:developer|dan|god|jailbreak|jailbroken|unrestricted)\s{1,5}mode\b",
             _FLAGS,
         ),
-        "tries to switch the model into an unrestricted mode",
+        UNRESTRICTED_MODE,
     ),
 )
 
@@ -147,4 +167,17 @@ def looks_like_injection(text: str) -> str | None:
     for pattern, reason in _RULES:
         if pattern.search(normalised):
             return reason
+    if poisoning_zh.applies(normalised):
+        for pattern, reason in poisoning_zh.RULES:
+            if pattern.search(normalised):
+                return reason
+    if poisoning_ru.applies(normalised):
+        russian = poisoning_ru.normalise(normalised)
+        for pattern, reason in poisoning_ru.RULES:
+            if pattern.search(russian):
+                return reason
+    if poisoning_european.applies(normalised):
+        for pattern, reason in poisoning_european.RULES:
+            if pattern.search(normalised):
+                return reason
     return None
