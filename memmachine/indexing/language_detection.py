@@ -2,7 +2,8 @@
 
 The analyser asks for a text's language to choose the stemmer and stopwords of its words in a
 script several languages share (Latin, Cyrillic, Arabic, Devanagari). A guess below
-:data:`MIN_CONFIDENCE` counts as no guess, so a short or ambiguous text keeps the script's
+:data:`MIN_CONFIDENCE` (:data:`MIN_NON_LATIN_CONFIDENCE` for a text mostly in other letters
+than ASCII ones) counts as no guess, so a short or ambiguous text keeps the script's
 default (English for Latin letters): on LoCoMo's 3,435 English turns no guess clears it for
 another language (bench/results/2026-11-29-analyser.md).
 
@@ -17,10 +18,12 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["MIN_CONFIDENCE", "detect_language", "likely_language"]
+__all__ = ["MIN_CONFIDENCE", "MIN_NON_LATIN_CONFIDENCE", "detect_language", "likely_language"]
 
 #: A guess whose normalised probability is lower means "unknown".
 MIN_CONFIDENCE = 0.9
+#: The same for a text written mostly in letters other than ASCII ones.
+MIN_NON_LATIN_CONFIDENCE = 0.3
 
 #: Texts longer than this are judged by their first this many characters (enough for a guess).
 _SAMPLE_CHARS = 512
@@ -77,4 +80,13 @@ def _guess(text: str) -> tuple[str | None, float]:
 
 def _detect(text: str) -> str | None:
     language, probability = _guess(text)
-    return language if probability >= MIN_CONFIDENCE else None
+    if probability >= MIN_CONFIDENCE:
+        return language
+    # Mostly other letters than ASCII: the script has settled most of it (its stemmer is
+    # chosen by script), and the model only hesitates between near neighbours (ru / uk / be,
+    # zh / yue / wuu), so a plainer lead is enough.
+    letters = [char for char in text if char.isalpha()]
+    ascii_letters = sum(char.isascii() for char in letters)
+    if probability >= MIN_NON_LATIN_CONFIDENCE and ascii_letters * 2 < len(letters):
+        return language
+    return None
