@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from memmachine.indexing.terms import TERM_PATTERN, document_terms
+from memmachine.indexing.language_detection import detect_language
+from memmachine.indexing.terms import TERM_PATTERN, analyse
 
 __all__ = [
     "Said",
@@ -79,10 +80,11 @@ def indexed_text(own: str, before: Sequence[str]) -> str:
     :func:`episode_search_text`), then each word of the messages ``before`` it whose term
     (:func:`~memmachine.indexing.terms.document_terms`) the message does not already have,
     once: context helps a message be found, but never outweighs its own words."""
-    seen = set(document_terms(own))
+    language = detect_language(own)
+    seen = set(analyse(own, language))
     extra: list[str] = []
     for word in TERM_PATTERN.findall(" ".join(before)):
-        terms = document_terms(word)
+        terms = analyse(word, language)
         if terms and terms[0] not in seen:
             seen.add(terms[0])
             extra.append(word)

@@ -889,6 +889,46 @@ async def test_fulltext_matches_any_term_case_and_punctuation_blind(
         assert hit_ids(await library.fulltext_search(ann, term, 10)) == ["flight"]
 
 
+#: Memories in Chinese, Russian and mixed text, each with a query a user would type for it:
+#: Chinese without spaces and in other word order, Russian in another grammatical case.
+MULTILINGUAL = {
+    "corgi": "我养了一只叫豆豆的柯基犬",
+    "coffee": "我每天早上都喝一杯黑咖啡",
+    "skiing": "Я катаюсь на лыжах каждую зиму в Сочи",
+    "brother": "Мой брат работает врачом в Москве",
+    "phone": "我昨天买了新的iPhone手机",
+    "server": "Сервер prod-db01 упал ночью из-за диска",
+    "english": "Dogs bark at the mailman",
+}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("豆豆柯基", "corgi"),
+        ("咖啡", "coffee"),
+        ("早上喝什么", "coffee"),
+        ("лыжи", "skiing"),
+        ("Кто из братьев врач?", "brother"),
+        ("в Москву", "brother"),
+        ("iphone", "phone"),
+        ("手机", "phone"),
+        ("prod-db01", "server"),
+        ("сервера", "server"),
+        ("barking dog", "english"),
+    ],
+)
+async def test_fulltext_reads_each_language_in_its_own_words(
+    episode_store: EpisodeStore, ann: Scope, query: str, expected: str
+) -> None:
+    """A Chinese memory is found by two of its characters typed without spaces, a Russian one
+    by its word in another case, and mixed text keeps both its parts, on every store."""
+    await episode_store.add_episodes(ann, [record(k, v) for k, v in MULTILINGUAL.items()])
+    hits = await episode_store.fulltext_search(ann, query, 10)
+    assert hit_ids(hits)[:1] == [expected]
+    assert all(score > 0 for _, score in hits)
+
+
 async def test_fulltext_ranks_more_and_rarer_terms_higher(
     episode_store: EpisodeStore, ann: Scope
 ) -> None:

@@ -185,6 +185,22 @@ async def test_search_ranks_by_text_and_meaning(store: ProcedureStore, unique: s
     assert len(await store.search(app, "refund password", [0.5, 0.5], 1)) == 1
 
 
+async def test_search_reads_chinese_and_russian_procedures(
+    store: ProcedureStore, unique: str
+) -> None:
+    """A procedure written in Chinese or Russian is found by the words a user types for it."""
+    app = _app(unique)
+    reset = await store.save(app, _record("重置忘记的密码", "发送重置链接到邮箱"))
+    refund = await store.save(app, _record("Вернуть деньги за двойной платёж", "Отменить второй"))
+    english = await store.save(app, _record("Reset a forgotten password", "Send a reset link"))
+    [(best, _), *_] = await store.search(app, "用户忘了密码", None, 5)
+    assert best.id == reset.id
+    [(best, _), *_] = await store.search(app, "возврат денег за платежи", None, 5)
+    assert best.id == refund.id
+    [(best, _), *_] = await store.search(app, "user forgot the password", None, 5)
+    assert best.id == english.id
+
+
 async def test_detaching_a_user_and_outcomes(store: ProcedureStore, unique: str) -> None:
     app = _app(unique)
     user = Scope(tenant=app.tenant, org_id="o", project_id="p", user_id="u1")

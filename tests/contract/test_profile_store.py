@@ -806,6 +806,33 @@ async def test_search_is_case_and_punctuation_insensitive(
     assert [f.feature for f, _ in hits] == ["dog"]
 
 
+async def test_search_reads_chinese_russian_and_mixed_facts(
+    profile_store: SqlProfileStore, scope: Scope
+) -> None:
+    """Facts are searched in the language they were written in: Chinese by characters typed
+    without spaces, Russian by a word in another case, mixed text by either part."""
+    await profile_store.upsert_facts(
+        scope,
+        [
+            fact("宠物", "狗", "一只叫豆豆的柯基犬"),
+            fact("здоровье", "аллергия", "аллергия на арахис и орехи"),
+            fact("设备", "手机", "新买的iPhone 15"),
+            fact("travel", "next_trip", "Lisbon in May"),
+        ],
+    )
+
+    async def first(query: str) -> str:
+        hits = await profile_store.search_facts(scope, query, None, 5)
+        return hits[0][0].feature if hits else ""
+
+    assert await first("柯基豆豆") == "狗"
+    assert await first("арахиса") == "аллергия"
+    assert await first("Есть ли аллергии?") == "аллергия"
+    assert await first("iphone") == "手机"
+    assert await first("手机") == "手机"
+    assert await first("lisbon") == "next_trip"
+
+
 async def test_search_matches_tag_feature_and_value(
     profile_store: SqlProfileStore, scope: Scope
 ) -> None:

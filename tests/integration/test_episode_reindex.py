@@ -64,6 +64,40 @@ async def test_terms_of_an_older_analyser_are_analysed_again(tmp_path: Path) -> 
         )
     assert [episode.content for episode, _ in found] == ["We went hiking in the hills"]
     assert [episode.content for episode, _ in theirs] == ["Hiking boots for sale"]
-    assert meta == [[3]]  # the current schema
+    assert meta == [[4]]  # the current schema
     assert terms == [["default", " went  hike  hill "], ["other", " hike  boot  sale "]]
     assert again == terms
+
+
+async def test_chinese_and_russian_terms_of_analyser_2_are_analysed_again(tmp_path: Path) -> None:
+    """A graph written before the analyser read other languages (schema 3, analyser 2: a
+    Chinese sentence one term, Russian words unstemmed) opens with every episode re-analysed:
+    a Chinese memory is found by two of its words typed without spaces, a Russian one by its
+    word in another case, and nothing is lost."""
+    server = EmbeddedFalkorDBServer(tmp_path / "data")
+    chinese = "我养了一只叫豆豆的柯基犬"
+    russian = "Я катаюсь на лыжах каждую зиму"
+    async with server:
+        async with FalkorDBEpisodeStore(server.url, graph_name="episodes") as store:
+            await store.add_episodes(
+                SCOPE, [record("zh", chinese), record("ru", russian), record("en", "Hiking boots")]
+            )
+        # what analyser 2 stored for them, and schema 3
+        await query(
+            server,
+            "MATCH (e:Episode) SET e.search_terms = CASE e.id "
+            f"WHEN 'zh' THEN ' {chinese} ' WHEN 'ru' THEN ' я  катаюсь  на  лыжах  каждую  зиму ' "
+            "ELSE ' hike  boot ' END, e.term_count = 2, e.terms_version = null",
+        )
+        await query(server, "MATCH (m:MemMachineMeta) SET m.schema_version = 3")
+        async with FalkorDBEpisodeStore(server.url, graph_name="episodes") as store:
+            dog = await store.fulltext_search(Scope(user_id="ann"), "柯基豆豆", 5)
+            skiing = await store.fulltext_search(Scope(user_id="ann"), "лыжи", 5)
+            boots = await store.fulltext_search(Scope(user_id="ann"), "boot", 5)
+            kept = await store.get_episodes(SCOPE, ["zh", "ru", "en"])
+        meta = await query(server, "MATCH (m:MemMachineMeta) RETURN m.schema_version")
+    assert [episode.content for episode, _ in dog] == [chinese]
+    assert [episode.content for episode, _ in skiing] == [russian]
+    assert [episode.content for episode, _ in boots] == ["Hiking boots"]
+    assert sorted(episode.content for episode in kept) == sorted([chinese, russian, "Hiking boots"])
+    assert meta == [[4]]

@@ -376,6 +376,51 @@ async def test_facts_indexed_by_the_older_analyser_are_analysed_again(
         assert await conn.run_sync(current_revision) == head_revision()
 
 
+@pytest.mark.parametrize("dialect", sorted(DATABASES))
+async def test_chinese_and_russian_facts_of_analyser_2_are_analysed_again(
+    dialect: str, request: pytest.FixtureRequest, engine_for: Callable[[str], AsyncEngine]
+) -> None:
+    """A database written before the analyser read other languages (revision 0009: a Chinese
+    value one term, Russian words unstemmed) is re-analysed on start: a Chinese fact is found
+    by two of its characters, a Russian one by a word in another case, and none is lost."""
+    url = str(request.getfixturevalue(DATABASES[dialect]))
+    engine = engine_for(url)
+    ids = ("0b6c2d1e-0000-4000-8000-000000000010", "0b6c2d1e-0000-4000-8000-000000000011")
+    facts = [
+        (ids[0], "宠物", "狗", "一只叫豆豆的柯基犬", "宠物 狗 一只叫豆豆的柯基犬"),
+        (ids[1], "спорт", "зима", "катается на лыжах", "спорт зима катается на лыжах"),
+    ]
+    async with engine.begin() as conn:
+        await conn.run_sync(lambda sync: command.upgrade(alembic_config(sync), "0009"))
+        for fact_id, tag, feature, value, old_terms in facts:
+            await conn.execute(
+                text(
+                    "INSERT INTO profile_facts (id, tenant, org_id, project_id, user_id, tag, "
+                    "feature, value, confidence, source, metadata, created_at, updated_at, "
+                    "search_terms, source_episode_ids, valid_from) VALUES "
+                    "(:id, 'acme', 'o', 'p', 'alice', :tag, :feature, :value, 0.8, 'explicit', "
+                    "'{}', :at, :at, :terms, '[]', :at)"
+                ),
+                {
+                    "id": fact_id,
+                    "tag": tag,
+                    "feature": feature,
+                    "value": value,
+                    "terms": old_terms,
+                    "at": datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC),
+                },
+            )
+    async with SqlProfileStore(url) as store:
+        dog = await store.search_facts(SCOPE, "柯基豆豆", None, 5)
+        skiing = await store.search_facts(SCOPE, "лыжи", None, 5)
+        everything = await store.list_facts(SCOPE)
+    assert [fact.value for fact, _ in dog] == ["一只叫豆豆的柯基犬"]
+    assert [fact.value for fact, _ in skiing] == ["катается на лыжах"]
+    assert sorted(fact.value for fact in everything) == sorted(f[3] for f in facts)
+    async with engine.connect() as conn:
+        assert await conn.run_sync(current_revision) == head_revision()
+
+
 # --------------------------------------------------------------------------- repeat and race
 
 

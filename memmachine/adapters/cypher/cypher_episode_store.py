@@ -57,7 +57,9 @@ _STORE = "episodic"
 #: of schema 1 has its terms re-analysed on start (:meth:`CypherEpisodeStore._reindex_terms`).
 #: 3: every user has a ``UserLedger`` (revision, deletions, episode count); a graph of an
 #: earlier schema gets them on start (:meth:`CypherEpisodeStore._build_ledgers`).
-_SCHEMA_VERSION = 3
+#: 4: ``search_terms`` from the analyser of every language (``terms.ANALYSER_VERSION`` 3): a
+#: graph of an earlier schema has its terms re-analysed on start.
+_SCHEMA_VERSION = 4
 _REINDEX_BATCH = 500
 _META_KEY = "episode_store"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -967,9 +969,9 @@ class CypherEpisodeStore(Lifecycle):
             )
         self._check_embedding_settings(stored_dimensions, stored_model)
         if version < _SCHEMA_VERSION:
-            if version < 2:
-                await self._reindex_terms()
-            await self._build_ledgers()
+            await self._reindex_terms()
+            if version < 3:
+                await self._build_ledgers()
             await self._run(
                 "MATCH (m:MemMachineMeta {key: $key}) SET m.schema_version = $schema_version",
                 {"key": _META_KEY, "schema_version": _SCHEMA_VERSION},

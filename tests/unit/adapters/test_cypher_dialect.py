@@ -278,7 +278,8 @@ def test_terms_split_on_every_symbol_and_keep_digits_and_scripts() -> None:
         "2024",
         "05",
         "01",
-        "日本語",
+        "日本",
+        "本語",
         "cat",
     ]
 
@@ -298,7 +299,6 @@ def test_terms_split_on_every_symbol_and_keep_digits_and_scripts() -> None:
         ("running", "run"),
         ("2023", "2023"),
         ("cafés", "cafés"),
-        ("日本語", "日本語"),
     ],
 )
 def test_words_fold_to_their_snowball_stem(word: str, stem: str) -> None:

@@ -26,6 +26,8 @@ Revisions (``versions/``):
   :class:`~memmachine.adapters.sql.sql_retention_policy_store.SqlRetentionPolicyStore`.
 * ``0009`` ``profile_fact_history.expires_at``: a closed version expires with the value it
   held.
+* ``0010`` every fact's and procedure's ``search_terms`` analysed again in its own language
+  (:data:`memmachine.indexing.terms.ANALYSER_VERSION` 3).
 
 A database made by the pre-migration code (``profile_facts`` without an ``alembic_version``
 table) is stamped at the baseline and then upgraded, so its rows are kept.
