@@ -949,6 +949,65 @@ async def test_fulltext_ranks_more_and_rarer_terms_higher(
     assert scores == sorted(scores, reverse=True)
 
 
+@pytest.fixture
+async def languages(episode_store: EpisodeStore, ann: Scope) -> EpisodeStore:
+    texts = {
+        "zh-hike": "我周末喜欢去爬山。上个月去了黄山",
+        "zh-tea": "我每天早上喝一杯绿茶",
+        "ru-hike": "Я люблю походы в горы, летом ездил на Эльбрус",
+        "ru-sister": "Моя сестра живёт в Казани и работает врачом",
+        "zh-en": "我昨天用iPhone拍了很多照片",
+        "ru-id": "Ключ api_key лежит в config.yaml на сервере",
+        "en": "I went hiking in the Alps last summer",
+    }
+    await episode_store.add_episodes(ann, [record(k, v) for k, v in texts.items()])
+    return episode_store
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("爬山", "zh-hike"),  # a Chinese word inside a sentence written without spaces
+        ("黄山爬山", "zh-hike"),  # two words typed without a space
+        ("绿茶", "zh-tea"),
+        ("походах", "ru-hike"),  # Russian in another grammatical case
+        ("сестрой", "ru-sister"),
+        ("iPhone", "zh-en"),  # the English part of a Chinese sentence
+        ("照片", "zh-en"),  # and its Chinese part
+        ("config.yaml", "ru-id"),  # a Latin identifier inside Russian
+        ("ключа", "ru-id"),
+        ("hikes", "en"),
+    ],
+)
+async def test_fulltext_finds_chinese_russian_and_mixed_words(
+    languages: EpisodeStore, ann: Scope, query: str, expected: str
+) -> None:
+    hits = await languages.fulltext_search(ann, query, 10)
+    assert hit_ids(hits)[:1] == [expected]
+    assert all(score > 0 for _, score in hits)
+
+
+async def test_fulltext_ranks_chinese_and_russian_as_english(
+    episode_store: EpisodeStore, ann: Scope
+) -> None:
+    """The same documents in three languages rank the same way for the same query."""
+    for language, docs, query in [
+        ("en", ["a fox met a dog", "a dog alone", "a fox alone", "nothing here"], "fox dog"),
+        ("zh", ["狐狸遇见了小狗", "只有小狗", "只有狐狸", "这里什么都没有"], "狐狸小狗"),
+        (
+            "ru",
+            ["лиса встретила собаку", "одна собака", "одна лиса", "здесь ничего"],
+            "лиса собака",
+        ),
+    ]:
+        await episode_store.add_episodes(
+            ann, [record(f"{language}{i}", doc) for i, doc in enumerate(docs)]
+        )
+        hits = await episode_store.fulltext_search(ann, query, 10)
+        assert hit_ids(hits)[0] == f"{language}0", language
+        assert set(hit_ids(hits)) == {f"{language}0", f"{language}1", f"{language}2"}, language
+
+
 async def test_fulltext_respects_k(library: EpisodeStore, ann: Scope) -> None:
     assert len(await library.fulltext_search(ann, "cat dog bird", 2)) == 2
     assert await library.fulltext_search(ann, "cat", 0) == []

@@ -201,6 +201,25 @@ async def test_search_reads_chinese_and_russian_procedures(
     assert best.id == english.id
 
 
+async def test_search_finds_chinese_russian_and_mixed_procedures(
+    store: ProcedureStore, unique: str
+) -> None:
+    app = _app(unique)
+    zh = await store.save(app, _record("重置忘记的密码", "给用户发送重置链接", "检查Outlook邮箱"))
+    ru = await store.save(app, _record("Вернуть двойной платёж", "Отменить второй платёж в Stripe"))
+    en = await store.save(app, _record("Reset a forgotten password", "Send a reset link"))
+    for query, expected in [
+        ("密码重置", zh.id),  # Chinese words typed without spaces
+        ("Outlook", zh.id),  # the English part of a Chinese step
+        ("платежа", ru.id),  # Russian in another grammatical case
+        ("stripe", ru.id),  # a Latin name inside Russian
+        ("resetting passwords", en.id),
+    ]:
+        [(best, score), *_] = await store.search(app, query, None, 5)
+        assert best.id == expected, query
+        assert 0 < score <= 1
+
+
 async def test_detaching_a_user_and_outcomes(store: ProcedureStore, unique: str) -> None:
     app = _app(unique)
     user = Scope(tenant=app.tenant, org_id="o", project_id="p", user_id="u1")

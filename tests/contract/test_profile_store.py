@@ -796,6 +796,35 @@ async def test_search_ranks_the_matching_fact_first(
     assert hits[0][1] > 0
 
 
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("爬山", "hobby"),  # a Chinese word typed without spaces
+        ("黄山爬山", "hobby"),
+        ("iPhone", "phone"),  # the English part of a Chinese fact
+        ("手机", "phone"),  # and its Chinese part
+        ("сестрой", "sister"),  # Russian in another grammatical case
+        ("Казань", "sister"),
+        ("api_key", "secret"),  # a Latin identifier inside Russian
+    ],
+)
+async def test_search_finds_chinese_russian_and_mixed_facts(
+    profile_store: SqlProfileStore, scope: Scope, query: str, expected: str
+) -> None:
+    await profile_store.upsert_facts(
+        scope,
+        [
+            fact("interests", "hobby", "周末喜欢去黄山爬山"),
+            fact("devices", "phone", "用的手机是iPhone 15"),
+            fact("family", "sister", "Сестра живёт в Казани"),
+            fact("work", "secret", "Ключ api_key лежит в config.yaml"),
+        ],
+    )
+    hits = await profile_store.search_facts(scope, query, None, 10)
+    assert [f.feature for f, _ in hits][:1] == [expected]
+    assert hits[0][1] > 0
+
+
 async def test_search_is_case_and_punctuation_insensitive(
     profile_store: SqlProfileStore, scope: Scope
 ) -> None:
