@@ -10,7 +10,9 @@
   :func:`~memmachine.adapters.model_files.default_cache_dir`) and loaded now (with
   ``quantize=int8``, after its int8 copy is made once into the same cache). When
   that fails the server still runs, lexical-only: a WARNING is logged and the reason is
-  returned for ``/health``.
+  returned for ``/health``. A pooling or prefix setting wrong for the model
+  (:mod:`~memmachine.adapters.onnx.onnx_recipe`) raises ``ConfigurationError`` instead:
+  startup stops before anything is written.
 * ``provider=openai``: an :class:`OpenAIEmbedder`, not yet started; the caller awaits
   ``start()`` (which probes ``dimensions`` when they are not configured) and ``close()``.
 * ``provider=torch``: a :class:`SentenceTransformersEmbedder` (the ``gpu`` extra), not yet
@@ -96,26 +98,37 @@ def choose_embedder(settings: EmbeddingSettings) -> EmbedderChoice:
             hub_url=settings.hub_url,
             timeout=settings.hub_timeout_seconds,
         )
-        local = OnnxEmbedder(
-            model_dir,
-            onnx_file=settings.onnx_file,
-            max_tokens=settings.max_tokens,
-            batch_size=settings.batch_size,
-            threads=settings.threads,
-            workers=settings.workers,
-            quantize=settings.quantize,
-            device=settings.device,
-            cache_dir=settings.cache_dir,
-            query_cache_size=settings.query_cache_size,
-            model_name=model_name,
-        )
+    except ConfigurationError as exc:
+        return _lexical_only(exc)
+    # A setting wrong for this model (pooling, prefixes) raises here: startup stops before
+    # anything is embedded or written, rather than running the model wrongly.
+    local = OnnxEmbedder(
+        model_dir,
+        onnx_file=settings.onnx_file,
+        max_tokens=settings.max_tokens,
+        batch_size=settings.batch_size,
+        threads=settings.threads,
+        workers=settings.workers,
+        quantize=settings.quantize,
+        device=settings.device,
+        cache_dir=settings.cache_dir,
+        query_cache_size=settings.query_cache_size,
+        model_name=model_name,
+        pooling=settings.pooling,
+        query_prefix=settings.query_prefix,
+        passage_prefix=settings.passage_prefix,
+    )
+    try:
         local.load()
     except ConfigurationError as exc:
-        logger.warning(
-            "no local embedding model, the server runs in lexical-only mode: %s", exc.message
-        )
-        return EmbedderChoice(None, f"lexical-only: {exc.message}")
+        return _lexical_only(exc)
     return EmbedderChoice(local)
+
+
+def _lexical_only(exc: ConfigurationError) -> EmbedderChoice:
+    """No model to be had: a WARNING, and the reason ``/health`` reports."""
+    logger.warning("no embedding model, the server runs in lexical-only mode: %s", exc.message)
+    return EmbedderChoice(None, f"lexical-only: {exc.message}")
 
 
 def _bundled(settings: EmbeddingSettings) -> EmbedderChoice:
@@ -128,8 +141,7 @@ def _bundled(settings: EmbeddingSettings) -> EmbedderChoice:
     try:
         bundled.load()
     except ConfigurationError as exc:
-        logger.warning("no embedding model, the server runs in lexical-only mode: %s", exc.message)
-        return EmbedderChoice(None, f"lexical-only: {exc.message}")
+        return _lexical_only(exc)
     return EmbedderChoice(bundled)
 
 

@@ -76,6 +76,19 @@ class EmbeddingSettings(Section):
     threads: int = Field(
         default=0, ge=0, description="onnxruntime intra-op threads per batch; 0 = CPUs / workers"
     )
+    #: local (an ONNX model): how token states become one vector. ``auto`` takes what the
+    #: model directory's ``1_Pooling/config.json`` says (mean without it; CLS for a model
+    #: named BGE); ``mean`` or ``cls`` against that file is refused at startup.
+    pooling: Literal["auto", "mean", "cls"] = "auto"
+    #: local (an ONNX model): the text put before every search query (E5: ``"query: "``;
+    #: BGE: ``"Represent this sentence for searching relevant passages: "``). Unset = the
+    #: ``prompts`` of the model's ``config_sentence_transformers.json``, else none; ``""`` =
+    #: none. An E5 model without its prefixes is refused at startup.
+    query_prefix: str | None = None
+    #: local (an ONNX model): the text put before every text to be stored (E5:
+    #: ``"passage: "``); unset and ``""`` as for ``query_prefix``. It is part of the model
+    #: name stored with the vectors, so a data dir refuses a changed one.
+    passage_prefix: str | None = None
     #: local: search queries (single texts) whose vectors are kept, per embedder; 0 = none.
     query_cache_size: int = Field(default=1024, ge=0)
     hub_url: str = "https://huggingface.co"
