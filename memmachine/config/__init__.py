@@ -30,8 +30,10 @@ from __future__ import annotations
 from memmachine.config.attachments import AttachmentSettings, BlobSettings
 from memmachine.config.retention import RetentionPolicy, RetentionSettings
 from memmachine.config.sections import (
+    BUNDLED_EMBEDDING_MODEL,
     DEFAULT_EMBEDDING_MODEL,
     DEFAULT_OPENAI_EMBEDDING_MODEL,
+    DEFAULT_TORCH_EMBEDDING_MODEL,
     LLM_OFF_REASON,
     CompactionSettings,
     EmbeddingSettings,
@@ -59,9 +61,11 @@ from memmachine.config.urls import (
 )
 
 __all__ = [
+    "BUNDLED_EMBEDDING_MODEL",
     "CONFIG_FILE_VARIABLE",
     "DEFAULT_EMBEDDING_MODEL",
     "DEFAULT_OPENAI_EMBEDDING_MODEL",
+    "DEFAULT_TORCH_EMBEDDING_MODEL",
     "LLM_OFF_REASON",
     "AttachmentSettings",
     "BlobSettings",

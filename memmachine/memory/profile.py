@@ -21,7 +21,7 @@ from memmachine.models import (
     Scope,
 )
 from memmachine.pipeline.extraction import ExtractionResult, FactDecision
-from memmachine.ports import Clock, Embedder, ProfileStore, SystemClock
+from memmachine.ports import Clock, Embedder, ProfileStore, SystemClock, embed_queries
 from memmachine.safety.gate import WriteGate, check_query
 
 __all__ = ["ProfileService"]
@@ -203,7 +203,7 @@ class ProfileService:
         meaning), aged."""
         check_query(self._gate.limits, query, top_k)
         if query_vector is None and self.embedder is not None:
-            query_vector = (await self.embedder.embed([query]))[0]
+            query_vector = (await embed_queries(self.embedder, [query]))[0]
         found = await self._store.search_facts(scope.user_scope(), query, query_vector, top_k)
         hits = [FactHit(fact=self.aged(fact), score=score) for fact, score in found]
         return live_hits(hits, self.clock.now())

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from memmachine.config import ExtractionSettings
 from memmachine.models import Episode, ExtractionTopic, Fact, Scope
-from memmachine.ports import Embedder, EpisodeStore, LanguageModel, ProfileStore
+from memmachine.ports import Embedder, EpisodeStore, LanguageModel, ProfileStore, embed_queries
 from memmachine.prompting.llm import (
     CandidateFact,
     ExistingFact,
@@ -141,7 +141,7 @@ async def related_facts(
         return []
     vectors: Sequence[Sequence[float] | None] = [None] * len(texts)
     if manager.embedder is not None:
-        vectors = await manager.embedder.embed(list(texts))
+        vectors = await embed_queries(manager.embedder, list(texts))
     found: dict[str, Fact] = {}
     for text, vector in zip(texts, vectors, strict=True):
         hits = await manager.profile.search_facts(scope, text, vector, FACTS_PER_TEXT)

@@ -50,11 +50,13 @@ from memmachine.ports.inference import (
     ChatMessage,
     Embedder,
     LanguageModel,
+    QueryEmbedder,
     Reranker,
     ResultT,
     SpanEmbedder,
     SpanSet,
     TokenCounter,
+    embed_queries,
 )
 from memmachine.ports.jobs import Job, JobQueue, JobQueueStats, JobStatus
 from memmachine.ports.retention import RetentionPolicyStore
@@ -103,6 +105,7 @@ __all__ = [
     "Lifecycle",
     "MediaDescriber",
     "ProfileStore",
+    "QueryEmbedder",
     "RateLimiter",
     "Reranker",
     "ResultT",
@@ -116,6 +119,7 @@ __all__ = [
     "TokenCounter",
     "WorkingMemoryStore",
     "check_expected_revision",
+    "embed_queries",
     "page_of_projects",
     "record_key",
     "scope_fields",

@@ -11,11 +11,13 @@ __all__ = [
     "ChatMessage",
     "Embedder",
     "LanguageModel",
+    "QueryEmbedder",
     "Reranker",
     "ResultT",
     "SpanEmbedder",
     "SpanSet",
     "TokenCounter",
+    "embed_queries",
 ]
 
 
@@ -55,6 +57,31 @@ class Embedder(Protocol):
     async def start(self) -> None: ...
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class QueryEmbedder(Embedder, Protocol):
+    """An embedder whose model reads a search query differently from the text it searches:
+    E5 models want ``"query: "`` before a query and ``"passage: "`` before a stored text, BGE
+    models an instruction before the query only.
+
+    Contract, besides :class:`Embedder`'s: ``embed(texts)`` embeds texts *to be stored and
+    found* (passages); ``embed_queries(texts)`` embeds texts *that search* (queries), into
+    the same space, with the same ``dimensions``, order, normalisation and errors. Callers
+    never add a model's prefixes themselves: they call :func:`embed_queries`.
+    """
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    """Vectors for texts that *search* (a query, a clause of one, a candidate fact looked up
+    among the stored ones): ``embedder.embed_queries`` when the embedder tells queries from
+    passages (:class:`QueryEmbedder`), else ``embedder.embed``. Every query call site goes
+    through here, so an embedder gains query prefixes by implementing one method."""
+    if isinstance(embedder, QueryEmbedder):
+        return await embedder.embed_queries(texts)
+    return await embedder.embed(texts)
 
 
 #: Character ranges ``(start, end)`` of one text whose tokens are pooled into one vector.

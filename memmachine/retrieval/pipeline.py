@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from memmachine.config import RetrievalSettings
 from memmachine.errors import InvalidInputError
 from memmachine.models import Episode, EpisodeHit, Scope
-from memmachine.ports import Embedder, EpisodeStore, Reranker
+from memmachine.ports import Embedder, EpisodeStore, Reranker, embed_queries
 from memmachine.retrieval.evidence import DistinctEvidence
 from memmachine.retrieval.explain import StageControl
 from memmachine.stage_observer import StageObserver
@@ -42,11 +42,12 @@ __all__ = ["Search", "SearchPipeline", "Stage", "embed_beside"]
 async def embed_beside(
     embedder: Embedder, texts: Sequence[str], pending: asyncio.Future[Any]
 ) -> list[list[float]]:
-    """``embedder.embed(texts)`` while ``pending`` (a store search already started) runs on;
-    when embedding fails, ``pending`` is cancelled and awaited before the error goes up, so
-    no search is left running for a request that has failed."""
+    """The query ``texts``' vectors (:func:`~memmachine.ports.embed_queries`) while
+    ``pending`` (a store search already started) runs on; when embedding fails, ``pending``
+    is cancelled and awaited before the error goes up, so no search is left running for a
+    request that has failed."""
     try:
-        return await embedder.embed(texts)
+        return await embed_queries(embedder, texts)
     except BaseException:
         pending.cancel()
         await asyncio.gather(pending, return_exceptions=True)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from memmachine.adapters.observed.observed import Observed
 from memmachine.errors import StoreError
-from memmachine.ports import Embedder, SpanEmbedder, SpanSet
+from memmachine.ports import Embedder, SpanEmbedder, SpanSet, embed_queries
 from memmachine.telemetry import Telemetry
 
 __all__ = ["ObservedEmbedder"]
@@ -14,7 +14,8 @@ __all__ = ["ObservedEmbedder"]
 
 class ObservedEmbedder(Observed[Embedder]):
     """An :class:`~memmachine.ports.Embedder` (and a
-    :class:`~memmachine.ports.SpanEmbedder` exactly when ``inner`` pools spans) that passes
+    :class:`~memmachine.ports.SpanEmbedder` exactly when ``inner`` pools spans, and a
+    :class:`~memmachine.ports.QueryEmbedder` whose queries are ``inner``'s) that passes
     every call to ``inner`` and reports it (see :mod:`memmachine.adapters.observed.observed`); every
     text embedded counts as ``embedded_texts``."""
 
@@ -40,6 +41,12 @@ class ObservedEmbedder(Observed[Embedder]):
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         with self._call("embed"):
             vectors = await self._inner.embed(texts)
+        self._telemetry.count("embedded_texts", len(texts))
+        return vectors
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        with self._call("embed_queries"):
+            vectors = await embed_queries(self._inner, texts)
         self._telemetry.count("embedded_texts", len(texts))
         return vectors
 

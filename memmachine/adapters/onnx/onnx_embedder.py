@@ -43,6 +43,7 @@ from tokenizers import Encoding, Tokenizer
 
 from memmachine.adapters.model_files import default_cache_dir
 from memmachine.adapters.onnx.onnx_quantization import int8_model
+from memmachine.adapters.onnx.onnx_recipe import EmbeddingRecipe, PoolingSetting, read_recipe
 from memmachine.adapters.onnx.onnx_unmasked import unmasked_model
 from memmachine.errors import ConfigurationError, InvalidInputError, StoreError
 from memmachine.ports import Lifecycle, SpanSet
@@ -120,16 +121,25 @@ def available_cpus() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def variant_name(base: str, onnx_file: str = DEFAULT_ONNX_FILE, quantize: Quantize = "none") -> str:
+def variant_name(
+    base: str,
+    onnx_file: str = DEFAULT_ONNX_FILE,
+    quantize: Quantize = "none",
+    recipe: Sequence[str] = (),
+) -> str:
     """The embedding model name recorded with stored vectors: ``base``, plus what differs.
 
     Vectors from another ONNX file or from the int8 copy are not interchangeable with the
     default file's, so those are named ``"<base> [<onnx_file>, int8]"`` (only the parts that
-    differ from ``onnx/model.onnx`` without quantisation); stores refuse to mix names.
+    differ from ``onnx/model.onnx`` without quantisation), and so are vectors pooled another
+    way or embedded with a passage prefix (``recipe``:
+    :meth:`~memmachine.adapters.onnx.onnx_recipe.EmbeddingRecipe.name_suffix`); stores
+    refuse to mix names.
     """
     parts = [onnx_file] if onnx_file != DEFAULT_ONNX_FILE else []
     if quantize != "none":
         parts.append(quantize)
+    parts.extend(recipe)
     return f"{base} [{', '.join(parts)}]" if parts else base
 
 
@@ -193,6 +203,9 @@ class OnnxEmbedder(Lifecycle):
         query_cache_size: int = 1024,
         model_name: str | None = None,
         drop_mask: bool = True,
+        pooling: PoolingSetting = "auto",
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
     ) -> None:
         if max_tokens < 2:
             raise ConfigurationError(f"embedding max_tokens must be at least 2, got {max_tokens}")
@@ -226,7 +239,17 @@ class OnnxEmbedder(Lifecycle):
         self.cache_dir = cache_dir
         self.drop_mask = drop_mask
         self.query_cache_size = query_cache_size
-        self.model: str = variant_name(model_name or self.model_dir.name, onnx_file, quantize)
+        base = model_name or self.model_dir.name
+        #: Pooling and prefixes (:mod:`.onnx_recipe`), read from the model directory now: a
+        #: setting wrong for the model raises ``ConfigurationError`` here.
+        self.recipe: EmbeddingRecipe = read_recipe(
+            self.model_dir,
+            base,
+            pooling=pooling,
+            query_prefix=query_prefix,
+            passage_prefix=passage_prefix,
+        )
+        self.model: str = variant_name(base, onnx_file, quantize, self.recipe.name_suffix())
         #: Vector length; ``0`` until the model is loaded.
         self.dimensions: int = 0
         self._loaded: _Loaded | None = None
@@ -276,16 +299,24 @@ class OnnxEmbedder(Lifecycle):
     # -- embedding -------------------------------------------------------------------------
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Return one L2-normalised vector per text, in input order (``[]`` for no texts).
+        """Return one L2-normalised vector per text to be stored (the recipe's passage prefix
+        before each), in input order (``[]`` for no texts).
 
         Loads the model first when needed (a loading failure then surfaces as a
         :class:`StoreError`). Raises :class:`StoreError` when tokenising or inference fails,
         or when the embedder was closed; :class:`InvalidInputError` for a lone ``str``.
         """
         _check_texts(texts)
+        return await self._embed([self.recipe.passage_prefix + text for text in texts])
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """As :meth:`embed`, for search queries: the recipe's query prefix before each."""
+        _check_texts(texts)
+        return await self._embed([self.recipe.query_prefix + text for text in texts])
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        texts = list(texts)
         query = texts[0] if len(texts) == 1 and self.query_cache_size else None
         if query is not None:
             cached = self._cache_get(query)
@@ -306,22 +337,26 @@ class OnnxEmbedder(Lifecycle):
 
     @property
     def pools_spans(self) -> bool:
-        """Whether :meth:`embed_spans` can run: a loaded model that returns token states."""
+        """Whether :meth:`embed_spans` can run: a loaded model that returns token states,
+        mean-pooled (a CLS-pooled model has one vector per run, not one per span)."""
         loaded = self._loaded
-        return loaded is not None and loaded.token_states
+        return loaded is not None and loaded.token_states and self.recipe.pooling == "mean"
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Each text's token count for this model, special tokens included, uncut."""
         _check_texts(texts)
         loaded = await self._ensure_loaded()
-        encodings = await asyncio.to_thread(self._tokenize, loaded.count_tokenizer, list(texts))
+        prefixed = [self.recipe.passage_prefix + text for text in texts]
+        encodings = await asyncio.to_thread(self._tokenize, loaded.count_tokenizer, prefixed)
         return [len(encoding.ids) for encoding in encodings]
 
     async def embed_spans(
         self, texts: Sequence[str], spans: Sequence[Sequence[SpanSet]]
     ) -> list[list[list[float] | None]]:
         """One run per text, one pooled vector per span set (see
-        :class:`~memmachine.ports.SpanEmbedder`); errors as :meth:`embed`."""
+        :class:`~memmachine.ports.SpanEmbedder`); errors as :meth:`embed`. With a passage
+        prefix, each text is run after it and every set also pools the prefix's tokens (a
+        mean-pooled model was trained with them in its mean)."""
         _check_texts(texts)
         if len(spans) != len(texts):
             raise InvalidInputError(
@@ -330,11 +365,20 @@ class OnnxEmbedder(Lifecycle):
         if not texts:
             return []
         loaded = await self._ensure_loaded()
-        if not loaded.token_states:
+        if not self.pools_spans:
             raise StoreError(
-                f"the ONNX model {self.model} pools inside itself: no token states to pool",
+                f"the ONNX model {self.model} pools inside itself or by its CLS token: no "
+                "spans to pool",
                 store=_STORE,
             )
+        prefix = self.recipe.passage_prefix
+        if prefix:
+            shift, head = len(prefix), (0, len(prefix))
+            texts = [prefix + text for text in texts]
+            spans = [
+                [[head, *((a + shift, b + shift) for a, b in ranges)] for ranges in sets]
+                for sets in spans
+            ]
         encodings = await asyncio.to_thread(self._tokenize, loaded.tail_tokenizer, list(texts))
         out: list[list[list[float] | None]] = [[] for _ in encodings]
 
@@ -445,9 +489,12 @@ class OnnxEmbedder(Lifecycle):
             )
 
     def _infer(self, loaded: _Loaded, batch: list[Encoding]) -> npt.NDArray[np.float32]:
-        """Run one batch, mean-pool each text over its tokens and normalise."""
+        """Run one batch, pool each text (the mean over its tokens, or its first token's
+        state with ``cls``) and normalise."""
         hidden, mask = self._token_states(loaded, batch)
-        if hidden.ndim == 3:
+        if hidden.ndim == 3 and self.recipe.pooling == "cls":
+            pooled = hidden[:, 0, :]
+        elif hidden.ndim == 3:
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         elif hidden.ndim == 2:
