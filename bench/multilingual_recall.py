@@ -20,6 +20,12 @@ Rows, in the same run on the same paragraphs and questions:
 
     uv run python bench/multilingual_recall.py                     # en, zh, ru, and across
     uv run python bench/multilingual_recall.py --languages en,zh,ru,es,de,ar,hi --json out.json
+    uv run python bench/multilingual_recall.py --data-dir /tmp/mm-xq --reuse  # keep the stores
+    uv run python bench/multilingual_recall.py --plot bench/results/xquad.png  # matplotlib only
+
+With ``--data-dir DIR`` the two managers' stores are kept in ``DIR/lexical`` and
+``DIR/embedded``; with ``--reuse`` a language already stored there with the same paragraphs and
+the same embedder is not stored again (a marker file records what each holds).
     MEMMACHINE_EMBEDDING_MODEL=/path/to/all-MiniLM-L6-v2 uv run python bench/multilingual_recall.py
 """
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import hashlib
 import json
 import math
 import statistics
@@ -53,6 +60,7 @@ from memmachine.manager import MemoryManager  # noqa: E402
 from memmachine.models import NewMessage  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "xquad"
+MARKER = "xquad-stored.json"
 KS = (1, 5, 10)
 WHEN = datetime(2024, 1, 15, 12, 0, tzinfo=UTC)
 #: Question language -> memory language, asked across languages.
@@ -127,6 +135,28 @@ def progress(text: str) -> None:
     sys.stderr.flush()
 
 
+def _fingerprint(lang: Lang, model: str) -> str:
+    return hashlib.sha256("\x00".join([model, *lang.paragraphs]).encode()).hexdigest()
+
+
+async def stored(
+    manager: MemoryManager, lang: Lang, data_dir: Path, model: str, reuse: bool
+) -> float | None:
+    """Store a language unless ``reuse`` finds it stored in ``data_dir`` already (-> None)."""
+    marker = data_dir / MARKER
+    held: dict[str, str] = json.loads(marker.read_text()) if marker.exists() else {}
+    fingerprint = _fingerprint(lang, model)
+    if reuse and held.get(lang.code) == fingerprint:
+        progress(f"reusing {lang.code} stored in {data_dir}")
+        return None
+    held.pop(lang.code, None)
+    marker.write_text(json.dumps(held))
+    seconds = await store(manager, lang)
+    held[lang.code] = fingerprint
+    marker.write_text(json.dumps(held))
+    return seconds
+
+
 async def store(manager: MemoryManager, lang: Lang) -> float:
     """Store a language's paragraphs as one user's messages; returns the seconds it took."""
     user = Scope(user_id=f"xquad-{lang.code}")
@@ -158,14 +188,16 @@ async def dense_rows(
     embedder = manager.episodic_service.embedder
     if embedder is None:
         return {}
-    passages = {
-        code: np.asarray(await embedder.embed(lang.paragraphs), dtype=np.float32)
-        for code, lang in langs.items()
-    }
+    passages = {}
+    for code, lang in langs.items():
+        progress(f"dense: embedding the {code} paragraphs")
+        passages[code] = np.asarray(await embedder.embed(lang.paragraphs), dtype=np.float32)
     rows: dict[tuple[str, str], Row] = {}
     for asked, memory in pairs:
         row = rows[(asked, memory)] = Row()
-        for question, own in langs[asked].questions:
+        for n, (question, own) in enumerate(langs[asked].questions):
+            if n % 100 == 0:
+                progress(f"dense: asking {asked} -> {memory}: {n}/{len(langs[asked].questions)}")
             vector = await manager.embed_query(question)
             assert vector is not None
             scores = passages[memory] @ np.asarray(vector, dtype=np.float32)
@@ -192,7 +224,9 @@ async def run(
             ("memmachine lexical", EmbeddingSettings(provider="none")),
             ("memmachine", None),
         ):
-            data_dir = Path(tmp) / name.replace(" ", "-")
+            base = args.data_dir or Path(tmp)
+            data_dir = base / ("lexical" if embedding is not None else "embedded")
+            data_dir.mkdir(parents=True, exist_ok=True)
             settings = Settings(data_dir=data_dir)
             if embedding is not None:
                 settings = settings.model_copy(update={"embedding": embedding})
@@ -203,8 +237,11 @@ async def run(
                     embedder = manager.episodic_service.embedder
                     meta["embedder"] = embedder.model if embedder else "none (lexical only)"
                     rows["dense"] = await dense_rows(manager, langs, pairs)
+                embedder = manager.episodic_service.embedder
+                model = embedder.model if embedder else "none"
                 for lang in langs.values():
-                    meta["ingest_seconds"][f"{name} {lang.code}"] = await store(manager, lang)
+                    seconds = await stored(manager, lang, data_dir, model, args.reuse)
+                    meta["ingest_seconds"][f"{name} {lang.code}"] = seconds
                 rows[name] = {}
                 for asked, memory in pairs:
                     row = rows[name][(asked, memory)] = Row()
@@ -229,18 +266,59 @@ def table(rows: dict[str, dict[tuple[str, str], Row]]) -> str:
     return "\n".join(lines)
 
 
+def plot(rows: dict[str, dict[tuple[str, str], Row]], out: Path) -> None:
+    """Recall@10 per (question, memory) language pair and method, as a bar chart (PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.stderr.write("matplotlib is not installed: no plot\n")
+        return
+    pairs = list(next(iter(rows.values())).keys())
+    width = 0.8 / len(rows)
+    fig, axes = plt.subplots(figsize=(max(6, 1.4 * len(pairs)), 4))
+    for k, (name, by_pair) in enumerate(rows.items()):
+        values = [by_pair[p].found[10] / by_pair[p].asked if p in by_pair else 0 for p in pairs]
+        axes.bar([i + k * width for i in range(len(pairs))], values, width, label=name)
+    axes.set_xticks([i + 0.4 - width / 2 for i in range(len(pairs))])
+    axes.set_xticklabels([f"{a} → {m}" for a, m in pairs])
+    axes.set_ylim(0, 1)
+    axes.set_ylabel("recall@10")
+    axes.set_title("XQuAD: the question's paragraph among the first 10 hits")
+    axes.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--languages", default="en,zh,ru", help="XQuAD languages, comma-separated")
-    parser.add_argument("--no-cross", dest="cross", action="store_false", help="same language only")
+    parser.add_argument(
+        "--cross",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also ask across languages (en<->zh, en<->ru; the default); --no-cross: same only",
+    )
+    parser.add_argument("--data-dir", type=Path, help="keep the stores here (default: a temp dir)")
+    parser.add_argument(
+        "--reuse", action="store_true", help="skip storing a language --data-dir already holds"
+    )
+    parser.add_argument("--plot", type=Path, help="recall@10 bar chart (PNG; needs matplotlib)")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args()
     rows, meta = asyncio.run(run(args))
     print(table(rows))
     print(f"\nembedder: {meta.get('embedder')}; ingest seconds: {meta['ingest_seconds']}")
+    if args.plot:
+        plot(rows, args.plot)
     if args.json:
         out = {
-            name: {f"{a}->{m}": {"found": r.found, "asked": r.asked} for (a, m), r in by.items()}
+            name: {
+                f"{a}->{m}": {"found": r.found, "asked": r.asked, "ms": r.ms}
+                for (a, m), r in by.items()
+            }
             for name, by in rows.items()
         }
         args.json.write_text(json.dumps({"rows": out, "meta": meta}, indent=1, default=str))
