@@ -33,7 +33,7 @@ from importlib import resources
 
 import Stemmer
 
-__all__ = ["ENGLISH", "STOPWORDS", "Stemmers", "algorithm_for", "stopwords_of"]
+__all__ = ["ENGLISH", "LATIN_STEMMERS", "STOPWORDS", "Stemmers", "algorithm_for", "stopwords_of"]
 
 ENGLISH = "english"
 
@@ -59,6 +59,8 @@ _LATIN = {
     "pl": "polish", "lt": "lithuanian", "et": "estonian", "id": "indonesian",
     "ms": "indonesian", "ga": "irish", "eo": "esperanto", "st": "sesotho", "sr": "serbian",
 }  # fmt: skip
+#: Every Snowball algorithm for a Latin-script language but English.
+LATIN_STEMMERS = tuple(sorted(set(_LATIN.values()) - {ENGLISH}))
 _CYRILLIC = {"ru": "russian", "sr": "serbian"}
 _ARABIC = {"ar": "arabic", "fa": "persian"}
 _DEVANAGARI = {"hi": "hindi", "ne": "nepali"}

@@ -24,7 +24,13 @@ from collections.abc import Iterable
 
 from memmachine.indexing.language_detection import detect_language, likely_language
 from memmachine.indexing.segmentation import TERM_PATTERN, pieces
-from memmachine.indexing.stemming import STOPWORDS, Stemmers, algorithm_for, stopwords_of
+from memmachine.indexing.stemming import (
+    LATIN_STEMMERS,
+    STOPWORDS,
+    Stemmers,
+    algorithm_for,
+    stopwords_of,
+)
 
 __all__ = [
     "ANALYSER_VERSION",
@@ -139,11 +145,28 @@ def query_terms(text: str, language: str | None = None) -> list[str]:
     for word in tokens(text):
         if len(word) > MAX_TERM_CHARS:
             continue
+        terms: list[str] = []
         for lang in languages:
             term = _term(word, lang, stemmers)
             if term is None:
                 break  # a stopword in the likeliest language is no term in any
+            terms.append(term)
+        else:
+            if language is None and _unread_latin(word, languages):
+                # a Latin word with diacritics no guessed language stems ("café" in a query
+                # too short to tell French): its stem in each Latin language that has one
+                terms += [stemmers.stem(word, algorithm) for algorithm in LATIN_STEMMERS]
+        for term in terms:
             seen.setdefault(term, None)
             if len(seen) == MAX_QUERY_TERMS:
                 return list(seen)
     return list(seen)
+
+
+def _unread_latin(word: str, languages: tuple[str | None, ...]) -> bool:
+    """Whether ``word`` is a Latin word with diacritics that none of ``languages`` stems."""
+    if word.isascii() or not word.isalpha():
+        return False
+    point = ord(word[0])
+    latin = point < 0x0250 or 0x1E00 <= point <= 0x1EFF
+    return latin and all(algorithm_for(word, lang) is None for lang in languages)

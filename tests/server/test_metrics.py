@@ -166,7 +166,8 @@ def test_metrics_after_real_traffic(
 
     models = metrics["memmachine_model_call_duration_seconds"]
     calls = "memmachine_model_call_duration_seconds_count"
-    assert value(models, calls, model="embedder", operation="embed") >= 2  # the two queries
+    # the two queries, embedded as queries (the model's query form)
+    assert value(models, calls, model="embedder", operation="embed_queries") >= 2
     assert value(models, calls, model="llm", operation="complete_structured") == 3
     errors = metrics["memmachine_model_errors"]
     assert (

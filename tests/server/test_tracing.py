@@ -104,8 +104,8 @@ def test_one_search_is_one_tree_from_the_route_to_each_store_and_model_call(
     assert lines[0] == "POST /v1/memories/search"
     assert lines[1] == "  memory.search"
     under_search = [line.strip() for line in lines[2:]]
-    # the query is embedded once, then episodes, facts and the session are searched
-    assert under_search[0] == "embedder.embed"
+    # the query is embedded once (as a query), then episodes, facts and the session are searched
+    assert under_search[0] == "embedder.embed_queries"
     assert {"memory.search_episodes", "memory.search_facts", "memory.get_working"} <= set(
         under_search
     )
